@@ -1,0 +1,347 @@
+"""Configuration: pydantic models with OpenClaw-compatible camelCase keys.
+
+Every default from the seeds lives here, once. A config file looks like::
+
+    {"agents": {"defaults": {"workspace": "~/agent",
+                             "memorySearch": {"query": {"hybrid": {"vectorWeight": 0.7}}},
+                             "compaction": {"memoryFlush": {"softThresholdTokens": 4000}}},
+                "list": [{"id": "work", "workspace": "~/work-agent"}]},
+     "memory": {"citations": "auto"}}
+
+Python code builds the same objects directly (``Config()`` is all defaults) or overrides with
+``config.model_copy(update=...)`` / :func:`merge`. ``Config.for_agent(agent_id)`` resolves the
+per-agent entry over the defaults. Reading files and the environment happens only in the CLI.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sessionmem.errors import ConfigError
+
+DEFAULT_AGENT_ID = "main"
+DEFAULT_CONTEXT_TOKENS = 200_000
+DEFAULT_LOCAL_MODEL = "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf"
+
+
+class _Model(BaseModel):
+    """Base: camelCase aliases, populate by Python name too, unknown keys rejected, frozen."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+class _Camel(_Model):
+    model_config = ConfigDict(
+        populate_by_name=True, extra="forbid", frozen=True, alias_generator=_camel
+    )
+
+
+# ---------------------------------------------------------------------------- memory search
+
+
+class LocalEmbeddingConfig(_Camel):
+    model_path: str | None = None  # a GGUF path or an hf:owner/repo/file.gguf URI
+    model_cache_dir: str | None = None
+    n_threads: int | None = None
+
+
+class RemoteBatchConfig(_Camel):
+    enabled: bool = False
+    wait: bool = True
+    concurrency: int = 2
+    poll_interval_ms: int = 2000
+    timeout_minutes: int = 60
+
+
+class RemoteEmbeddingConfig(_Camel):
+    base_url: str | None = None
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    batch: RemoteBatchConfig = RemoteBatchConfig()
+
+
+class VectorStoreConfig(_Camel):
+    enabled: bool = True
+    extension_path: str | None = None
+
+
+class FtsStoreConfig(_Camel):
+    tokenizer: Literal["unicode61", "trigram"] = "unicode61"
+
+
+class StoreConfig(_Camel):
+    path: str | None = None  # may contain {agentId}; default <state-dir>/memory/{agentId}.sqlite
+    vector: VectorStoreConfig = VectorStoreConfig()
+    fts: FtsStoreConfig = FtsStoreConfig()
+
+
+class ChunkingConfig(_Camel):
+    tokens: int = Field(400, ge=1)
+    overlap: int = Field(80, ge=0)
+
+    @model_validator(mode="after")
+    def _clamp_overlap(self) -> ChunkingConfig:
+        if self.overlap >= self.tokens:
+            object.__setattr__(self, "overlap", self.tokens - 1)
+        return self
+
+
+class MmrConfig(_Camel):
+    enabled: bool = False
+    lambda_: float = Field(0.7, ge=0.0, le=1.0, alias="lambda")
+
+
+class TemporalDecayConfig(_Camel):
+    enabled: bool = False
+    half_life_days: float = Field(30.0, ge=1.0)
+
+
+class HybridConfig(_Camel):
+    enabled: bool = True
+    vector_weight: float = Field(0.7, ge=0.0, le=1.0)
+    text_weight: float = Field(0.3, ge=0.0, le=1.0)
+    candidate_multiplier: int = Field(4, ge=1, le=20)
+    mmr: MmrConfig = MmrConfig()
+    temporal_decay: TemporalDecayConfig = TemporalDecayConfig()
+
+    def normalized_weights(self) -> tuple[float, float]:
+        """(vector, text) weights summing to 1; both zero falls back to 0.7 / 0.3."""
+        total = self.vector_weight + self.text_weight
+        if total <= 0:
+            return 0.7, 0.3
+        return self.vector_weight / total, self.text_weight / total
+
+
+class QueryConfig(_Camel):
+    max_results: int = Field(6, ge=1)
+    min_score: float = Field(0.35, ge=0.0, le=1.0)
+    hybrid: HybridConfig = HybridConfig()
+
+
+class SessionSyncConfig(_Camel):
+    delta_bytes: int = 100_000
+    delta_messages: int = 50
+    post_compaction_force: bool = True
+    debounce_ms: int = 5000
+
+
+class SyncConfig(_Camel):
+    on_session_start: bool = True
+    on_search: bool = True
+    watch: bool = True
+    watch_debounce_ms: int = 1500
+    interval_minutes: float = 0
+    sessions: SessionSyncConfig = SessionSyncConfig()
+
+
+class CacheConfig(_Camel):
+    enabled: bool = True
+    max_entries: int | None = None
+
+
+class ExperimentalConfig(_Camel):
+    session_memory: bool = False
+
+
+Source = Literal["memory", "sessions"]
+ProviderName = Literal["auto", "local", "openai", "gemini", "voyage", "mistral", "ollama", "none"]
+
+
+class MemorySearchConfig(_Camel):
+    enabled: bool = True
+    provider: ProviderName = "auto"
+    fallback: ProviderName = "none"
+    model: str | None = None  # provider's default when unset
+    local: LocalEmbeddingConfig = LocalEmbeddingConfig()
+    remote: RemoteEmbeddingConfig = RemoteEmbeddingConfig()
+    sources: tuple[Source, ...] = ("memory",)
+    extra_paths: tuple[str, ...] = ()
+    store: StoreConfig = StoreConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    query: QueryConfig = QueryConfig()
+    sync: SyncConfig = SyncConfig()
+    cache: CacheConfig = CacheConfig()
+    experimental: ExperimentalConfig = ExperimentalConfig()
+
+    @field_validator("sources")
+    @classmethod
+    def _dedupe_sources(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            return ("memory",)
+        return tuple(sorted(set(value)))
+
+
+# ---------------------------------------------------------------------------- compaction and flush
+
+
+class MemoryFlushConfig(_Camel):
+    enabled: bool = True
+    soft_threshold_tokens: int = Field(4000, ge=0)
+    force_flush_transcript_bytes: int = Field(2 * 1024 * 1024, ge=0)  # 0 disables
+    prompt: str | None = None  # None or blank -> the default prompt
+    system_prompt: str | None = None
+
+    @field_validator("force_flush_transcript_bytes", mode="before")
+    @classmethod
+    def _parse_byte_size(cls, value: Any) -> Any:
+        return parse_byte_size(value) if isinstance(value, str) else value
+
+
+class CompactionConfig(_Camel):
+    enabled: bool = True
+    reserve_tokens: int = Field(16_384, ge=0)
+    reserve_tokens_floor: int = Field(20_000, ge=0)  # 0 disables the floor
+    keep_recent_tokens: int = Field(20_000, ge=1)
+    post_index_sync: Literal["off", "async", "await"] = "async"
+    memory_flush: MemoryFlushConfig = MemoryFlushConfig()
+
+    def effective_reserve_tokens(self) -> int:
+        """DESIGN decision 3: one reserve for both the flush threshold and compaction."""
+        return max(self.reserve_tokens, self.reserve_tokens_floor)
+
+
+class ModelEntryConfig(_Camel):
+    context_window: int | None = Field(None, ge=1)
+    owns_compaction: bool = False
+
+
+class AgentConfig(_Camel):
+    """Settings of one agent; ``agents.defaults`` and each ``agents.list`` entry share this shape."""
+
+    id: str | None = None
+    workspace: str | None = None
+    model: str | None = None
+    context_tokens: int | None = Field(None, ge=1)
+    models: dict[str, ModelEntryConfig] = Field(default_factory=dict)
+    user_timezone: str | None = None  # IANA name; None -> the machine's local zone
+    bootstrap_max_chars: int = 20_000
+    load_daily_logs: bool = True
+    memory_tools: bool | None = None  # write tools; None -> on in private sessions
+    max_tool_iterations: int = 20
+    compaction: CompactionConfig = CompactionConfig()
+    memory_search: MemorySearchConfig = Field(
+        default_factory=MemorySearchConfig,
+        validation_alias=AliasChoices("memorySearch", "memory_search", "memory.search"),
+    )
+
+
+class AgentsConfig(_Camel):
+    defaults: AgentConfig = AgentConfig()
+    list: tuple[AgentConfig, ...] = ()
+
+
+class MemoryConfig(_Camel):
+    citations: Literal["on", "off", "auto"] = "auto"
+
+
+class ResetConfig(_Camel):
+    mode: Literal["off", "daily", "idle"] = "off"
+    at_hour: int = Field(4, ge=0, le=23)
+    idle_minutes: int | None = Field(None, ge=1)
+
+
+class SessionConfig(_Camel):
+    reset_triggers: tuple[str, ...] = ("/new", "/reset")
+    reset: ResetConfig = ResetConfig()
+    store: str | None = None  # sessions.json path; may contain {agentId}
+
+
+class HookEntryConfig(_Camel):
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=_camel)
+    enabled: bool | None = None
+
+
+class InternalHooksConfig(_Camel):
+    enabled: bool = True
+    entries: dict[str, HookEntryConfig] = Field(default_factory=dict)
+    extra_dirs: tuple[str, ...] = ()
+
+
+class HooksConfig(_Camel):
+    internal: InternalHooksConfig = InternalHooksConfig()
+
+
+class Config(_Camel):
+    agents: AgentsConfig = AgentsConfig()
+    memory: MemoryConfig = MemoryConfig()
+    session: SessionConfig = SessionConfig()
+    hooks: HooksConfig = HooksConfig()
+
+    def for_agent(self, agent_id: str = DEFAULT_AGENT_ID) -> AgentConfig:
+        """The agent's settings: its ``agents.list`` entry laid over ``agents.defaults``."""
+        base = self.agents.defaults.model_dump(by_alias=True, exclude_unset=False)
+        for entry in self.agents.list:
+            if entry.id == agent_id:
+                base = _deep_merge(base, entry.model_dump(by_alias=True, exclude_unset=True))
+        base["id"] = agent_id
+        return AgentConfig.model_validate(base)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        """Validate a parsed config document; errors name the offending key."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from exc
+
+    @classmethod
+    def load(cls, path: str | Path) -> Config:
+        """Read a JSON or JSON5 config file."""
+        import json5
+
+        path = Path(path).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        try:
+            data = json5.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"config file {path} is not valid JSON/JSON5: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must contain an object at the top level")
+        return cls.from_dict(data)
+
+
+def merge(config: Config, overrides: dict[str, Any]) -> Config:
+    """Lay a nested dict of overrides (camelCase or snake_case keys) over ``config``."""
+    merged = _deep_merge(config.model_dump(by_alias=True), overrides)
+    return Config.from_dict(merged)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"{where}: {err['msg']}")
+    return "invalid config: " + "; ".join(lines)
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
+
+
+def parse_byte_size(value: str) -> int:
+    """Parse ``"2mb"``, ``"512 KB"``, ``"1048576"`` into bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)
+    if not match or match.group(2).lower() not in _BYTE_UNITS:
+        raise ValueError(f"not a byte size: {value!r} (use e.g. 2097152, '512kb' or '2mb')")
+    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])

@@ -1,0 +1,86 @@
+"""Every error sessionmem raises on purpose derives from :class:`SessionMemError`.
+
+    SessionMemError
+    ├── ConfigError                 a config file or value is invalid (names the key)
+    ├── UsageError                  the API was called the wrong way
+    ├── ModelError                  the chat model failed (after mapping litellm's errors)
+    │   └── ContextWindowExceeded   the provider said the prompt is over its context window
+    ├── SessionError
+    │   ├── SessionNotFound
+    │   ├── TranscriptError         a transcript cannot be read or written
+    │   └── StoreLockTimeout        sessions.json stayed locked past the timeout
+    └── MemoryIndexError            the memory index cannot be built or queried
+        ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
+        ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
+        └── MemoryPathError         a memory path is outside the allowed files (memory_get)
+"""
+
+from __future__ import annotations
+
+
+class SessionMemError(Exception):
+    """Root of sessionmem's errors."""
+
+
+class ConfigError(SessionMemError):
+    """A configuration file or value is invalid."""
+
+
+class UsageError(SessionMemError):
+    """The API was used incorrectly (a bug in the caller, not a runtime failure)."""
+
+
+class ModelError(SessionMemError):
+    """A chat model call failed."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ContextWindowExceeded(ModelError):
+    """The provider rejected the request because the prompt exceeds the model's context window."""
+
+
+class SessionError(SessionMemError):
+    """A session could not be loaded or saved."""
+
+
+class SessionNotFound(SessionError):
+    pass
+
+
+class TranscriptError(SessionError):
+    pass
+
+
+class StoreLockTimeout(SessionError):
+    def __init__(self, path: str, timeout_s: float) -> None:
+        super().__init__(f"timeout waiting for session store lock: {path} (after {timeout_s:g}s)")
+        self.path = path
+        self.timeout_s = timeout_s
+
+
+class MemoryIndexError(SessionMemError):
+    """The memory index could not be built, opened or queried."""
+
+
+class EmbedderUnavailable(MemoryIndexError):
+    """No embedding provider could be created; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class EmbeddingError(MemoryIndexError):
+    """An embedding call failed after retries, or returned unusable vectors."""
+
+
+class MemoryPathError(MemoryIndexError):
+    """A path given to memory_get (or a memory writer) is not an allowed memory file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{reason}: {path}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,78 @@
+"""All DDL of the per-agent memory index, in one place.
+
+The index is derived from the Markdown workspace and can always be rebuilt. ``SCHEMA_VERSION``
+changes whenever a table changes shape; an index with another version is rebuilt from the files.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+META_KEY = "memory_index_meta_v1"  # JSON: provider, model, providerKey, sources, scopeHash, chunking, vectorDims
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- One row per indexed file. An unchanged (mtime_ns, size) pair means the file is skipped with a stat.
+CREATE TABLE IF NOT EXISTS files (
+    path     TEXT PRIMARY KEY,              -- workspace-relative with '/', or sessions/<name>.jsonl
+    source   TEXT NOT NULL DEFAULT 'memory', -- 'memory' | 'sessions'
+    hash     TEXT NOT NULL,                 -- sha256 of the content as indexed
+    mtime_ns INTEGER NOT NULL,
+    size     INTEGER NOT NULL,
+    date     TEXT                           -- YYYY-MM-DD the file speaks of (name or mtime)
+);
+
+CREATE TABLE IF NOT EXISTS chunks (
+    id         TEXT PRIMARY KEY,            -- sha256(source:path:start:end:hash:model)
+    path       TEXT NOT NULL,
+    source     TEXT NOT NULL DEFAULT 'memory',
+    start_line INTEGER NOT NULL,            -- 1-based, inclusive (JSONL lines for sessions)
+    end_line   INTEGER NOT NULL,
+    hash       TEXT NOT NULL,               -- sha256 of text
+    model      TEXT NOT NULL,               -- embedding model, or 'fts-only'
+    text       TEXT NOT NULL,
+    embedding  BLOB,                        -- float32 little-endian, L2-normalised; NULL in FTS-only mode
+    date       TEXT,                        -- YYYY-MM-DD of the file or of the chunk's first message
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
+CREATE INDEX IF NOT EXISTS idx_chunks_source ON chunks(source);
+
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    provider     TEXT NOT NULL,
+    model        TEXT NOT NULL,
+    provider_key TEXT NOT NULL,
+    hash         TEXT NOT NULL,             -- sha256 of the embedded text
+    embedding    BLOB NOT NULL,             -- float32 little-endian
+    dims         INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (provider, model, provider_key, hash)
+);
+CREATE INDEX IF NOT EXISTS idx_embedding_cache_updated_at ON embedding_cache(updated_at);
+"""
+
+# The FTS column holds ftstext.fts_text(chunk.text); snippets come from chunks.text.
+FTS_TABLE = """
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    text,
+    id UNINDEXED,
+    path UNINDEXED,
+    source UNINDEXED,
+    model UNINDEXED,
+    start_line UNINDEXED,
+    end_line UNINDEXED,
+    tokenize = '{tokenizer}'
+);
+"""
+
+
+def vec_table_sql(dims: int) -> str:
+    """sqlite-vec table, created lazily once the embedding dimension is known."""
+    return (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0("
+        f"id TEXT PRIMARY KEY, embedding float[{int(dims)}] distance_metric=cosine)"
+    )

@@ -1,0 +1,99 @@
+"""Conversation messages, as the runner, the model seam and the transcript see them.
+
+One message type for the four roles; tool calls and usage are small frozen records. The
+transcript module maps these to and from the JSONL format (reference §3.2), and the litellm
+adapter maps them to and from OpenAI chat format (:meth:`Message.to_openai`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage the provider reported for one call."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """What the prompt occupied in the context window."""
+        return self.input + self.cache_read + self.cache_write
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # role == "tool"
+    tool_name: str | None = None  # role == "tool"
+    is_error: bool = False  # role == "tool"
+    usage: Usage | None = None  # role == "assistant", as reported by the provider
+    timestamp: int = field(default_factory=now_ms)  # ms since the epoch
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls("system", content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls("user", content)
+
+    @classmethod
+    def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] = (), usage: Usage | None = None) -> Message:
+        return cls("assistant", content, tool_calls=tool_calls, usage=usage)
+
+    @classmethod
+    def tool(cls, call: ToolCall, content: str, *, is_error: bool = False) -> Message:
+        return cls("tool", content, tool_call_id=call.id, tool_name=call.name, is_error=is_error)
+
+    def to_openai(self) -> dict[str, Any]:
+        """This message in OpenAI chat-completions format."""
+        import orjson
+
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.role == "assistant" and self.tool_calls:
+            out["content"] = self.content or None
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()},
+                }
+                for call in self.tool_calls
+            ]
+        if self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id
+        return out

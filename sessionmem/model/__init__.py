@@ -1,0 +1,5 @@
+"""The model seam: a protocol the runner calls, a litellm adapter, and a scripted model for tests."""
+
+from sessionmem.model.base import Model, ModelReply, ModelRequest
+
+__all__ = ["Model", "ModelReply", "ModelRequest"]
