@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.support.openai_server"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GGUF_MODEL = REPO_ROOT.parent / "shared" / "models" / "all-MiniLM-L6-v2.Q8_0.gguf"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
