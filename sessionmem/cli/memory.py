@@ -1,0 +1,309 @@
+"""``sessionmem memory ...``: status, index, search and get over the agent's memory index.
+
+Each command resolves the context, opens the index once, calls one method and prints. The index,
+the embedder and tqdm are imported inside the commands, so ``sessionmem memory --help`` and a
+cold FTS-only search stay fast (no litellm, llama_cpp or watchdog on that path).
+
+Examples::
+
+    sessionmem memory index --force
+    sessionmem memory search "billing cutover" --after 2024-01-01 --explain
+    printf '{"query": "cutover"}\\n{"query": "db", "maxResults": 2}\\n' | sessionmem memory search --batch
+    sessionmem memory get memory/2024-01-05.md --from 10 --lines 20
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from sessionmem.cli import output
+from sessionmem.cli.root import Context
+from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+
+if TYPE_CHECKING:
+    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
+
+MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
+
+# Keys a --batch line may carry (camelCase, as in the tool's arguments); anything else is an error so
+# a typo such as "max_results" is reported instead of silently ignored. "id" is echoed back.
+BATCH_KEYS = frozenset({"query", "maxResults", "minScore", "after", "before", "explain", "id"})
+
+
+class IsoDate(click.ParamType):
+    """A YYYY-MM-DD date; click's error names the option (``Invalid value for '--after'``)."""
+
+    name = "YYYY-MM-DD"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> date:
+        if isinstance(value, date):
+            return value
+        try:
+            return parse_date(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def parse_date(text: str) -> date:
+    """Strict YYYY-MM-DD (``2024-1-5`` and ``2024-02-30`` are refused with a reason)."""
+    stripped = text.strip()
+    try:
+        if len(stripped) != 10:
+            raise ValueError
+        return date.fromisoformat(stripped)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date in YYYY-MM-DD form") from None
+
+
+@click.group()
+def memory() -> None:
+    """Index, search and read the agent's Markdown memory (MEMORY.md, memory/*.md)."""
+
+
+# ---------------------------------------------------------------------------- opening the index
+
+
+def _selection(app: Context) -> EmbedderSelection:
+    from sessionmem.memory.embed import select_embedder
+
+    return select_embedder(app.agent.memory_search, app.env)
+
+
+@contextmanager
+def open_index(app: Context, selection: EmbedderSelection | None = None) -> Iterator[MemoryIndex]:
+    """The agent's index, closed on the way out whatever happens."""
+    from sessionmem.memory.index import MemoryIndex
+
+    if selection is None:
+        selection = _selection(app)
+    index = MemoryIndex.open(
+        app.agent_id, app.workspace, app.agent.memory_search, state_dir=app.state_dir, selection=selection
+    )
+    try:
+        yield index
+    finally:
+        index.close()
+
+
+# ---------------------------------------------------------------------------- search
+
+
+@memory.command()
+@click.argument("query", required=False)
+@click.option("--max-results", type=click.IntRange(min=1), help="At most N results (default: config).")
+@click.option("--min-score", type=click.FloatRange(0.0, 1.0), help="Drop results under X (default: config).")
+@click.option("--after", type=IsoDate(), help="Only results dated on or after this day.")
+@click.option("--before", type=IsoDate(), help="Only results dated on or before this day.")
+@click.option(
+    "--explain", is_flag=True, help="Show each result's FTS, vector, merged, decay and MMR figures."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object: {results, provider, model, mode}."
+)
+@click.option(
+    "--batch", is_flag=True, help="Read one JSON request per stdin line; write one JSON result per line."
+)
+@click.pass_context
+def search(
+    ctx: click.Context,
+    query: str | None,
+    max_results: int | None,
+    min_score: float | None,
+    after: date | None,
+    before: date | None,
+    explain: bool,
+    as_json: bool,
+    batch: bool,
+) -> None:
+    """Search memory for QUERY (keywords and, with an embedding provider, meaning).
+
+    \b
+    Examples:
+      sessionmem memory search "billing cutover"
+      sessionmem memory search deploy --after 2024-03-01 --before 2024-03-31 --json
+      echo '{"query": "cutover", "maxResults": 3}' | sessionmem memory search --batch
+    """
+    if after and before and after > before:
+        raise click.BadParameter(f"--after {after} is later than --before {before}", param_hint="'--after'")
+    defaults = SearchRequest(
+        query="", max_results=max_results, min_score=min_score, after=after, before=before, explain=explain
+    )
+    if batch:
+        if query:
+            raise click.UsageError("Give either a positional query or --batch, not both.")
+        app = output.resolved(ctx)
+        with open_index(app) as index:
+            run_batch(index, sys.stdin, defaults)
+        return
+    if not query or not query.strip():
+        raise click.UsageError(MISSING_QUERY)
+    app = output.resolved(ctx)
+    request = SearchRequest(
+        query=query,
+        max_results=max_results,
+        min_score=min_score,
+        after=after,
+        before=before,
+        explain=explain,
+    )
+    with open_index(app) as index:
+        response = index.search(request)
+    if as_json:
+        output.echo_json(response_json(response))
+        return
+    for warning in response.warnings:
+        output.echo_err(f"warning: {warning}")
+    click.echo(format_response(response, explain=explain))
+
+
+def response_json(response: SearchResponse) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "results": [result.to_json() for result in response.results],
+        "provider": response.provider,
+        "model": response.model,
+        "mode": response.mode,
+    }
+    if response.fallback:
+        out["fallback"] = dict(response.fallback)
+    if response.warnings:
+        out["warnings"] = list(response.warnings)
+    return out
+
+
+def format_response(response: SearchResponse, *, explain: bool = False) -> str:
+    """Human output: per result a header line, the snippet, a blank line; or ``No matches.``."""
+    if not response.results:
+        return "No matches."
+    blocks = [format_result(result, explain=explain) for result in response.results]
+    return "\n\n".join(blocks) + "\n"
+
+
+def format_result(result: SearchResult, *, explain: bool = False) -> str:
+    header = f"{result.score:.3f} {result.path}:{result.start_line}-{result.end_line}"
+    if result.date:
+        header += f" ({result.date})"
+    lines = [header]
+    if explain and result.explanation is not None:
+        lines.append("  " + format_explanation(result))
+    lines.append(result.snippet.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def format_explanation(result: SearchResult) -> str:
+    e = result.explanation
+    if e is None:
+        return ""
+
+    def num(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    parts = [
+        f"fts={num(e.text_score)}",
+        f"vector={num(e.vector_score)}",
+        f"merged={num(e.merged)}",
+        f"decay={num(e.decay_multiplier)}",
+        f"final={num(e.final)}",
+        f"mmr={'-' if e.mmr_rank is None else '#' + str(e.mmr_rank)}",
+        f"path={e.vector_path or '-'}",
+        f"source={result.source}",
+    ]
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------- --batch
+
+
+def parse_batch_line(text: str, defaults: SearchRequest) -> tuple[SearchRequest, Any]:
+    """One stdin line → a request (command-line options fill what the line leaves out) and its id.
+
+    Raises ``ValueError`` with a message naming the problem; the caller reports it on that line.
+    """
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("each line must be a JSON object")
+    unknown = sorted(set(data) - BATCH_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key(s): {', '.join(unknown)} (allowed: {', '.join(sorted(BATCH_KEYS))})")
+    query = data.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("missing search query: 'query' must be a non-empty string")
+    max_results = data.get("maxResults", defaults.max_results)
+    if max_results is not None and (isinstance(max_results, bool) or not isinstance(max_results, int)):
+        raise ValueError("'maxResults' must be an integer")
+    if max_results is not None and max_results < 1:
+        raise ValueError("'maxResults' must be at least 1")
+    min_score = data.get("minScore", defaults.min_score)
+    if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))):
+        raise ValueError("'minScore' must be a number")
+    if min_score is not None and not 0.0 <= min_score <= 1.0:
+        raise ValueError("'minScore' must be between 0 and 1")
+    after = _batch_date(data, "after", defaults.after)
+    before = _batch_date(data, "before", defaults.before)
+    if after and before and after > before:
+        raise ValueError(f"'after' ({after}) is later than 'before' ({before})")
+    explain = data.get("explain", defaults.explain)
+    if not isinstance(explain, bool):
+        raise ValueError("'explain' must be true or false")
+    request = SearchRequest(
+        query=query,
+        max_results=max_results,
+        min_score=None if min_score is None else float(min_score),
+        after=after,
+        before=before,
+        explain=explain,
+    )
+    return request, data.get("id")
+
+
+def _batch_date(data: dict[str, Any], key: str, default: date | None) -> date | None:
+    if key not in data or data[key] is None:
+        return default
+    value = data[key]
+    if not isinstance(value, str):
+        raise ValueError(f"'{key}' must be a YYYY-MM-DD string")
+    try:
+        return parse_date(value)
+    except ValueError as exc:
+        raise ValueError(f"'{key}': {exc}") from None
+
+
+def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
+    """Answer each non-blank line with one JSON line; a bad line gets ``{"error", "line"}``.
+
+    Returns how many lines failed. A failing search (not only a malformed line) is reported on its
+    line too, so one bad request never costs the rest of the batch.
+    """
+    from sessionmem.errors import SessionMemError
+
+    failures = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        request_id: Any = None
+        try:
+            request, request_id = parse_batch_line(raw, defaults)
+            answer = response_json(index.search(request))
+        except (ValueError, SessionMemError) as exc:
+            failures += 1
+            error: dict[str, Any] = {"error": str(exc), "line": number}
+            if request_id is not None:
+                error["id"] = request_id
+            output.echo_line_json(error)
+            continue
+        answer["line"] = number
+        if request_id is not None:
+            answer["id"] = request_id
+        output.echo_line_json(answer)
+    return failures

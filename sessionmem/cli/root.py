@@ -1,0 +1,122 @@
+"""The composition root: the one place that reads config files and the environment.
+
+Every command turns the global options into a :class:`Context` through :func:`resolve` and passes
+explicit objects (the agent's config, the workspace, the state folder, a frozen copy of the
+environment) down to the library. Nothing below the CLI reads ``os.environ`` or a config file.
+
+Resolution order:
+
+- state folder: ``--state-dir`` > ``$SESSIONMEM_STATE_DIR`` > ``~/.sessionmem``
+- config file: ``--config`` > ``$SESSIONMEM_CONFIG`` > ``<state>/config.json5`` > ``<state>/config.json``
+  (the last two only when they exist; no file at all means every default)
+- agent: ``--agent`` > ``main``
+- workspace: ``--workspace`` > the agent's ``workspace`` (its ``agents.list`` entry over
+  ``agents.defaults``; a relative path is taken from the config file's folder) > ``<state>/workspace``
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from sessionmem.config import DEFAULT_AGENT_ID, AgentConfig, Config
+from sessionmem.errors import ConfigError
+
+STATE_DIR_ENV = "SESSIONMEM_STATE_DIR"
+CONFIG_ENV = "SESSIONMEM_CONFIG"
+DEFAULT_STATE_DIR = "~/.sessionmem"
+DEFAULT_CONFIG_NAMES = ("config.json5", "config.json")
+
+# Agent ids become file names ("<state>/memory/<agentId>.sqlite"), so no separators or dots.
+_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Everything a command needs, resolved once from options, config and environment."""
+
+    config: Config
+    agent: AgentConfig
+    agent_id: str
+    workspace: Path
+    state_dir: Path
+    env: Mapping[str, str]
+    config_path: Path | None = None
+
+    @property
+    def sessions_dir(self) -> Path:
+        """Where this agent's session transcripts live: ``<state>/agents/<agentId>/sessions``."""
+        return self.state_dir / "agents" / self.agent_id / "sessions"
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalOptions:
+    """The global options as typed, before anything is read (``None`` = not given)."""
+
+    config: str | None = None
+    state_dir: str | None = None
+    workspace: str | None = None
+    agent: str | None = None
+
+
+def resolve(options: GlobalOptions, env: Mapping[str, str] | None = None) -> Context:
+    """Read the config file and the environment once; raise ``ConfigError`` naming what is wrong."""
+    environ: Mapping[str, str] = MappingProxyType(dict(os.environ if env is None else env))
+    state_dir = _absolute(options.state_dir or environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+    agent_id = options.agent or DEFAULT_AGENT_ID
+    if not _AGENT_ID.match(agent_id):
+        raise ConfigError(
+            f"agent id {agent_id!r} is not valid: "
+            "use letters, digits, '-' and '_' (at most 64, no leading '-')"
+        )
+
+    config_path = _config_path(options.config, environ, state_dir)
+    config = Config.load(config_path) if config_path is not None else Config()
+    agent = config.for_agent(agent_id)
+    workspace = _workspace(options.workspace, agent, config_path, state_dir)
+    return Context(
+        config=config,
+        agent=agent,
+        agent_id=agent_id,
+        workspace=workspace,
+        state_dir=state_dir,
+        env=environ,
+        config_path=config_path,
+    )
+
+
+def _config_path(given: str | None, env: Mapping[str, str], state_dir: Path) -> Path | None:
+    explicit = given or env.get(CONFIG_ENV)
+    if explicit:
+        path = _absolute(explicit)
+        if not path.is_file():
+            origin = "--config" if given else f"${CONFIG_ENV}"
+            raise ConfigError(f"config file not found: {path} (from {origin})")
+        return path
+    for name in DEFAULT_CONFIG_NAMES:
+        candidate = state_dir / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _workspace(given: str | None, agent: AgentConfig, config_path: Path | None, state_dir: Path) -> Path:
+    if given:
+        return _absolute(given)
+    if agent.workspace:
+        path = Path(agent.workspace).expanduser()
+        if not path.is_absolute():
+            # Trigger: a config file says "workspace": "notes". Why: the same config must mean the same
+            # folder whatever directory the command runs from. Outcome: relative to the config file.
+            base = config_path.parent if config_path is not None else Path.cwd()
+            path = base / path
+        return path.resolve()
+    return state_dir / "workspace"
+
+
+def _absolute(value: str) -> Path:
+    return Path(value).expanduser().resolve()
