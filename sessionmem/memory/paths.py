@@ -1,0 +1,233 @@
+"""The one place that decides which paths the memory tools may read or write.
+
+``memory_get`` takes a path from the model, so it is untrusted input. It may name:
+
+- ``MEMORY.md``, ``memory.md`` or anything under ``memory/`` (Markdown only) inside the workspace;
+- a Markdown file inside a configured extra path (a directory, or a single ``.md`` file);
+- ``sessions/<name>.jsonl``, the path a session-transcript hit carries (DESIGN decision 8), when a
+  sessions directory is known.
+
+Paths are normalised lexically (``..`` folded away) and then checked against those roots, so
+``memory/../../etc/x.md`` is refused for escaping the workspace rather than read. Symlinks are never
+followed: not the file, and not any folder between the root and the file (OpenClaw's discovery skips
+symlinks, so a symlinked path can never be a legitimate search hit). A missing file is allowed here;
+the reader decides what "missing" means (memory_get returns empty text).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sessionmem.errors import MemoryPathError
+
+TargetKind = Literal["memory", "extra", "session"]
+
+_ROOT_FILES = ("MEMORY.md", "memory.md")
+_SESSION_RE = re.compile(r"^sessions/([^/\\\x00]+\.jsonl)$")
+_MARKDOWN_SUFFIX = ".md"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTarget:
+    """An allowed memory path: where it is on disk and how to show it to the model."""
+
+    path: Path  # absolute, lexically normalised (no symlinks resolved)
+    display: str  # workspace-relative with "/" (or "sessions/<name>.jsonl"); what results carry
+    kind: TargetKind
+
+
+def normalize_rel_path(value: str) -> str:
+    """Strip whitespace and leading ``./``, and turn backslashes into ``/`` (OpenClaw's normalisation)."""
+    text = value.strip().replace("\\", "/")
+    while text.startswith("./"):
+        text = text[2:]
+    return text
+
+
+def is_memory_path(rel: str) -> bool:
+    """True for ``MEMORY.md``, ``memory.md`` and anything under ``memory/`` (reference §6.1)."""
+    norm = normalize_rel_path(rel)
+    return norm in _ROOT_FILES or norm.startswith("memory/")
+
+
+def normalize_extra_paths(workspace: Path, extra_paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Trim, drop empties, resolve relative entries against the workspace, de-duplicate (order kept)."""
+    out: list[Path] = []
+    seen: set[str] = set()
+    for raw in extra_paths:
+        text = os.fspath(raw).strip()
+        if not text:
+            continue
+        candidate = Path(text).expanduser()
+        if not candidate.is_absolute():
+            candidate = Path(workspace) / candidate
+        norm = Path(os.path.normpath(os.path.abspath(candidate)))
+        if str(norm) not in seen:
+            seen.add(str(norm))
+            out.append(norm)
+    return out
+
+
+def resolve_memory_target(
+    workspace: Path,
+    rel_or_abs: str,
+    extra_paths: Iterable[str | os.PathLike[str]] = (),
+    *,
+    sessions_dir: Path | None = None,
+) -> MemoryTarget:
+    """Check a path a tool was given and say where it points; raise :class:`MemoryPathError` if refused."""
+    if not isinstance(rel_or_abs, str) or not rel_or_abs.strip():
+        raise MemoryPathError(str(rel_or_abs), "path required")
+    original = rel_or_abs
+    norm = normalize_rel_path(rel_or_abs)
+    session = _SESSION_RE.match(norm)
+    if session is not None:
+        return _resolve_session(original, session.group(1), sessions_dir)
+
+    ws_abs = Path(os.path.normpath(os.path.abspath(workspace)))
+    raw = Path(norm).expanduser()
+    candidate = Path(os.path.normpath(raw if raw.is_absolute() else ws_abs / raw))
+    extras = normalize_extra_paths(ws_abs, extra_paths)
+
+    rel = _relative_inside(candidate, ws_abs)
+    if rel is None:
+        # An absolute path may spell the workspace through its real path (e.g. /private/var on macOS).
+        ws_real = Path(os.path.realpath(ws_abs))
+        rel = _relative_inside(candidate, ws_real)
+        if rel is not None:
+            candidate = ws_abs / rel
+    if rel is not None and is_memory_path(rel):
+        _require_markdown(original, candidate)
+        _require_no_symlinks(original, ws_abs, candidate)
+        _require_regular_if_present(original, candidate)
+        return MemoryTarget(candidate, rel, "memory")
+
+    extra = _match_extra(original, candidate, extras)
+    if extra is not None:
+        _require_markdown(original, candidate)
+        if extra != candidate:
+            _require_no_symlinks(original, extra, candidate)
+        _require_regular_if_present(original, candidate)
+        display = rel if rel is not None else Path(os.path.relpath(candidate, ws_abs)).as_posix()
+        return MemoryTarget(candidate, display, "extra")
+
+    if rel is None:
+        raise MemoryPathError(original, "path escapes the workspace and is not in a configured extra path")
+    raise MemoryPathError(
+        original,
+        "not a memory file (allowed: MEMORY.md, memory.md, memory/**/*.md, configured extra paths, "
+        "sessions/<file>.jsonl)",
+    )
+
+
+def resolve_memory_path(
+    workspace: Path,
+    rel_or_abs: str,
+    extra_paths: Iterable[str | os.PathLike[str]] = (),
+    *,
+    sessions_dir: Path | None = None,
+) -> Path:
+    """The absolute path of an allowed memory file (see :func:`resolve_memory_target`)."""
+    return resolve_memory_target(workspace, rel_or_abs, extra_paths, sessions_dir=sessions_dir).path
+
+
+def writable_memory_path(workspace: Path, rel: str) -> Path:
+    """Where a memory writer may write: ``MEMORY.md`` or ``memory/**/<name>.md``, workspace-relative only.
+
+    Stricter than reading: no absolute paths, no extra paths, no ``memory.md`` (one root file to append to),
+    and no ``..`` component at all, even one that would fold back inside ``memory/``.
+    """
+    if not isinstance(rel, str) or not rel.strip():
+        raise MemoryPathError(str(rel), "path required")
+    norm = normalize_rel_path(rel)
+    parts = norm.split("/")
+    if Path(norm).is_absolute() or norm.startswith("/"):
+        raise MemoryPathError(rel, "memory writes take a workspace-relative path")
+    if any(part in ("", ".", "..") for part in parts):
+        raise MemoryPathError(rel, "path must not contain empty, '.' or '..' segments")
+    if not (norm == "MEMORY.md" or (parts[0] == "memory" and len(parts) >= 2)):
+        raise MemoryPathError(rel, "memory writes are limited to MEMORY.md and memory/*.md")
+    ws_abs = Path(os.path.normpath(os.path.abspath(workspace)))
+    target = ws_abs.joinpath(*parts)
+    _require_markdown(rel, target)
+    _require_no_symlinks(rel, ws_abs, target)
+    _require_regular_if_present(rel, target)
+    return target
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _resolve_session(original: str, name: str, sessions_dir: Path | None) -> MemoryTarget:
+    if sessions_dir is None:
+        raise MemoryPathError(original, "session transcripts are not readable here (no sessions directory)")
+    if name.startswith(".") or ".." in name:
+        raise MemoryPathError(original, "invalid session transcript name")
+    root = Path(os.path.normpath(os.path.abspath(sessions_dir)))
+    target = root / name
+    if os.path.islink(target):
+        raise MemoryPathError(original, "symlinks are not followed")
+    _require_regular_if_present(original, target)
+    return MemoryTarget(target, f"sessions/{name}", "session")
+
+
+def _relative_inside(candidate: Path, root: Path) -> str | None:
+    try:
+        rel = candidate.relative_to(root)
+    except ValueError:
+        return None
+    text = rel.as_posix()
+    return None if text in ("", ".") else text
+
+
+def _match_extra(original: str, candidate: Path, extras: list[Path]) -> Path | None:
+    """The extra path that admits ``candidate``: a directory containing it or the same ``.md`` file."""
+    for extra in extras:
+        if candidate != extra and _relative_inside(candidate, extra) is None:
+            continue
+        if os.path.islink(extra):
+            raise MemoryPathError(original, "configured extra path is a symlink; symlinks are not followed")
+        if candidate == extra:
+            if extra.suffix.lower() == _MARKDOWN_SUFFIX and not extra.is_dir():
+                return extra
+            continue
+        if extra.is_dir():
+            return extra
+    return None
+
+
+def _require_markdown(original: str, candidate: Path) -> None:
+    if candidate.suffix.lower() != _MARKDOWN_SUFFIX:
+        raise MemoryPathError(original, "not a Markdown (.md) file")
+
+
+def _require_no_symlinks(original: str, root: Path, target: Path) -> None:
+    """Refuse when the target or any folder between ``root`` (exclusive) and it is a symlink."""
+    current = root
+    for part in target.relative_to(root).parts:
+        current = current / part
+        if os.path.islink(current):
+            raise MemoryPathError(original, "symlinks are not followed")
+        if not os.path.lexists(current):
+            return
+
+
+def _require_regular_if_present(original: str, target: Path) -> None:
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise MemoryPathError(original, "a parent of this path is not a directory") from None
+    except OSError as exc:
+        raise MemoryPathError(original, f"cannot inspect path ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise MemoryPathError(original, "symlinks are not followed")
+    if not stat.S_ISREG(st.st_mode):
+        raise MemoryPathError(original, "not a regular file")

@@ -1,0 +1,491 @@
+"""The agent-facing memory tools: ``memory_search`` and ``memory_get`` (reference §10).
+
+Each tool is an OpenAI function-calling schema plus a handler that never raises: whatever goes wrong
+(bad arguments, a refused path, a failing embedding provider) comes back as a JSON object the model can
+read and act on, because a tool crash would end the user's turn for a problem the model could route
+around. :class:`MemoryTools` bundles both for a session runner: ``schemas()`` to advertise them and
+``call()`` / ``acall()`` to run one from a tool call's name and JSON arguments.
+
+Beyond OpenClaw: ``memory_search`` takes an optional ``after``/``before`` date range and results carry
+their date (DESIGN decision 11); ``memory_get`` reads the transcript lines a session hit points to
+(decision 8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from sessionmem.errors import MemoryPathError
+from sessionmem.memory.paths import resolve_memory_target
+from sessionmem.memory.recall import memory_recall_section
+from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+
+CitationsMode = Literal["on", "off", "auto"]
+
+SEARCH_TOOL = "memory_search"
+GET_TOOL = "memory_get"
+
+_QUOTA_RE = re.compile(r"insufficient_quota|quota|429", re.IGNORECASE)
+QUOTA_WARNING = "Memory search is unavailable because the embedding provider quota is exhausted."
+QUOTA_ACTION = "Top up or switch embedding provider, then retry memory_search."
+PROVIDER_WARNING = "Memory search is unavailable due to an embedding/provider error."
+PROVIDER_ACTION = "Check embedding provider configuration and retry memory_search."
+
+
+class SearchIndex(Protocol):
+    """What the search handler needs from an index (``MemoryIndex`` satisfies it)."""
+
+    def search(self, request: SearchRequest) -> SearchResponse: ...
+
+
+# -- argument checks (errors name the argument, so the model can fix its call) ---------------------------
+
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class ArgumentError(ValueError):
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(f"invalid argument '{argument}': {problem}")
+        self.argument = argument
+
+
+def required_str(args: Mapping[str, Any], name: str) -> str:
+    value = args.get(name)
+    if value is None:
+        raise ArgumentError(name, "is required")
+    if not isinstance(value, str):
+        raise ArgumentError(name, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ArgumentError(name, "must not be empty")
+    return value.strip()
+
+
+def optional_int(args: Mapping[str, Any], name: str, *, minimum: int | None) -> int | None:
+    """An integer, also from an integral float (5.0) or a digit string ("5"), as models send both."""
+    value = args.get(name)
+    if value is None:
+        return None
+    number: float | int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif (isinstance(value, float) and math.isfinite(value) and value.is_integer()) or (
+        isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value)
+    ):
+        number = int(value)
+    if number is None:
+        raise ArgumentError(name, f"must be an integer, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise ArgumentError(name, f"must be at least {minimum}, got {number}")
+    return int(number)
+
+
+def optional_number(args: Mapping[str, Any], name: str, *, minimum: float | None) -> float | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number):
+        raise ArgumentError(name, f"must be a number, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise ArgumentError(name, f"must be at least {minimum:g}, got {number:g}")
+    return number
+
+
+def optional_date(args: Mapping[str, Any], name: str) -> date | None:
+    value = args.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or not _DATE_RE.match(value.strip()):
+        raise ArgumentError(name, f"must be a date as YYYY-MM-DD, got {value!r}")
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError:
+        raise ArgumentError(name, f"is not a real calendar date: {value!r}") from None
+
+
+# -- schemas ---------------------------------------------------------------------------------------------
+
+
+def memory_search_schema(*, include_sessions: bool = False) -> dict[str, Any]:
+    corpus = "MEMORY.md + memory/*.md"
+    if include_sessions:
+        corpus += " (and indexed session transcripts, whose hits have paths like sessions/<id>.jsonl)"
+    description = (
+        f"Mandatory recall step: semantically search {corpus} before answering questions about prior "
+        "work, decisions, dates, people, preferences, or todos; returns top snippets with path + lines and "
+        "the date of each note. Use after/before (YYYY-MM-DD, inclusive) to search only a date range. If "
+        "response has disabled=true, memory retrieval is unavailable and should be surfaced to the user."
+    )
+    return _function(
+        SEARCH_TOOL,
+        description,
+        {
+            "query": {"type": "string", "description": "What to look for, in natural language or keywords."},
+            "maxResults": {"type": "integer", "minimum": 1, "description": "Most results to return."},
+            "minScore": {"type": "number", "minimum": 0, "description": "Drop results scoring below this."},
+            "after": {
+                "type": "string",
+                "description": "Only results dated on or after this day (YYYY-MM-DD).",
+            },
+            "before": {
+                "type": "string",
+                "description": "Only results dated on or before this day (YYYY-MM-DD).",
+            },
+        },
+        required=["query"],
+    )
+
+
+def memory_get_schema(*, include_sessions: bool = False) -> dict[str, Any]:
+    where = "MEMORY.md or memory/*.md"
+    if include_sessions:
+        where = (
+            "MEMORY.md, memory/*.md or a session transcript hit "
+            "(sessions/<id>.jsonl; lines are transcript line numbers)"
+        )
+    description = (
+        f"Safe snippet read from {where} with optional from/lines; use after memory_search to pull only the "
+        "needed lines and keep context small."
+    )
+    return _function(
+        GET_TOOL,
+        description,
+        {
+            "path": {
+                "type": "string",
+                "description": "Path from a memory_search result, e.g. memory/2026-01-05.md.",
+            },
+            "from": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)."},
+            "lines": {"type": "integer", "minimum": 1, "description": "How many lines to read."},
+        },
+        required=["path"],
+    )
+
+
+def _function(
+    name: str, description: str, properties: dict[str, Any], *, required: list[str]
+) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+# -- citations -------------------------------------------------------------------------------------------
+
+
+def chat_type_of_key(session_key: str | None) -> str:
+    """``direct``, ``group`` or ``channel`` from ``agent:<id>:<rest>``; anything unparseable is direct.
+
+    A local parser on purpose: memory must not import the session layer (DESIGN, "Layers point one way").
+    It follows ``sessionmem.session.keys``: the marker token is never the first part after the agent id
+    (that part names the channel), and the first of direct/dm/group/channel wins.
+    """
+    if not session_key:
+        return "direct"
+    parts = session_key.strip().lower().split(":")
+    if len(parts) < 3 or parts[0] != "agent" or not parts[1]:
+        return "direct"
+    for part in parts[3:]:
+        if part in ("group", "channel"):
+            return part
+        if part in ("direct", "dm"):
+            return "direct"
+    return "direct"
+
+
+def citations_enabled(mode: str, *, session_key: str | None = None, chat_type: str | None = None) -> bool:
+    """``on`` always, ``off`` never, ``auto`` only in direct chats (group/channel sessions stay uncited)."""
+    if mode == "on":
+        return True
+    if mode == "off":
+        return False
+    return (chat_type or chat_type_of_key(session_key)) == "direct"
+
+
+def citation_for(path: str, start_line: int, end_line: int) -> str:
+    if start_line == end_line:
+        return f"{path}#L{start_line}"
+    return f"{path}#L{start_line}-L{end_line}"
+
+
+def _result_json(result: SearchResult, *, cite: bool) -> dict[str, Any]:
+    out = result.to_json()
+    if cite:
+        citation = citation_for(result.path, result.start_line, result.end_line)
+        out["citation"] = citation
+        out["snippet"] = f"{result.snippet.strip()}\n\nSource: {citation}"
+    else:
+        out.pop("citation", None)
+    return out
+
+
+# -- handlers --------------------------------------------------------------------------------------------
+
+
+def search_error_payload(error: BaseException | str) -> dict[str, Any]:
+    """The ``disabled``/``unavailable`` answer for a failing index, with OpenClaw's quota wording."""
+    message = str(error) or type(error).__name__
+    status = getattr(error, "status_code", None)
+    quota = status == 429 or bool(_QUOTA_RE.search(message))
+    return {
+        "results": [],
+        "disabled": True,
+        "unavailable": True,
+        "error": message,
+        "warning": QUOTA_WARNING if quota else PROVIDER_WARNING,
+        "action": QUOTA_ACTION if quota else PROVIDER_ACTION,
+    }
+
+
+def handle_memory_search(
+    index: SearchIndex | None,
+    args: Mapping[str, Any],
+    *,
+    session_key: str | None = None,
+    citations: str = "auto",
+    chat_type: str | None = None,
+) -> dict[str, Any]:
+    """Run ``memory_search``; always returns a JSON-ready dict, never raises.
+
+    ``chat_type`` (from the session layer) overrides the key parsing used by ``citations="auto"``.
+    """
+    try:
+        request = _search_request(args)
+    except ArgumentError as exc:
+        return {"results": [], "error": str(exc), "argument": exc.argument}
+    if index is None:
+        return search_error_payload("memory search is not configured for this agent")
+    try:
+        response = index.search(request)
+    except Exception as exc:  # tool failures go back to the model as JSON
+        return search_error_payload(exc)
+    try:
+        return _search_payload(response, citations=citations, session_key=session_key, chat_type=chat_type)
+    except Exception as exc:  # a malformed response is still an answer, not a crash
+        return search_error_payload(exc)
+
+
+def _search_request(args: Mapping[str, Any]) -> SearchRequest:
+    if not isinstance(args, Mapping):
+        raise ArgumentError("arguments", "must be a JSON object")
+    query = required_str(args, "query")
+    max_results = optional_int(args, "maxResults", minimum=1)
+    min_score = optional_number(args, "minScore", minimum=0.0)
+    after = optional_date(args, "after")
+    before = optional_date(args, "before")
+    if after is not None and before is not None and after > before:
+        raise ArgumentError("after", f"must not be later than before ({after} > {before})")
+    return SearchRequest(
+        query=query, max_results=max_results, min_score=min_score, after=after, before=before
+    )
+
+
+def _search_payload(
+    response: SearchResponse, *, citations: str, session_key: str | None, chat_type: str | None
+) -> dict[str, Any]:
+    cite = citations_enabled(citations, session_key=session_key, chat_type=chat_type)
+    payload: dict[str, Any] = {
+        "results": [_result_json(r, cite=cite) for r in response.results],
+        "provider": response.provider,
+        "model": response.model,
+        "mode": response.mode,
+        "citations": citations,
+    }
+    if response.fallback:
+        payload["fallback"] = dict(response.fallback)
+    if response.warnings:
+        payload["warnings"] = list(response.warnings)
+    return payload
+
+
+def handle_memory_get(
+    workspace: Path,
+    args: Mapping[str, Any],
+    *,
+    extra_paths: Iterable[str | os.PathLike[str]] = (),
+    sessions_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises."""
+    raw_path = args.get("path") if isinstance(args, Mapping) else None
+    shown = raw_path if isinstance(raw_path, str) else ""
+    try:
+        if not isinstance(args, Mapping):
+            raise ArgumentError("arguments", "must be a JSON object")
+        path = required_str(args, "path")
+        start = optional_int(args, "from", minimum=None)
+        count = optional_int(args, "lines", minimum=None)
+    except ArgumentError as exc:
+        return {"path": shown, "text": "", "disabled": True, "error": str(exc), "argument": exc.argument}
+    # OpenClaw: start = max(1, from), count = max(1, lines); 0 or negative means "not given".
+    start = max(1, start) if start is not None and start > 0 else None
+    count = max(1, count) if count is not None and count > 0 else None
+    try:
+        target = resolve_memory_target(workspace, path, extra_paths, sessions_dir=sessions_dir)
+        if target.kind == "session":
+            text = _read_session(target.path, start, count)
+        else:
+            text = _read_markdown(target.path, start, count)
+    except MemoryPathError as exc:
+        return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
+    except Exception as exc:  # unreadable files come back to the model as JSON
+        return {"path": shown, "text": "", "disabled": True, "error": f"cannot read {shown}: {exc}"}
+    return {"path": target.display, "text": text}
+
+
+def slice_lines(content: str, start: int | None, count: int | None) -> str:
+    """The 1-based window ``[start, start+count)`` of ``content``; whole text when neither is given."""
+    if start is None and count is None:
+        return content
+    lines = content.split("\n")
+    first = (start or 1) - 1
+    n = count if count is not None else len(lines)
+    return "\n".join(lines[first : first + n])
+
+
+def _read_markdown(path: Path, start: int | None, count: int | None) -> str:
+    try:
+        content = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    return slice_lines(content, start, count)
+
+
+def _read_session(path: Path, start: int | None, count: int | None) -> str:
+    if not path.exists():
+        return ""
+    try:
+        from sessionmem.memory.session_files import read_session_lines
+    except ImportError as exc:
+        raise MemoryPathError(path.name, f"session transcripts cannot be read ({exc})") from None
+    return str(read_session_lines(path, start or 1, count))
+
+
+# -- the bundle a session runner plugs in ----------------------------------------------------------------
+
+
+class MemoryTools:
+    """Both memory tools bound to one agent's index and workspace.
+
+    ``index=None`` offers only ``memory_get`` (no search configured). ``call`` is synchronous;
+    ``acall`` runs it in a worker thread so SQLite and embedding calls do not block the event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        index: SearchIndex | None,
+        workspace: Path,
+        extra_paths: Iterable[str | os.PathLike[str]] = (),
+        sessions_dir: Path | None = None,
+        citations: str = "auto",
+        session_key: str | None = None,
+        enable_get: bool = True,
+    ) -> None:
+        self.index = index
+        self.workspace = Path(workspace)
+        self.extra_paths = tuple(os.fspath(p) for p in extra_paths)
+        self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
+        self.citations = citations
+        self.session_key = session_key
+        self.enable_get = enable_get
+
+    @property
+    def has_search(self) -> bool:
+        return self.index is not None
+
+    @property
+    def has_get(self) -> bool:
+        return self.enable_get
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, on in ((SEARCH_TOOL, self.has_search), (GET_TOOL, self.has_get)) if on)
+
+    def handles(self, name: str) -> bool:
+        return name in self.names
+
+    def schemas(self) -> list[dict[str, Any]]:
+        sessions = self.sessions_dir is not None
+        out = []
+        if self.has_search:
+            out.append(memory_search_schema(include_sessions=sessions))
+        if self.has_get:
+            out.append(memory_get_schema(include_sessions=sessions))
+        return out
+
+    def recall_section(self, *, prompt_mode: str = "full") -> str:
+        """The Memory Recall system-prompt section matching the tools offered (reference §11)."""
+        return memory_recall_section(
+            has_search=self.has_search,
+            has_get=self.has_get,
+            citations=self.citations,
+            include_sessions=self.sessions_dir is not None,
+            prompt_mode=prompt_mode,
+        )
+
+    def call(self, name: str, args: str | Mapping[str, Any] | None, *, session_key: str | None = None) -> str:
+        """Run one tool call and return its JSON result text; never raises."""
+        return json.dumps(self.call_dict(name, args, session_key=session_key), ensure_ascii=False)
+
+    async def acall(
+        self, name: str, args: str | Mapping[str, Any] | None, *, session_key: str | None = None
+    ) -> str:
+        return await asyncio.to_thread(self.call, name, args, session_key=session_key)
+
+    def call_dict(
+        self, name: str, args: str | Mapping[str, Any] | None, *, session_key: str | None = None
+    ) -> dict[str, Any]:
+        parsed = _parse_arguments(args)
+        if name == SEARCH_TOOL and self.has_search:
+            if isinstance(parsed, str):
+                return {"results": [], "error": parsed, "argument": "arguments"}
+            return handle_memory_search(
+                self.index, parsed, session_key=session_key or self.session_key, citations=self.citations
+            )
+        if name == GET_TOOL and self.has_get:
+            if isinstance(parsed, str):
+                return {"path": "", "text": "", "disabled": True, "error": parsed, "argument": "arguments"}
+            return handle_memory_get(
+                self.workspace, parsed, extra_paths=self.extra_paths, sessions_dir=self.sessions_dir
+            )
+        return {"error": f"unknown tool {name!r}; available: {', '.join(self.names) or 'none'}"}
+
+
+def _parse_arguments(args: str | Mapping[str, Any] | None) -> Mapping[str, Any] | str:
+    """Tool-call arguments as a mapping, or an error message the model can act on."""
+    if args is None:
+        return {}
+    if isinstance(args, Mapping):
+        return args
+    if isinstance(args, str):
+        if not args.strip():
+            return {}
+        try:
+            value = json.loads(args)
+        except json.JSONDecodeError as exc:
+            return f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+        if isinstance(value, dict):
+            return value
+    return "arguments must be a JSON object"
