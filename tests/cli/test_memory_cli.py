@@ -1,0 +1,203 @@
+"""The `sessionmem` command: option resolution, errors, and memory status/index/search/get.
+
+CliRunner runs most cases in-process; a few run the real interpreter (`python -m sessionmem.cli`)
+to check what a user sees: exit codes, stderr, no tracebacks, nothing heavy imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionmem.cli import cli
+from sessionmem.cli.memory import MISSING_QUERY, parse_batch_line
+from sessionmem.cli.root import GlobalOptions, resolve
+from sessionmem.errors import ConfigError
+from sessionmem.memory.types import SearchRequest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real command in a child process, environment inherited from the (isolated) test."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "sessionmem.cli", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+# ---------------------------------------------------------------------------- composition root
+
+
+def test_state_dir_comes_from_the_environment_then_the_option(tmp_path: Path, isolated_env: Path) -> None:
+    assert resolve(GlobalOptions()).state_dir == isolated_env.resolve()
+    chosen = tmp_path / "elsewhere"
+    app = resolve(GlobalOptions(state_dir=str(chosen)))
+    assert app.state_dir == chosen.resolve()
+    assert app.workspace == chosen.resolve() / "workspace"
+    assert app.agent_id == "main"
+    assert app.config_path is None
+
+
+def test_workspace_from_agent_entry_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    config = folder / "agent.json5"
+    config.write_text(
+        "{agents: {defaults: {workspace: 'notes'}, list: [{id: 'work', workspace: 'work-notes'}]}}",
+        encoding="utf-8",
+    )
+    assert resolve(GlobalOptions(config=str(config))).workspace == folder / "notes"
+    work = resolve(GlobalOptions(config=str(config), agent="work"))
+    assert work.workspace == folder / "work-notes"
+    assert work.agent.id == "work"
+    explicit = resolve(GlobalOptions(config=str(config), workspace=str(tmp_path / "ws")))
+    assert explicit.workspace == tmp_path / "ws"
+
+
+def test_config_file_in_state_dir_is_found_without_an_option(isolated_env: Path) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "config.json5").write_text(
+        "{agents: {defaults: {memorySearch: {query: {maxResults: 3}}}}}", encoding="utf-8"
+    )
+    app = resolve(GlobalOptions())
+    assert app.config_path == (isolated_env / "config.json5").resolve()
+    assert app.agent.memory_search.query.max_results == 3
+
+
+def test_environment_is_a_frozen_copy(tmp_path: Path) -> None:
+    app = resolve(GlobalOptions(), env={"SESSIONMEM_STATE_DIR": str(tmp_path), "X": "1"})
+    assert app.state_dir == tmp_path.resolve()
+    with pytest.raises(TypeError):
+        app.env["X"] = "2"  # type: ignore[index]
+
+
+def test_agent_id_that_would_escape_the_state_dir_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"agent id '\.\./x' is not valid"):
+        resolve(GlobalOptions(agent="../x"))
+
+
+# ---------------------------------------------------------------------------- errors a user sees
+
+
+def test_config_error_names_the_key_and_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "bad.json5"
+    config.write_text("{agents: {defaults: {memorySearch: {query: {maxResults: 'many'}}}}}", encoding="utf-8")
+    result = runner.invoke(cli, ["--config", str(config), "memory", "search", "anything"])
+    assert result.exit_code == 2
+    assert "agents.defaults.memorySearch.query.maxResults" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_config_file_is_named(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["--config", str(tmp_path / "nope.json"), "memory", "search", "x"])
+    assert result.exit_code == 2
+    assert "config file not found" in result.output and "nope.json" in result.output
+
+
+def test_help_still_works_with_a_broken_config(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "broken.json"
+    config.write_text("{not json", encoding="utf-8")
+    result = runner.invoke(cli, ["--config", str(config), "memory", "search", "--help"])
+    assert result.exit_code == 0
+    assert "--batch" in result.output
+
+
+def test_bad_after_date_is_a_usage_error_naming_the_option(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["memory", "search", "deploy", "--after", "2024-13-01"])
+    assert result.exit_code == 2
+    assert "'--after'" in result.output
+    assert "YYYY-MM-DD" in result.output
+
+
+def test_after_later_than_before_is_refused(runner: CliRunner) -> None:
+    result = runner.invoke(
+        cli, ["memory", "search", "deploy", "--after", "2024-05-01", "--before", "2024-04-01"]
+    )
+    assert result.exit_code == 2
+    assert "later than --before" in result.output
+
+
+def test_missing_query_says_how_to_give_one(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["memory", "search"])
+    assert result.exit_code == 2
+    assert MISSING_QUERY in result.output
+
+
+def test_errors_in_a_real_process_go_to_stderr_without_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"agents": {"defaults": {"compaction": {"reserveTokens": -1}}}}))
+    proc = run_cli("--config", str(config), "memory", "search", "x")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "agents.defaults.compaction.reserveTokens" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """`sessionmem --help` must not pay for litellm, llama_cpp, numpy, watchdog or the index."""
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "sessionmem.cli", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert "memory" in proc.stdout
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    for heavy in ("litellm", "llama_cpp", "numpy", "watchdog", "tqdm", "sessionmem.cli.memory"):
+        assert heavy not in imported, f"{heavy} imported by --help"
+
+
+# ---------------------------------------------------------------------------- --batch line parsing
+
+
+def test_batch_line_fills_gaps_from_command_line_defaults() -> None:
+    defaults = SearchRequest(query="", max_results=4, min_score=0.1, after=date(2024, 1, 1))
+    request, request_id = parse_batch_line('{"query": "cutover", "minScore": 0.5, "id": 7}', defaults)
+    assert request == SearchRequest(
+        query="cutover", max_results=4, min_score=0.5, after=date(2024, 1, 1), before=None, explain=False
+    )
+    assert request_id == 7
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"maxResults": 3}', "missing search query"),
+        ('{"query": "  "}', "missing search query"),
+        ('{"query": "x", "max_results": 3}', "unknown key(s): max_results"),
+        ('{"query": "x", "maxResults": "3"}', "'maxResults' must be an integer"),
+        ('{"query": "x", "maxResults": 0}', "'maxResults' must be at least 1"),
+        ('{"query": "x", "minScore": 2}', "'minScore' must be between 0 and 1"),
+        ('{"query": "x", "after": "2024-02-30"}', "'after': '2024-02-30' is not a date"),
+        ('{"query": "x", "after": "2024-03-01", "before": "2024-02-01"}', "later than 'before'"),
+    ],
+)
+def test_batch_line_problems_are_named(line: str, problem: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_batch_line(line, SearchRequest(query=""))
+    assert problem in str(info.value)
