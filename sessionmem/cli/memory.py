@@ -307,3 +307,55 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
             answer["id"] = request_id
         output.echo_line_json(answer)
     return failures
+
+
+# ---------------------------------------------------------------------------- get
+
+
+@memory.command()
+@click.argument("path")
+@click.option("--from", "start", type=click.IntRange(min=1), help="First line to print (1-based).")
+@click.option("--lines", "count", type=click.IntRange(min=1), help="How many lines to print.")
+@click.pass_context
+def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> None:
+    """Print a memory file, or the lines --from N for --lines N of it.
+
+    PATH is what search results show: MEMORY.md, memory/<file>.md, a file in an extra path, or
+    sessions/<id>.jsonl for a session hit.
+
+    \b
+    Example:
+      sessionmem memory get memory/2024-01-05.md --from 12 --lines 8
+    """
+    from sessionmem.errors import MemoryPathError
+    from sessionmem.memory.paths import resolve_memory_target
+    from sessionmem.memory.tools import handle_memory_get
+
+    app = output.resolved(ctx)
+    settings = app.agent.memory_search
+    sessions_dir = app.sessions_dir if "sessions" in settings.sources else None
+    args: dict[str, Any] = {"path": path}
+    if start is not None:
+        args["from"] = start
+    if count is not None:
+        args["lines"] = count
+    answer = handle_memory_get(
+        app.workspace, args, extra_paths=settings.extra_paths, sessions_dir=sessions_dir
+    )
+    if answer.get("error"):
+        raise output.CommandFailed(str(answer["error"]))
+    text = str(answer.get("text", ""))
+    if not text:
+        # The tool answers a missing file with empty text (the model may ask for a note not yet
+        # written); a person at a terminal should be told the file is not there.
+        try:
+            target = resolve_memory_target(
+                app.workspace, path, settings.extra_paths, sessions_dir=sessions_dir
+            )
+        except MemoryPathError as exc:
+            raise output.CommandFailed(str(exc)) from exc
+        if not target.path.is_file():
+            raise output.CommandFailed(
+                f"no such memory file: {target.display} (looked in {target.path.parent})"
+            )
+    click.echo(text, nl=not text.endswith("\n"))

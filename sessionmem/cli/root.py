@@ -31,8 +31,9 @@ CONFIG_ENV = "SESSIONMEM_CONFIG"
 DEFAULT_STATE_DIR = "~/.sessionmem"
 DEFAULT_CONFIG_NAMES = ("config.json5", "config.json")
 
-# Agent ids become file names ("<state>/memory/<agentId>.sqlite"), so no separators or dots.
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# Agent ids become file and folder names ("<state>/agents/<agentId>/..."): no separators, no leading dot
+# (the same rule as sessionmem.session.keys).
+_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ def resolve(options: GlobalOptions, env: Mapping[str, str] | None = None) -> Con
     if not _AGENT_ID.match(agent_id):
         raise ConfigError(
             f"agent id {agent_id!r} is not valid: "
-            "use letters, digits, '-' and '_' (at most 64, no leading '-')"
+            "use letters, digits, '.', '-' and '_' (at most 64, starting with a letter or digit)"
         )
 
     config_path = _config_path(options.config, environ, state_dir)
