@@ -201,3 +201,41 @@ def test_batch_line_problems_are_named(line: str, problem: str) -> None:
     with pytest.raises(ValueError) as info:
         parse_batch_line(line, SearchRequest(query=""))
     assert problem in str(info.value)
+
+
+# ---------------------------------------------------------------------------- get
+
+
+def test_get_prints_a_line_window(runner: CliRunner, workspace: Path) -> None:
+    note = workspace / "memory" / "2024-01-05.md"
+    note.write_text("# Jan 5\nbilling cutover moved\nto March 3\nowner: Dana\n", encoding="utf-8")
+    result = runner.invoke(
+        cli,
+        [
+            "--workspace",
+            str(workspace),
+            "memory",
+            "get",
+            "memory/2024-01-05.md",
+            "--from",
+            "2",
+            "--lines",
+            "2",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output == "billing cutover moved\nto March 3\n"
+    whole = runner.invoke(cli, ["--workspace", str(workspace), "memory", "get", "memory/2024-01-05.md"])
+    assert whole.output == note.read_text(encoding="utf-8")
+
+
+def test_get_missing_file_and_escaping_path_are_errors(runner: CliRunner, workspace: Path) -> None:
+    missing = runner.invoke(cli, ["--workspace", str(workspace), "memory", "get", "memory/nope.md"])
+    assert missing.exit_code == 1
+    assert "no such memory file: memory/nope.md" in missing.output
+    escaping = runner.invoke(cli, ["--workspace", str(workspace), "memory", "get", "../secrets.md"])
+    assert escaping.exit_code == 1
+    assert "escapes the workspace" in escaping.output
+    zero = runner.invoke(cli, ["--workspace", str(workspace), "memory", "get", "MEMORY.md", "--from", "0"])
+    assert zero.exit_code == 2
+    assert "'--from'" in zero.output
