@@ -1,0 +1,41 @@
+"""Sessions: transcripts, the sessions.json store, session keys, and the runner built on them.
+
+Names are loaded lazily (module ``__getattr__``) so importing one submodule stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sessionmem.session.keys import default_key, parse_key
+    from sessionmem.session.store import SessionEntry, SessionStore
+    from sessionmem.session.transcript import Entry, Transcript, read_messages
+
+_LAZY = {
+    "Entry": "sessionmem.session.transcript",
+    "Transcript": "sessionmem.session.transcript",
+    "read_messages": "sessionmem.session.transcript",
+    "SessionEntry": "sessionmem.session.store",
+    "SessionStore": "sessionmem.session.store",
+    "default_key": "sessionmem.session.keys",
+    "parse_key": "sessionmem.session.keys",
+}
+
+__all__ = [
+    "Entry",
+    "SessionEntry",
+    "SessionStore",
+    "Transcript",
+    "default_key",
+    "parse_key",
+    "read_messages",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,443 @@
+"""sessions.json: the per-agent map from session key to :class:`SessionEntry` (reference §1.10).
+
+Every mutation re-reads the file under a cross-process lock (``sessions.json.lock``, see
+:class:`StoreLock`), applies a function, and writes the whole store atomically
+(temp file in the same folder, fsync, ``os.replace``, fsync of the folder), so readers see either the
+old file or the new one and concurrent processes lose no update.
+
+A corrupt store (invalid JSON, wrong shape) is never silently emptied: it is moved aside as
+``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and rebuilt from
+the transcripts in the same folder (one entry per ``*.jsonl``, keyed by the header's ``sessionKey``
+when present, else ``agent:<agentId>:recovered:<sessionId>``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
+from sessionmem.messages import now_ms
+from sessionmem.session import keys
+from sessionmem.session.transcript import read_header
+
+log = logging.getLogger(__name__)
+
+
+# --- The lock ------------------------------------------------------------------------------------
+
+_REGISTRY_GUARD = threading.Lock()
+_THREAD_LOCKS: dict[str, threading.RLock] = {}
+
+
+def _thread_lock_for(path: Path) -> threading.RLock:
+    key = os.path.abspath(path)
+    with _REGISTRY_GUARD:
+        return _THREAD_LOCKS.setdefault(key, threading.RLock())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class StoreLock:
+    """Cross-process lock file (created O_EXCL, JSON ``{pid, createdAt}``) plus an in-process RLock.
+
+    Re-entrant within a thread. Contention backs off ``min(1000, 50*attempt)`` ms; after ``timeout_s``
+    of waiting it raises :class:`StoreLockTimeout`. A lock file whose pid is dead (or is this process,
+    which does not hold it) or older than ``stale_after_s`` is removed and retaken.
+    Waiting time is the sum of the sleeps, not a clock reading, so frozen clocks in tests cannot hang it.
+    """
+
+    def __init__(self, path: Path, *, timeout_s: float = 10.0, stale_after_s: float = 30.0) -> None:
+        self.path = path
+        self.timeout_s = timeout_s
+        self.stale_after_s = stale_after_s
+        self._rlock = _thread_lock_for(path)
+        self._depth = 0  # guarded by _rlock
+
+    def __enter__(self) -> StoreLock:
+        if not self._rlock.acquire(timeout=self.timeout_s):
+            raise StoreLockTimeout(str(self.path), self.timeout_s)
+        try:
+            if self._depth == 0:
+                self._acquire_file()
+            self._depth += 1
+        except BaseException:
+            self._rlock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._depth -= 1
+            if self._depth == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+        finally:
+            self._rlock.release()
+
+    def _acquire_file(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        body = orjson.dumps({"pid": os.getpid(), "createdAt": now_ms()})
+        waited = 0.0
+        attempt = 0
+        while True:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                if self._remove_if_stale():
+                    continue
+                attempt += 1
+                if waited >= self.timeout_s:
+                    raise StoreLockTimeout(str(self.path), self.timeout_s) from None
+                delay = min(1.0, 0.05 * attempt, self.timeout_s - waited)
+                time.sleep(delay)
+                waited += delay
+                continue
+            try:
+                os.write(fd, body)
+            finally:
+                os.close(fd)
+            return
+
+    def _remove_if_stale(self) -> bool:
+        try:
+            raw = self.path.read_bytes()
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return True  # released meanwhile: try again at once
+        pid: int | None = None
+        created: float | None = None
+        try:
+            info = orjson.loads(raw)
+            if isinstance(info, dict):
+                pid = info.get("pid") if isinstance(info.get("pid"), int) else None
+                created = info.get("createdAt") if isinstance(info.get("createdAt"), (int, float)) else None
+        except orjson.JSONDecodeError:
+            pass  # torn lock body: judge by age only
+        age_s = (now_ms() - created) / 1000 if created is not None else time.time() - mtime
+        dead = pid is not None and (pid == os.getpid() or not _pid_alive(pid))
+        if not dead and age_s <= self.stale_after_s:
+            return False
+        # Trigger: the holder died or hung. Why: re-read first so we do not delete a lock someone
+        # just retook. Outcome: the stale file goes, the caller retries O_EXCL.
+        try:
+            if self.path.read_bytes() != raw:
+                return False
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        log.warning("removed stale session store lock %s (pid %s, age %.1fs)", self.path, pid, age_s)
+        return True
+
+
+class SessionEntry(BaseModel):
+    """One session's record. camelCase on disk; fields this class does not know round-trip untouched."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_assignment=True)
+
+    session_id: str = Field(alias="sessionId")
+    updated_at: int = Field(default_factory=now_ms, alias="updatedAt")
+    session_file: str | None = Field(default=None, alias="sessionFile")
+    chat_type: str | None = Field(default=None, alias="chatType")
+    model: str | None = None
+    model_provider: str | None = Field(default=None, alias="modelProvider")
+    context_tokens: int | None = Field(default=None, alias="contextTokens")
+    input_tokens: int | None = Field(default=None, alias="inputTokens")
+    output_tokens: int | None = Field(default=None, alias="outputTokens")
+    cache_read: int | None = Field(default=None, alias="cacheRead")
+    cache_write: int | None = Field(default=None, alias="cacheWrite")
+    total_tokens: int | None = Field(default=None, alias="totalTokens")
+    total_tokens_fresh: bool | None = Field(default=None, alias="totalTokensFresh")
+    compaction_count: int = Field(default=0, alias="compactionCount")
+    memory_flush_at: int | None = Field(default=None, alias="memoryFlushAt")
+    memory_flush_compaction_count: int | None = Field(default=None, alias="memoryFlushCompactionCount")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def with_updates(self, **fields: Any) -> SessionEntry:
+        """A validated copy with ``fields`` (snake_case or camelCase names) replaced."""
+        data = self.to_json_dict()
+        data.update(_aliased(fields))
+        return SessionEntry.model_validate(data)
+
+
+_ALIAS_OF = {name: (f.alias or name) for name, f in SessionEntry.model_fields.items()}
+
+
+def _aliased(fields: dict[str, Any]) -> dict[str, Any]:
+    return {_ALIAS_OF.get(k, k): v for k, v in fields.items()}
+
+
+class CorruptStore(SessionError):
+    """Raised internally when sessions.json cannot be parsed; the store recovers from it."""
+
+
+def parse_store(raw: bytes) -> dict[str, SessionEntry]:
+    """Parse sessions.json content. Keys are normalised; legacy mixed-case duplicates merge (newest wins)."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptStore(f"invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CorruptStore(f"expected a JSON object, found {type(data).__name__}")
+    out: dict[str, SessionEntry] = {}
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            raise CorruptStore(f"entry {key!r} is not an object")
+        try:
+            entry = SessionEntry.model_validate(value)
+        except ValidationError as exc:
+            raise CorruptStore(f"entry {key!r} is invalid: {exc.errors()[0].get('msg')}") from exc
+        norm = keys.normalize_key(key)
+        if not norm:
+            continue
+        if norm not in out or entry.updated_at >= out[norm].updated_at:
+            out[norm] = entry
+    return out
+
+
+def serialize_store(entries: dict[str, SessionEntry]) -> bytes:
+    return orjson.dumps({k: e.to_json_dict() for k, e in entries.items()}, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+class SessionStore:
+    """sessions.json at ``path``. Thread- and process-safe; see the module docstring."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        agent_id: str | None = None,
+        lock_timeout_s: float = 10.0,
+        stale_after_s: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        self.agent_id = agent_id or _agent_id_from_path(self.path)
+        self.issues: list[str] = []
+        self.recovered = False
+        self._lock = StoreLock(
+            self.path.with_name(self.path.name + ".lock"),
+            timeout_s=lock_timeout_s,
+            stale_after_s=stale_after_s,
+        )
+
+    @classmethod
+    def for_agent(cls, state_dir: str | Path, agent_id: str = keys.DEFAULT_AGENT_ID) -> SessionStore:
+        return cls(keys.store_path(state_dir, agent_id), agent_id=agent_id)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.path.parent
+
+    # --- reading ---
+
+    def _read_raw(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SessionError(f"cannot read session store {self.path}: {exc}") from exc
+
+    def _load_locked(self) -> dict[str, SessionEntry]:
+        """Read the store; must hold the lock (recovery writes)."""
+        raw = self._read_raw()
+        if raw is None:
+            return {}
+        if not raw.strip():
+            entries = self._rebuild_from_transcripts()
+            if entries:
+                self._report(f"{self.path} was empty; rebuilt {len(entries)} entries from transcripts")
+                self._write(entries)
+            return entries
+        try:
+            return parse_store(raw)
+        except CorruptStore as exc:
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{now_ms()}")
+            os.replace(self.path, aside)
+            entries = self._rebuild_from_transcripts()
+            self._report(
+                f"{self.path} was corrupt ({exc}); moved aside to {aside.name} and rebuilt "
+                f"{len(entries)} entries from transcripts"
+            )
+            self._write(entries)
+            return entries
+
+    def _load(self) -> dict[str, SessionEntry]:
+        raw = self._read_raw()
+        if raw is None:
+            return {}
+        try:
+            return parse_store(raw) if raw.strip() else {}
+        except CorruptStore:
+            with self._lock:
+                return self._load_locked()
+
+    def get(self, key: str) -> SessionEntry | None:
+        return self._load().get(keys.normalize_key(key))
+
+    def all(self) -> dict[str, SessionEntry]:
+        return self._load()
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    # --- writing ---
+
+    def update(
+        self, key: str, fn: Callable[[SessionEntry | None], SessionEntry | None]
+    ) -> SessionEntry | None:
+        """Apply ``fn`` to the current entry under the lock and save what it returns.
+
+        ``fn`` sees a fresh copy read inside the lock (never a cached one). Returning None leaves the
+        store unchanged (use :meth:`delete` to remove). Returns the entry now stored for ``key``.
+        """
+        norm = keys.normalize_key(key)
+        with self.transaction() as entries:
+            current = entries.get(norm)
+            new = fn(current.model_copy(deep=True) if current is not None else None)
+            if new is None:
+                return current
+            if not isinstance(new, SessionEntry):
+                raise UsageError(
+                    f"update function must return a SessionEntry or None, not {type(new).__name__}"
+                )
+            entries[norm] = new
+            return new
+
+    def patch(self, key: str, **fields: Any) -> SessionEntry:
+        """Set ``fields`` (snake_case or camelCase) on the entry, creating it if needed.
+
+        ``updatedAt`` becomes ``max(existing, now)`` unless given. Creating needs ``session_id``.
+        """
+
+        def apply(entry: SessionEntry | None) -> SessionEntry:
+            data = entry.to_json_dict() if entry is not None else {}
+            given = _aliased(fields)
+            data.update(given)
+            if "updatedAt" not in given:
+                data["updatedAt"] = max(int(data.get("updatedAt") or 0), now_ms())
+            if "sessionId" not in data:
+                raise UsageError(f"cannot create session {key!r} without session_id")
+            return SessionEntry.model_validate(data)
+
+        result = self.update(key, apply)
+        assert result is not None
+        return result
+
+    def delete(self, key: str) -> SessionEntry | None:
+        """Remove ``key``; returns the entry it had, if any."""
+        norm = keys.normalize_key(key)
+        with self.transaction() as entries:
+            return entries.pop(norm, None)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[dict[str, SessionEntry]]:
+        """Hold the lock and edit the whole map in place; it is written atomically on exit (if changed).
+
+        Nothing is written if the block raises.
+        """
+        with self._lock:
+            entries = self._load_locked()
+            before = serialize_store(entries)
+            yield entries
+            normalised = {keys.normalize_key(k): v for k, v in entries.items()}
+            after = serialize_store(normalised)
+            if after != before or not self.path.exists():
+                self._write(normalised, payload=after)
+
+    def _write(self, entries: dict[str, SessionEntry], *, payload: bytes | None = None) -> None:
+        data = payload if payload is not None else serialize_store(entries)
+        atomic_write_bytes(self.path, data)
+
+    # --- recovery ---
+
+    def _report(self, message: str) -> None:
+        self.issues.append(message)
+        self.recovered = True
+        log.warning("%s", message)
+
+    def _rebuild_from_transcripts(self) -> dict[str, SessionEntry]:
+        entries: dict[str, SessionEntry] = {}
+        folder = self.sessions_dir
+        if not folder.is_dir():
+            return entries
+        for file in sorted(folder.glob("*.jsonl")):
+            if keys.is_archive_name(file.name):
+                continue
+            header = read_header(file) or {}
+            found = header.get("id")
+            session_id = found if isinstance(found, str) and keys.SESSION_ID_RE.match(found) else file.stem
+            key = header.get("sessionKey")
+            if not isinstance(key, str) or not keys.normalize_key(key):
+                key = keys.recovered_key(self.agent_id, session_id)
+            entry = SessionEntry.model_validate(
+                {
+                    "sessionId": session_id,
+                    "updatedAt": int(file.stat().st_mtime * 1000),
+                    "sessionFile": str(file),
+                    "chatType": keys.chat_type(key),
+                }
+            )
+            norm = keys.normalize_key(key)
+            if norm not in entries or entry.updated_at >= entries[norm].updated_at:
+                entries[norm] = entry
+        return entries
+
+
+def _agent_id_from_path(path: Path) -> str:
+    # <state>/agents/<agentId>/sessions/sessions.json
+    parts = path.parts
+    if len(parts) >= 4 and parts[-4] == "agents":
+        return parts[-3]
+    return keys.DEFAULT_AGENT_ID
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` so that readers see the old content or the new, never a mix.
+
+    Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,
+    then fsync the folder so the rename itself survives a power cut.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

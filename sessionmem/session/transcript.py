@@ -1,0 +1,451 @@
+"""JSONL session transcripts (reference §3.2, §2.4; documented field by field in transcripts/README.md).
+
+One JSON object per line. Line 1 is the header (``type: "session"``); every other line is an entry with
+``type``, ``id`` (8 hex, unique in the file), ``parentId`` (the previous entry's id, or null) and an ISO
+``timestamp``. :class:`Message` is converted to and from entry dicts here and nowhere else
+(:func:`message_to_entry`, :func:`message_from_entry`).
+
+Why appends cannot tear a line in the middle of the file: each entry is written with a single
+``os.write`` of the whole line (newline included) on an ``O_APPEND`` descriptor, so concurrent writers
+interleave whole lines. A writer killed mid-write can leave a partial *last* line; readers skip it, and
+the next append first writes the missing ``\\n`` so the torn fragment stays alone on its line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sessionmem.errors import TranscriptError
+from sessionmem.messages import Message, ToolCall, Usage
+
+log = logging.getLogger(__name__)
+
+TRANSCRIPT_VERSION = 3
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+
+
+def iso_now() -> str:
+    """UTC now as ISO 8601 with milliseconds and a ``Z`` suffix (JavaScript's ``toISOString`` form)."""
+    return iso_from_ms(int(datetime.now(UTC).timestamp() * 1000))
+
+
+def iso_from_ms(ms: int) -> str:
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def compaction_summary_text(summary: str) -> str:
+    """How a compaction summary is shown to the model when the context is rebuilt."""
+    return f"{COMPACTION_SUMMARY_PREFIX}{summary}{COMPACTION_SUMMARY_SUFFIX}"
+
+
+# --- Message <-> entry dict: the one place -------------------------------------------------------
+
+
+def message_to_dict(
+    msg: Message, *, provider: str | None = None, model: str | None = None, stop_reason: str | None = None
+) -> dict[str, Any]:
+    """The ``message`` field of a ``message`` entry for ``msg``."""
+    if msg.role == "user":
+        return {"role": "user", "content": msg.content, "timestamp": msg.timestamp}
+    if msg.role == "system":
+        # Not in pi's format (the system prompt stays out of the file); readable if a caller stores one.
+        return {"role": "system", "content": msg.content, "timestamp": msg.timestamp}
+    if msg.role == "tool":
+        return {
+            "role": "toolResult",
+            "toolCallId": msg.tool_call_id,
+            "toolName": msg.tool_name,
+            "content": [{"type": "text", "text": msg.content}],
+            "isError": msg.is_error,
+            "timestamp": msg.timestamp,
+        }
+    if msg.role == "assistant":
+        content: list[dict[str, Any]] = []
+        if msg.content:
+            content.append({"type": "text", "text": msg.content})
+        for call in msg.tool_calls:
+            content.append(
+                {"type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments}
+            )
+        out: dict[str, Any] = {"role": "assistant", "content": content}
+        if provider is not None:
+            out["provider"] = provider
+        if model is not None:
+            out["model"] = model
+        if msg.usage is not None:
+            u = msg.usage
+            out["usage"] = {
+                "input": u.input,
+                "output": u.output,
+                "cacheRead": u.cache_read,
+                "cacheWrite": u.cache_write,
+                "totalTokens": u.total_tokens,
+            }
+        out["stopReason"] = stop_reason or ("toolUse" if msg.tool_calls else "stop")
+        out["timestamp"] = msg.timestamp
+        return out
+    raise TranscriptError(f"cannot record a message with role {msg.role!r}")
+
+
+def _text_of(content: Any) -> str:
+    """Text of a content field: a string, or the text blocks of a block list joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def message_from_dict(data: Any) -> Message | None:
+    """The :class:`Message` for an entry's ``message`` field, or None for roles outside the context."""
+    if not isinstance(data, dict):
+        return None
+    role = data.get("role")
+    ts = data.get("timestamp")
+    kw: dict[str, Any] = {"timestamp": ts} if isinstance(ts, int) and not isinstance(ts, bool) else {}
+    if role in ("user", "system"):
+        return Message(role, _text_of(data.get("content")), **kw)
+    if role == "toolResult":
+        return Message(
+            "tool",
+            _text_of(data.get("content")),
+            tool_call_id=data.get("toolCallId"),
+            tool_name=data.get("toolName"),
+            is_error=bool(data.get("isError", False)),
+            **kw,
+        )
+    if role == "assistant":
+        content = data.get("content")
+        calls: list[ToolCall] = []
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "toolCall":
+                    args = b.get("arguments")
+                    calls.append(
+                        ToolCall(
+                            str(b.get("id", "")),
+                            str(b.get("name", "")),
+                            args if isinstance(args, dict) else {},
+                        )
+                    )
+        usage = None
+        raw_usage = data.get("usage")
+        if isinstance(raw_usage, dict):
+            usage = Usage(
+                input=_int(raw_usage.get("input")),
+                output=_int(raw_usage.get("output")),
+                cache_read=_int(raw_usage.get("cacheRead")),
+                cache_write=_int(raw_usage.get("cacheWrite")),
+            )
+        return Message("assistant", _text_of(content), tool_calls=tuple(calls), usage=usage, **kw)
+    return None
+
+
+# --- Entries -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One parsed transcript line (not the header). ``data`` is the raw dict as stored."""
+
+    type: str
+    id: str
+    parent_id: str | None
+    timestamp: str
+    line_no: int
+    data: dict[str, Any] = field(repr=False)
+
+    @property
+    def message(self) -> Message | None:
+        return message_from_dict(self.data.get("message")) if self.type == "message" else None
+
+    @property
+    def provider(self) -> str | None:
+        m = self.data.get("message")
+        return m.get("provider") if isinstance(m, dict) else None
+
+    @property
+    def model(self) -> str | None:
+        m = self.data.get("message")
+        return m.get("model") if isinstance(m, dict) else None
+
+    @property
+    def stop_reason(self) -> str | None:
+        m = self.data.get("message")
+        return m.get("stopReason") if isinstance(m, dict) else None
+
+
+def read_entries(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every valid line of a transcript as ``(line_no, dict)`` (1-based, header included).
+
+    Malformed lines (bad JSON, not an object, a torn last line) are skipped, never raised.
+    A missing file yields nothing.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {path}: {exc}") from exc
+    for no, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            log.debug("skipping malformed line %d of %s", no, path)
+            continue
+        if isinstance(obj, dict):
+            yield no, obj
+
+
+def read_messages(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """The ``message`` entries of a transcript as ``(line_no, entry dict)``, for readers (hook, indexing).
+
+    Use :func:`message_from_dict` on ``entry["message"]`` to get a :class:`Message`.
+    """
+    return [
+        (no, obj)
+        for no, obj in read_entries(path)
+        if obj.get("type") == "message" and isinstance(obj.get("message"), dict)
+    ]
+
+
+def read_header(path: str | Path) -> dict[str, Any] | None:
+    for _, obj in read_entries(path):
+        return obj if obj.get("type") == "session" else None
+    return None
+
+
+def _entry_from_dict(no: int, obj: dict[str, Any]) -> Entry | None:
+    etype, eid = obj.get("type"), obj.get("id")
+    if not isinstance(etype, str) or etype == "session" or not isinstance(eid, str):
+        return None
+    parent = obj.get("parentId")
+    ts = obj.get("timestamp")
+    return Entry(
+        etype, eid, parent if isinstance(parent, str) else None, ts if isinstance(ts, str) else "", no, obj
+    )
+
+
+# --- The transcript file -------------------------------------------------------------------------
+
+
+class Transcript:
+    """An append-only JSONL transcript. Open with :meth:`open`; every append is one whole line."""
+
+    def __init__(
+        self, path: Path, session_id: str, header: dict[str, Any], ids: set[str], leaf: str | None
+    ) -> None:
+        self.path = path
+        self.session_id = session_id
+        self.header = header
+        self._ids = ids
+        self._leaf = leaf
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        session_id: str,
+        cwd: str | Path | None = None,
+        *,
+        session_key: str | None = None,
+        parent_session: str | None = None,
+    ) -> Transcript:
+        """Open ``path``, creating it with a header line when it does not exist (or is empty)."""
+        p = Path(path)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TranscriptError(f"cannot create transcript folder {p.parent}: {exc}") from exc
+        header: dict[str, Any] | None = None
+        ids: set[str] = set()
+        leaf: str | None = None
+        any_line = False
+        for no, obj in read_entries(p):
+            any_line = True
+            if obj.get("type") == "session":
+                header = header or obj
+                continue
+            entry = _entry_from_dict(no, obj)
+            if entry is not None:
+                ids.add(entry.id)
+                leaf = entry.id
+        if header is None:
+            header = {
+                "type": "session",
+                "version": TRANSCRIPT_VERSION,
+                "id": session_id,
+                "timestamp": iso_now(),
+                "cwd": str(cwd if cwd is not None else Path.cwd()),
+            }
+            if session_key is not None:
+                header["sessionKey"] = session_key
+            if parent_session is not None:
+                header["parentSession"] = parent_session
+            if not any_line:  # a new (or empty, or wholly unreadable) file gets its header first
+                _append_line(p, header)
+        return cls(p, session_id, header, ids, leaf)
+
+    @property
+    def leaf_id(self) -> str | None:
+        """Id of the last entry appended (or read on open)."""
+        return self._leaf
+
+    def _new_id(self) -> str:
+        while True:
+            eid = secrets.token_hex(4)
+            if eid not in self._ids:
+                self._ids.add(eid)
+                return eid
+
+    def _append(self, etype: str, fields: dict[str, Any]) -> str:
+        eid = self._new_id()
+        entry = {"type": etype, "id": eid, "parentId": self._leaf, "timestamp": iso_now(), **fields}
+        _append_line(self.path, entry)
+        self._leaf = eid
+        return eid
+
+    def append_message(
+        self,
+        msg: Message,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        stop_reason: str | None = None,
+    ) -> str:
+        """Append a ``message`` entry; returns its id."""
+        data = message_to_dict(msg, provider=provider, model=model, stop_reason=stop_reason)
+        return self._append("message", {"message": data})
+
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        tokens_after: int | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+    ) -> str:
+        """Append a ``compaction`` entry; the context is rebuilt from it (see :meth:`context_messages`)."""
+        fields: dict[str, Any] = {
+            "summary": summary,
+            "firstKeptEntryId": first_kept_entry_id,
+            "tokensBefore": tokens_before,
+        }
+        if tokens_after is not None:
+            fields["tokensAfter"] = tokens_after
+        if details is not None:
+            fields["details"] = details
+        return self._append("compaction", fields)
+
+    def append_custom(self, custom_type: str, data: Any = None) -> str:
+        """Append a ``custom`` entry (not part of the model's context), e.g. a flush marker."""
+        return self._append("custom", {"customType": custom_type, "data": data})
+
+    def entries(self) -> list[Entry]:
+        """All entries after the header, in file order; malformed lines skipped."""
+        out = []
+        for no, obj in read_entries(self.path):
+            entry = _entry_from_dict(no, obj)
+            if entry is not None:
+                out.append(entry)
+        return out
+
+    def context_messages(self) -> list[tuple[str, Message]]:
+        """The model context as ``(entry_id, message)`` pairs (reference §2.4).
+
+        After a compaction: the latest compaction's summary (as a user message, keyed by the compaction
+        entry's id), then the messages from ``firstKeptEntryId`` on, skipping the compaction entry itself.
+        Without one: every message.
+        """
+        entries = self.entries()
+        last_compaction = None
+        for i, e in enumerate(entries):
+            if e.type == "compaction":
+                last_compaction = i
+        if last_compaction is None:
+            return [(e.id, m) for e in entries if (m := e.message) is not None]
+        comp = entries[last_compaction]
+        first_kept = comp.data.get("firstKeptEntryId")
+        start = last_compaction + 1
+        for i, e in enumerate(entries[:last_compaction]):
+            if e.id == first_kept:
+                start = i
+                break
+        summary = str(comp.data.get("summary", ""))
+        ts = _ms_from_iso(comp.timestamp)
+        summary_msg = Message("user", compaction_summary_text(summary))
+        if ts is not None:
+            summary_msg = Message("user", summary_msg.content, timestamp=ts)
+        out: list[tuple[str, Message]] = [(comp.id, summary_msg)]
+        for e in entries[start:]:
+            if e.type == "compaction":
+                continue
+            m = e.message
+            if m is not None:
+                out.append((e.id, m))
+        return out
+
+    def messages(self) -> list[Message]:
+        """Just the messages of :meth:`context_messages`."""
+        return [m for _, m in self.context_messages()]
+
+    def size_bytes(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+
+def _ms_from_iso(text: str) -> int | None:
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _append_line(path: Path, obj: dict[str, Any]) -> None:
+    """Append ``obj`` as one line with one ``os.write``; repair a torn last line first."""
+    line = orjson.dumps(obj) + b"\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise TranscriptError(f"cannot open transcript {path} for append: {exc}") from exc
+    try:
+        size = os.fstat(fd).st_size
+        if size > 0:
+            # Trigger: a writer died mid-line. Why: our line must start on a fresh line.
+            # Outcome: the fragment stays alone on its (skipped) line and ours parses.
+            rfd = os.open(path, os.O_RDONLY)
+            try:
+                last = os.pread(rfd, 1, size - 1)
+            finally:
+                os.close(rfd)
+            if last != b"\n":
+                line = b"\n" + line
+        written = os.write(fd, line)
+        if written != len(line):
+            raise TranscriptError(f"short write to transcript {path}: {written} of {len(line)} bytes")
+    except OSError as exc:
+        raise TranscriptError(f"cannot append to transcript {path}: {exc}") from exc
+    finally:
+        os.close(fd)
