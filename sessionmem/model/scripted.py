@@ -31,9 +31,9 @@ import orjson
 from sessionmem.errors import ContextWindowExceeded, SessionMemError
 from sessionmem.messages import Message, ToolCall, Usage
 from sessionmem.model.base import ModelReply, ModelRequest
+from sessionmem.session.noreply import SILENT_REPLY_TOKEN as NO_REPLY
 from sessionmem.tokens import count_tokens
 
-NO_REPLY = "NO_REPLY"
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat formats add per message
 
 StepValue = str | Message | ModelReply | ToolCall | Sequence[ToolCall] | BaseException | type[BaseException]

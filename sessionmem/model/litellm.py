@@ -1,0 +1,193 @@
+"""LiteLLMModel: the chat adapter over litellm, and the only module that imports litellm for chat.
+
+litellm is imported inside :meth:`LiteLLMModel.complete` (it takes seconds to import), after
+:func:`sessionmem.tokens.configure_offline_environment` so it never fetches its price map.
+litellm's exceptions are translated here and nowhere else: a context-window error (its own class,
+or a 400 whose message talks about the context length) becomes :class:`ContextWindowExceeded`,
+everything else :class:`ModelError` with the HTTP status when there is one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from sessionmem.errors import ContextWindowExceeded, ModelError
+from sessionmem.messages import Message, ToolCall, Usage
+from sessionmem.model.base import ModelReply, ModelRequest
+from sessionmem.tokens import configure_offline_environment
+
+_CONTEXT_RE = re.compile(
+    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
+    r"input is too long|exceeds the (model'?s )?(maximum|max)",
+    re.IGNORECASE,
+)
+
+_STOP_REASONS = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "tool_calls": "toolUse",
+    "function_call": "toolUse",
+    "tool_use": "toolUse",
+    "content_filter": "error",
+}
+
+
+class LiteLLMModel:
+    """A :class:`~sessionmem.model.base.Model` served by litellm (any provider it supports).
+
+    ``model`` is litellm's model string (``openai/gpt-4o-mini``, ``anthropic/claude-…``); extra keyword
+    arguments (``temperature``, ``num_retries``, ...) are passed to ``litellm.acompletion`` as given.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        extra_headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.extra_headers = dict(extra_headers or {})
+        self.timeout = timeout
+        self.kwargs = kwargs
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0] if "/" in self.model else ""
+
+    def __repr__(self) -> str:
+        return f"LiteLLMModel({self.model!r}, api_base={self.api_base!r})"
+
+    def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``litellm.acompletion`` (pure; useful to inspect)."""
+        kw: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.to_openai() for m in request.messages],
+            **self.kwargs,
+        }
+        if request.tools:
+            kw["tools"] = list(request.tools)
+        if request.max_tokens is not None:
+            kw["max_tokens"] = request.max_tokens
+        if self.api_base is not None:
+            kw["api_base"] = self.api_base
+        if self.api_key is not None:
+            kw["api_key"] = self.api_key
+        if self.extra_headers:
+            kw["extra_headers"] = self.extra_headers
+        if self.timeout is not None:
+            kw["timeout"] = self.timeout
+        return kw
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        configure_offline_environment()
+        import litellm
+
+        try:
+            response = await litellm.acompletion(**self.request_kwargs(request))
+        except Exception as exc:  # translated at this one boundary
+            raise map_litellm_error(exc, self.model) from exc
+        return parse_response(response, default_model=self.model, provider=self.provider)
+
+
+def map_litellm_error(exc: Exception, model: str = "") -> ModelError:
+    """litellm's exception as a sessionmem error (ContextWindowExceeded or ModelError)."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    text = str(exc)
+    cls_names = {c.__name__ for c in type(exc).__mro__}
+    where = f" ({model})" if model else ""
+    if "ContextWindowExceededError" in cls_names or (status in (400, 413, None) and _CONTEXT_RE.search(text)):
+        return ContextWindowExceeded(f"context window exceeded{where}: {text}", status_code=status or 400)
+    return ModelError(f"model call failed{where}: {type(exc).__name__}: {text}", status_code=status)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def parse_tool_arguments(raw: Any) -> dict[str, Any]:
+    """A tool call's arguments; text that is not a JSON object comes back as ``{"_raw": text}``."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except (orjson.JSONDecodeError, TypeError):
+        return {"_raw": raw if isinstance(raw, str) else repr(raw)}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def parse_usage(raw: Any) -> Usage | None:
+    """Usage in our terms: ``input`` excludes cached tokens, which go to ``cache_read``/``cache_write``."""
+    if raw is None:
+        return None
+    prompt = int(_get(raw, "prompt_tokens", 0) or 0)
+    completion = int(_get(raw, "completion_tokens", 0) or 0)
+    cached = int(_get(_get(raw, "prompt_tokens_details"), "cached_tokens", 0) or 0)
+    cached = cached or int(_get(raw, "cache_read_input_tokens", 0) or 0)
+    written = int(_get(raw, "cache_creation_input_tokens", 0) or 0)
+    return Usage(
+        input=max(0, prompt - cached - written), output=completion, cache_read=cached, cache_write=written
+    )
+
+
+def parse_response(response: Any, *, default_model: str = "", provider: str = "") -> ModelReply:
+    """A litellm ``ModelResponse`` (or the same shape as dicts) as a :class:`ModelReply`."""
+    choices = _get(response, "choices") or []
+    if not choices:
+        raise ModelError("model returned no choices")
+    choice = choices[0]
+    message = _get(choice, "message")
+    content = _get(message, "content") or ""
+    if isinstance(content, list):
+        content = "".join(str(_get(p, "text", "")) for p in content)
+    calls = []
+    for i, tc in enumerate(_get(message, "tool_calls") or []):
+        fn = _get(tc, "function")
+        calls.append(
+            ToolCall(
+                id=str(_get(tc, "id") or f"call_{i}"),
+                name=str(_get(fn, "name") or ""),
+                arguments=parse_tool_arguments(_get(fn, "arguments")),
+            )
+        )
+    finish = str(_get(choice, "finish_reason") or "stop")
+    stop_reason = _STOP_REASONS.get(finish, "stop")
+    if calls and stop_reason == "stop":
+        stop_reason = "toolUse"
+    msg = Message.assistant(str(content), tool_calls=tuple(calls), usage=parse_usage(_get(response, "usage")))
+    model = str(_get(response, "model") or default_model)
+    return ModelReply(msg, model=model, provider=provider, stop_reason=stop_reason)
+
+
+def context_window(model: str) -> int | None:
+    """The model's input window from litellm's bundled price map, or None if unknown (never raises)."""
+    configure_offline_environment()
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
+    value = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(value) if isinstance(value, int) and value > 0 else None
