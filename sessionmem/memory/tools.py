@@ -14,11 +14,12 @@ their date (DESIGN decision 11); ``memory_get`` reads the transcript lines a ses
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -444,6 +445,14 @@ class MemoryTools:
             include_sessions=self.sessions_dir is not None,
             prompt_mode=prompt_mode,
         )
+
+    def handlers(self) -> dict[str, Callable[..., dict[str, Any]]]:
+        """``{name: handler(**arguments) -> dict}`` for registries that call handlers with keyword arguments
+        (``sessionmem.session.tools.Tool``); pair them with ``schemas()`` by name."""
+        return {name: functools.partial(self._keyword_call, name) for name in self.names}
+
+    def _keyword_call(self, name: str, /, **arguments: Any) -> dict[str, Any]:
+        return self.call_dict(name, arguments)
 
     def call(self, name: str, args: str | Mapping[str, Any] | None, *, session_key: str | None = None) -> str:
         """Run one tool call and return its JSON result text; never raises."""

@@ -1,0 +1,478 @@
+"""memory_search / memory_get as the model sees them: schemas, results, citations, errors (reference §10)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionmem.memory.tools import (
+    PROVIDER_ACTION,
+    PROVIDER_WARNING,
+    QUOTA_ACTION,
+    QUOTA_WARNING,
+    MemoryTools,
+    chat_type_of_key,
+    handle_memory_get,
+    handle_memory_search,
+    memory_get_schema,
+    memory_search_schema,
+)
+from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+
+RESULT_KEYS = {"path", "startLine", "endLine", "score", "snippet", "source", "date"}
+
+
+class StubIndex:
+    """Stands in for MemoryIndex: answers every search with fixed results and records the requests."""
+
+    def __init__(self, results: tuple[SearchResult, ...] = (), **response: Any) -> None:
+        self.response = SearchResponse(
+            results=results,
+            provider=response.get("provider", "local"),
+            model=response.get("model", "all-MiniLM-L6-v2"),
+            mode=response.get("mode", "hybrid"),
+            fallback=response.get("fallback"),
+            warnings=response.get("warnings", ()),
+        )
+        self.requests: list[SearchRequest] = []
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        self.requests.append(request)
+        return self.response
+
+
+class FailingIndex:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        raise self.error
+
+
+class ProviderHttpError(Exception):
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+MULTI = SearchResult(
+    path="memory/2026-01-05.md",
+    start_line=3,
+    end_line=7,
+    score=0.8123456789,
+    snippet="  Decided to move billing cutover to March.\n",
+    source="memory",
+    date="2026-01-05",
+)
+SINGLE = SearchResult(
+    path="sessions/abc.jsonl", start_line=4, end_line=4, score=0.5, snippet="User: hi", source="sessions"
+)
+
+
+def _search(index: Any, args: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    out = handle_memory_search(index, args, **kwargs)
+    json.dumps(out)  # everything the handler returns must be JSON-serialisable
+    return out
+
+
+# -- schemas ---------------------------------------------------------------------------------------------
+
+
+def test_schemas_are_openai_function_definitions() -> None:
+    search = memory_search_schema()
+    assert search["type"] == "function"
+    fn = search["function"]
+    assert fn["name"] == "memory_search"
+    assert fn["parameters"]["required"] == ["query"]
+    assert set(fn["parameters"]["properties"]) == {"query", "maxResults", "minScore", "after", "before"}
+    assert "YYYY-MM-DD" in fn["description"] and "disabled=true" in fn["description"]
+    get = memory_get_schema()["function"]
+    assert get["name"] == "memory_get"
+    assert get["parameters"]["required"] == ["path"]
+    assert get["parameters"]["properties"]["from"]["type"] == "integer"
+    assert "sessions/" not in get["description"]
+    assert "sessions/<id>.jsonl" in memory_get_schema(include_sessions=True)["function"]["description"]
+    assert "session transcripts" in memory_search_schema(include_sessions=True)["function"]["description"]
+
+
+# -- memory_search ---------------------------------------------------------------------------------------
+
+
+def test_search_result_shape_without_citations() -> None:
+    index = StubIndex((MULTI,))
+    out = _search(index, {"query": "billing cutover"}, citations="off")
+    assert out["provider"] == "local" and out["model"] == "all-MiniLM-L6-v2"
+    assert out["mode"] == "hybrid" and out["citations"] == "off"
+    assert "fallback" not in out and "disabled" not in out
+    (hit,) = out["results"]
+    assert set(hit) == RESULT_KEYS
+    assert hit == {
+        "path": "memory/2026-01-05.md",
+        "startLine": 3,
+        "endLine": 7,
+        "score": 0.812346,
+        "snippet": "  Decided to move billing cutover to March.\n",
+        "source": "memory",
+        "date": "2026-01-05",
+    }
+
+
+def test_search_passes_arguments_to_the_index() -> None:
+    index = StubIndex()
+    _search(
+        index,
+        {
+            "query": "  cutover ",
+            "maxResults": 3,
+            "minScore": 0.2,
+            "after": "2026-01-01",
+            "before": "2026-01-31",
+        },
+        citations="off",
+    )
+    (request,) = index.requests
+    assert request.query == "cutover"
+    assert (request.max_results, request.min_score) == (3, 0.2)
+    assert (request.after, request.before) == (date(2026, 1, 1), date(2026, 1, 31))
+
+
+def test_search_defaults_are_left_to_the_index_config() -> None:
+    index = StubIndex()
+    _search(index, {"query": "x"}, citations="off")
+    assert index.requests[0] == SearchRequest(query="x")
+
+
+def test_citations_on_decorate_snippets_with_line_ranges() -> None:
+    out = _search(
+        StubIndex((MULTI, SINGLE)), {"query": "q"}, citations="on", session_key="agent:main:discord:group:1"
+    )
+    multi, single = out["results"]
+    assert multi["citation"] == "memory/2026-01-05.md#L3-L7"
+    assert (
+        multi["snippet"] == "Decided to move billing cutover to March.\n\nSource: memory/2026-01-05.md#L3-L7"
+    )
+    assert single["citation"] == "sessions/abc.jsonl#L4"
+    assert single["snippet"] == "User: hi\n\nSource: sessions/abc.jsonl#L4"
+    assert out["citations"] == "on"
+
+
+@pytest.mark.parametrize(
+    ("session_key", "cited"),
+    [
+        ("agent:main:main", True),
+        (None, True),
+        ("agent:main:telegram:direct:42", True),
+        ("agent:main:whatsapp:dm:+1555", True),
+        ("not-a-session-key", True),
+        ("agent:main:discord:group:1234", False),
+        ("agent:main:slack:channel:c0ffee", False),
+        ("Agent:Ops:Slack:Channel:General", False),
+        ("agent:main:telegram:acct:group:9", False),
+    ],
+)
+def test_citations_auto_follow_the_chat_type_of_the_session_key(session_key: str | None, cited: bool) -> None:
+    out = _search(StubIndex((MULTI,)), {"query": "q"}, citations="auto", session_key=session_key)
+    (hit,) = out["results"]
+    assert ("citation" in hit) is cited
+    assert hit["snippet"].endswith("Source: memory/2026-01-05.md#L3-L7") is cited
+    assert out["citations"] == "auto"
+
+
+def test_explicit_chat_type_overrides_key_parsing() -> None:
+    out = _search(
+        StubIndex((MULTI,)),
+        {"query": "q"},
+        citations="auto",
+        session_key="agent:main:main",
+        chat_type="group",
+    )
+    assert "citation" not in out["results"][0]
+
+
+def test_chat_type_parser_ignores_the_channel_name_position() -> None:
+    # The first token after the agent id names the channel (a channel may be called "group").
+    assert chat_type_of_key("agent:main:group:direct:1") == "direct"
+    assert chat_type_of_key("agent:main:signal:group:abc") == "group"
+
+
+def test_fallback_and_fts_mode_are_reported() -> None:
+    index = StubIndex(
+        (MULTI,),
+        provider="none",
+        model="fts-only",
+        mode="fts-only",
+        fallback={"from": "openai", "reason": "no key"},
+    )
+    out = _search(index, {"query": "q"}, citations="off")
+    assert (out["provider"], out["model"], out["mode"]) == ("none", "fts-only", "fts-only")
+    assert out["fallback"] == {"from": "openai", "reason": "no key"}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("Error code: 429 - rate limited"),
+        RuntimeError("You exceeded your current quota (insufficient_quota)"),
+        ProviderHttpError("Too Many Requests", 429),
+    ],
+)
+def test_quota_failures_come_back_as_disabled_with_quota_advice(error: Exception) -> None:
+    out = _search(FailingIndex(error), {"query": "q"}, citations="on")
+    assert out == {
+        "results": [],
+        "disabled": True,
+        "unavailable": True,
+        "error": str(error),
+        "warning": QUOTA_WARNING,
+        "action": QUOTA_ACTION,
+    }
+    assert QUOTA_WARNING == "Memory search is unavailable because the embedding provider quota is exhausted."
+    assert QUOTA_ACTION == "Top up or switch embedding provider, then retry memory_search."
+
+
+def test_other_failures_come_back_as_provider_errors() -> None:
+    out = _search(FailingIndex(ConnectionError("connection refused")), {"query": "q"}, citations="on")
+    assert out["disabled"] is True and out["unavailable"] is True
+    assert out["error"] == "connection refused"
+    assert (
+        out["warning"]
+        == PROVIDER_WARNING
+        == "Memory search is unavailable due to an embedding/provider error."
+    )
+    assert (
+        out["action"] == PROVIDER_ACTION == "Check embedding provider configuration and retry memory_search."
+    )
+
+
+def test_exception_without_message_is_named() -> None:
+    out = _search(FailingIndex(TimeoutError()), {"query": "q"}, citations="off")
+    assert out["error"] == "TimeoutError"
+
+
+def test_no_index_means_search_unavailable() -> None:
+    out = _search(None, {"query": "q"}, citations="off")
+    assert out["disabled"] is True and "not configured" in out["error"]
+
+
+@pytest.mark.parametrize(
+    ("args", "argument", "fragment"),
+    [
+        ({}, "query", "is required"),
+        ({"query": 42}, "query", "must be a string"),
+        ({"query": "   "}, "query", "must not be empty"),
+        ({"query": "q", "maxResults": "many"}, "maxResults", "must be an integer"),
+        ({"query": "q", "maxResults": 2.5}, "maxResults", "must be an integer"),
+        ({"query": "q", "maxResults": True}, "maxResults", "must be an integer"),
+        ({"query": "q", "maxResults": 0}, "maxResults", "at least 1"),
+        ({"query": "q", "minScore": "high"}, "minScore", "must be a number"),
+        ({"query": "q", "minScore": -0.5}, "minScore", "at least 0"),
+        ({"query": "q", "after": "yesterday"}, "after", "YYYY-MM-DD"),
+        ({"query": "q", "before": 20260101}, "before", "YYYY-MM-DD"),
+        ({"query": "q", "after": "2026-02-30"}, "after", "not a real calendar date"),
+        ({"query": "q", "after": "2026-03-01", "before": "2026-02-01"}, "after", "not be later than before"),
+    ],
+)
+def test_bad_search_arguments_name_the_argument(args: dict[str, Any], argument: str, fragment: str) -> None:
+    index = StubIndex()
+    out = _search(index, args, citations="off")
+    assert out["results"] == []
+    assert out["argument"] == argument
+    assert f"'{argument}'" in out["error"] and fragment in out["error"]
+    assert index.requests == []  # the index is not queried with bad arguments
+
+
+def test_numbers_sent_as_floats_or_strings_are_accepted() -> None:
+    index = StubIndex()
+    _search(index, {"query": "q", "maxResults": 5.0, "minScore": "0.3"}, citations="off")
+    _search(index, {"query": "q", "maxResults": "4"}, citations="off")
+    assert [(r.max_results, r.min_score) for r in index.requests] == [(5, 0.3), (4, None)]
+
+
+# -- memory_get ------------------------------------------------------------------------------------------
+
+NOTE = "line 1\nline 2\nline 3\nline 4\nline 5\n"
+
+
+@pytest.fixture
+def note(workspace: Path) -> Path:
+    path = workspace / "memory" / "2026-01-05.md"
+    path.write_text(NOTE, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("window", "text"),
+    [
+        ({}, NOTE),
+        ({"from": 2, "lines": 2}, "line 2\nline 3"),
+        ({"from": 4}, "line 4\nline 5\n"),
+        ({"lines": 1}, "line 1"),
+        ({"from": 5, "lines": 10}, "line 5\n"),
+        ({"from": 7, "lines": 2}, ""),
+        ({"from": 99}, ""),
+        ({"from": 0, "lines": 0}, NOTE),
+        ({"from": "2", "lines": 1.0}, "line 2"),
+    ],
+)
+def test_get_reads_line_windows(workspace: Path, note: Path, window: dict[str, Any], text: str) -> None:
+    out = handle_memory_get(workspace, {"path": "memory/2026-01-05.md", **window})
+    assert out == {"path": "memory/2026-01-05.md", "text": text}
+
+
+def test_get_accepts_absolute_path_and_returns_relative(workspace: Path, note: Path) -> None:
+    out = handle_memory_get(workspace, {"path": str(note), "from": 1, "lines": 1})
+    assert out == {"path": "memory/2026-01-05.md", "text": "line 1"}
+
+
+def test_get_missing_file_is_empty_text(workspace: Path) -> None:
+    assert handle_memory_get(workspace, {"path": "memory/2020-01-01.md"}) == {
+        "path": "memory/2020-01-01.md",
+        "text": "",
+    }
+
+
+def test_get_extra_path_file(workspace: Path, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "idea.md").write_text("a\nb\n", encoding="utf-8")
+    out = handle_memory_get(workspace, {"path": str(vault / "idea.md"), "from": 2}, extra_paths=[str(vault)])
+    assert out == {"path": "../vault/idea.md", "text": "b\n"}
+
+
+@pytest.mark.parametrize("path", ["../outside.md", "AGENTS.md", "memory/x.txt", "/etc/passwd"])
+def test_get_refusals_are_disabled_errors(workspace: Path, tmp_path: Path, path: str) -> None:
+    (tmp_path / "outside.md").write_text("secret", encoding="utf-8")
+    (workspace / "AGENTS.md").write_text("agents", encoding="utf-8")
+    out = handle_memory_get(workspace, {"path": path})
+    assert out["path"] == path and out["text"] == "" and out["disabled"] is True
+    assert path in out["error"]
+
+
+def test_get_refuses_symlinked_note(workspace: Path, tmp_path: Path) -> None:
+    (tmp_path / "real.md").write_text("secret", encoding="utf-8")
+    (workspace / "MEMORY.md").symlink_to(tmp_path / "real.md")
+    out = handle_memory_get(workspace, {"path": "MEMORY.md"})
+    assert out["disabled"] is True and "symlinks are not followed" in out["error"]
+    assert out["text"] == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "argument"),
+    [
+        ({}, "path"),
+        ({"path": 3}, "path"),
+        ({"path": "MEMORY.md", "from": "top"}, "from"),
+        ({"path": "MEMORY.md", "lines": [1]}, "lines"),
+    ],
+)
+def test_get_bad_arguments_name_the_argument(workspace: Path, args: dict[str, Any], argument: str) -> None:
+    out = handle_memory_get(workspace, args)
+    assert out["disabled"] is True and out["text"] == ""
+    assert out["argument"] == argument and f"'{argument}'" in out["error"]
+
+
+def _session_line(role: str, text: str) -> str:
+    return json.dumps(
+        {"type": "message", "timestamp": "2026-01-05T10:00:00Z", "message": {"role": role, "content": text}}
+    )
+
+
+@pytest.fixture
+def sessions_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = [
+        json.dumps({"type": "session", "version": 3, "id": "abc"}),
+        _session_line("user", "When is the billing\n  cutover?"),
+        json.dumps({"type": "message", "message": {"role": "toolResult", "content": "raw tool output"}}),
+        _session_line("assistant", "March 3rd."),
+        _session_line("user", "thanks"),
+    ]
+    (folder / "abc.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_get_reads_the_transcript_lines_a_session_hit_points_to(workspace: Path, sessions_dir: Path) -> None:
+    out = handle_memory_get(
+        workspace, {"path": "sessions/abc.jsonl", "from": 2, "lines": 3}, sessions_dir=sessions_dir
+    )
+    assert out == {
+        "path": "sessions/abc.jsonl",
+        "text": "User: When is the billing cutover?\nAssistant: March 3rd.",
+    }
+    whole = handle_memory_get(workspace, {"path": "sessions/abc.jsonl"}, sessions_dir=sessions_dir)
+    assert whole["text"].splitlines()[-1] == "User: thanks"
+    assert "raw tool output" not in whole["text"]
+
+
+def test_get_session_path_without_sessions_dir_is_refused(workspace: Path) -> None:
+    out = handle_memory_get(workspace, {"path": "sessions/abc.jsonl"})
+    assert out["disabled"] is True and "no sessions directory" in out["error"]
+
+
+def test_get_missing_session_file_is_empty(workspace: Path, sessions_dir: Path) -> None:
+    out = handle_memory_get(workspace, {"path": "sessions/gone.jsonl"}, sessions_dir=sessions_dir)
+    assert out == {"path": "sessions/gone.jsonl", "text": ""}
+
+
+# -- MemoryTools -----------------------------------------------------------------------------------------
+
+
+def test_memory_tools_dispatches_json_arguments(workspace: Path, note: Path) -> None:
+    tools = MemoryTools(index=StubIndex((MULTI,)), workspace=workspace, citations="auto")
+    assert [s["function"]["name"] for s in tools.schemas()] == ["memory_search", "memory_get"]
+    found = json.loads(tools.call("memory_search", '{"query": "cutover"}', session_key="agent:main:main"))
+    assert found["results"][0]["citation"] == "memory/2026-01-05.md#L3-L7"
+    in_group = json.loads(
+        tools.call("memory_search", {"query": "cutover"}, session_key="agent:main:x:group:1")
+    )
+    assert "citation" not in in_group["results"][0]
+    got = json.loads(tools.call("memory_get", '{"path": "memory/2026-01-05.md", "from": 3, "lines": 1}'))
+    assert got == {"path": "memory/2026-01-05.md", "text": "line 3"}
+
+
+def test_memory_tools_reports_bad_json_and_unknown_tools(workspace: Path) -> None:
+    tools = MemoryTools(index=StubIndex(), workspace=workspace)
+    bad = json.loads(tools.call("memory_search", "{query: oops"))
+    assert bad["results"] == [] and "not valid JSON" in bad["error"]
+    not_object = json.loads(tools.call("memory_get", "[1, 2]"))
+    assert not_object["disabled"] is True and "JSON object" in not_object["error"]
+    unknown = json.loads(tools.call("web_search", "{}"))
+    assert "unknown tool 'web_search'" in unknown["error"] and "memory_search, memory_get" in unknown["error"]
+
+
+def test_memory_tools_without_index_offers_only_get(workspace: Path) -> None:
+    tools = MemoryTools(index=None, workspace=workspace, citations="off")
+    assert tools.names == ("memory_get",)
+    assert [s["function"]["name"] for s in tools.schemas()] == ["memory_get"]
+    assert "unknown tool" in json.loads(tools.call("memory_search", {"query": "q"}))["error"]
+    assert (
+        tools.recall_section()
+        .splitlines()[1]
+        .endswith("If low confidence after reading them, say you checked.")
+    )
+    assert tools.recall_section(prompt_mode="minimal") == ""
+
+
+def test_memory_tools_async_call_and_keyword_handlers(workspace: Path, note: Path) -> None:
+    tools = MemoryTools(index=StubIndex((SINGLE,)), workspace=workspace, citations="on")
+    text = asyncio.run(tools.acall("memory_get", {"path": "memory/2026-01-05.md", "lines": 1}))
+    assert json.loads(text)["text"] == "line 1"
+    handlers = tools.handlers()
+    assert set(handlers) == {"memory_search", "memory_get"}
+    assert handlers["memory_get"](path="memory/2026-01-05.md", **{"from": 5})["text"] == "line 5\n"
+    assert handlers["memory_search"](query="hi")["results"][0]["citation"] == "sessions/abc.jsonl#L4"
+
+
+def test_memory_tools_mention_sessions_when_transcripts_are_readable(
+    workspace: Path, sessions_dir: Path
+) -> None:
+    tools = MemoryTools(index=StubIndex(), workspace=workspace, sessions_dir=sessions_dir, citations="off")
+    assert "sessions/<id>.jsonl" in tools.schemas()[1]["function"]["description"]
+    assert "+ indexed session transcripts" in tools.recall_section()
+    assert "Citations are disabled" in tools.recall_section()
