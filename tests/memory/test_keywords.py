@@ -1,0 +1,127 @@
+"""Keyword extraction and FTS5 query building (reference §9, DESIGN decision 7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessionmem.memory.db import connect
+from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.keywords import build_fts_query, extract_keywords, fts_queries, fts_terms
+from sessionmem.memory.schema import FTS_TABLE
+
+
+def test_english_question_keeps_topic_words_only() -> None:
+    kws = extract_keywords("that thing we discussed about the API")
+    assert "discussed" in kws and "api" in kws
+    for stop in ("that", "thing", "we", "about", "the"):
+        assert stop not in kws
+
+
+def test_natural_question_reduces_to_its_topic() -> None:
+    assert extract_keywords("when is the billing cutover") == ["billing", "cutover"]
+
+
+def test_chinese_keeps_words_and_drops_stop_words() -> None:
+    kws = extract_keywords("之前讨论的那个方案")
+    assert "讨论" in kws and "方案" in kws
+    for stop in ("之前", "的", "那个"):
+        assert stop not in kws
+
+
+def test_chinese_gives_unigrams_and_bigrams() -> None:
+    kws = extract_keywords("金银价格")
+    assert {"金", "银", "价", "格", "金银", "银价", "价格"} <= set(kws)
+
+
+def test_korean_particles_are_stripped_into_stems() -> None:
+    kws = extract_keywords("서버에서 에러가 발생했어")
+    assert "서버" in kws and "에러" in kws
+
+
+def test_japanese_is_split_by_script() -> None:
+    kws = extract_keywords("会議の議事録をデプロイ")
+    assert "会議" in kws and "議事録" in kws and "デプロイ" in kws
+
+
+def test_only_stop_words_short_words_and_digits_give_nothing() -> None:
+    assert extract_keywords("the a an of is") == []
+    assert extract_keywords("ab 12 2024 ... !!") == []
+
+
+def test_duplicates_removed_in_order() -> None:
+    assert extract_keywords("deploy Deploy DEPLOY pipeline deploy") == ["deploy", "pipeline"]
+
+
+def test_mixed_spanish_portuguese_stop_words() -> None:
+    assert extract_keywords("cuándo es la migración de facturación") == ["migración", "facturación"]
+    assert extract_keywords("quando é a migração do faturamento") == ["migração", "faturamento"]
+
+
+def test_build_fts_query_quotes_every_term() -> None:
+    assert build_fts_query("billing cutover") == '"billing" AND "cutover"'
+    assert build_fts_query("billing cutover", operator="OR") == '"billing" OR "cutover"'
+    assert build_fts_query("   ") is None
+    assert build_fts_query("") is None
+
+
+def test_cjk_terms_become_phrases_of_the_indexed_form() -> None:
+    q = build_fts_query("金银价格")
+    assert q == '"金 银" AND "银 价" AND "价 格"'
+    conn, _ = connect(":memory:", load_vector=False)
+    conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
+    for cid, text in (("hit", "今天金银价格上涨"), ("miss", "金价上涨，银行放假")):
+        conn.execute("INSERT INTO chunks_fts(text, id) VALUES (?, ?)", (fts_text(text), cid))
+    assert conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (q,)).fetchall() == [("hit",)]
+
+
+def test_fts_terms_use_korean_stems_and_chinese_pairs() -> None:
+    assert fts_terms("서버에서 에러가") == ["서버", "에러"]
+    assert fts_terms("之前讨论的那个方案") == ["讨论", "方案"]
+
+
+def test_stop_word_only_query_falls_back_to_raw_words() -> None:
+    assert fts_terms("the") == ["the"]
+    assert fts_queries("the") == ['"the"']
+
+
+def test_and_then_or() -> None:
+    assert fts_queries("when is the billing cutover") == ['"billing" AND "cutover"', '"billing" OR "cutover"']
+    assert fts_queries("cutover") == ['"cutover"']
+    assert fts_queries(" \t ") == []
+
+
+HOSTILE = [
+    '"',
+    '"unbalanced quote',
+    'a "b" c"',
+    "billing AND",
+    "AND OR NOT",
+    "NEAR(billing cutover",
+    "NEAR(a b, 3)",
+    "cut*",
+    "*",
+    "(billing",
+    "billing)",
+    "text:billing",
+    "^billing",
+    "-billing",
+    "billing - cutover",
+    "{text}: billing",
+    "'; DROP TABLE chunks; --",
+    '\\" \\',
+    "c++ c# .net",
+    "🙂 emoji 🙂",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_fts_syntax_in_queries_never_raises(query: str) -> None:
+    conn, _ = connect(":memory:", load_vector=False)
+    conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
+    conn.execute(
+        "INSERT INTO chunks_fts(text, id, path, source, model, start_line, end_line)"
+        " VALUES (?, 'c1', 'MEMORY.md', 'memory', 'fts-only', 1, 1)",
+        (fts_text("billing cutover text near and or not"),),
+    )
+    for match in fts_queries(query):
+        conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall()
