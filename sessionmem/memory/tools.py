@@ -24,6 +24,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from sessionmem.config import Config
 from sessionmem.errors import MemoryPathError
 from sessionmem.memory.paths import resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
@@ -411,6 +412,33 @@ class MemoryTools:
         self.citations = citations
         self.session_key = session_key
         self.enable_get = enable_get
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        agent_id: str,
+        *,
+        index: SearchIndex | None,
+        workspace: Path,
+        sessions_dir: Path | None = None,
+        session_key: str | None = None,
+    ) -> MemoryTools:
+        """The tools as the config asks: none when ``memorySearch.enabled`` is false (as OpenClaw, which
+        then registers neither tool); citations from ``memory.citations``; extra paths from the agent;
+        session transcripts readable only when they are indexed (``sources`` has "sessions" and
+        ``experimental.sessionMemory`` is on), so a session hit can always be opened (DESIGN 8)."""
+        search = config.for_agent(agent_id).memory_search
+        sessions_on = "sessions" in search.sources and search.experimental.session_memory
+        return cls(
+            index=index if search.enabled else None,
+            workspace=workspace,
+            extra_paths=search.extra_paths,
+            sessions_dir=sessions_dir if sessions_on else None,
+            citations=config.memory.citations,
+            session_key=session_key,
+            enable_get=search.enabled,
+        )
 
     @property
     def has_search(self) -> bool:

@@ -476,3 +476,38 @@ def test_memory_tools_mention_sessions_when_transcripts_are_readable(
     assert "sessions/<id>.jsonl" in tools.schemas()[1]["function"]["description"]
     assert "+ indexed session transcripts" in tools.recall_section()
     assert "Citations are disabled" in tools.recall_section()
+
+
+def test_memory_tools_from_config(workspace: Path, sessions_dir: Path) -> None:
+    from sessionmem.config import Config
+
+    config = Config.from_dict(
+        {
+            "memory": {"citations": "off"},
+            "agents": {
+                "defaults": {
+                    "memorySearch": {
+                        "extraPaths": ["notes"],
+                        "sources": ["memory", "sessions"],
+                        "experimental": {"sessionMemory": True},
+                    }
+                }
+            },
+        }
+    )
+    tools = MemoryTools.from_config(
+        config, "main", index=StubIndex(), workspace=workspace, sessions_dir=sessions_dir
+    )
+    assert (tools.citations, tools.extra_paths, tools.sessions_dir) == ("off", ("notes",), sessions_dir)
+    assert tools.names == ("memory_search", "memory_get")
+
+    plain = MemoryTools.from_config(
+        Config(), "main", index=StubIndex(), workspace=workspace, sessions_dir=sessions_dir
+    )
+    assert plain.sessions_dir is None and plain.citations == "auto"
+    refused = json.loads(plain.call("memory_get", {"path": "sessions/abc.jsonl"}))
+    assert refused["disabled"] is True
+
+    disabled = Config.from_dict({"agents": {"defaults": {"memorySearch": {"enabled": False}}}})
+    off = MemoryTools.from_config(disabled, "main", index=StubIndex(), workspace=workspace)
+    assert off.names == () and off.schemas() == [] and off.recall_section() == ""
