@@ -1,0 +1,103 @@
+"""What the runner reports as it works: turns, flushes, compactions, tool calls, memory writes.
+
+Events are plain frozen dataclasses with a ``kind`` literal. The developer's ``on_event`` callback may
+be sync or async; an exception in it is logged and never breaks the user's turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sessionmem.messages import Usage, now_ms
+
+log = logging.getLogger(__name__)
+
+EventKind = Literal[
+    "turn", "flush", "flush_skipped", "compaction", "compaction_failed", "tool_call", "memory_write"
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    kind: EventKind
+    session_key: str
+    timestamp: int = field(default_factory=now_ms)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnEvent(Event):
+    kind: EventKind = "turn"
+    turn_kind: Literal["turn", "flush"] = "turn"
+    reply: str | None = None  # what the user receives (None when silent, or for a flush)
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushEvent(Event):
+    kind: EventKind = "flush"
+    reason: str = ""
+    path: str = ""  # memory/YYYY-MM-DD.md the flush was allowed to append to
+    compaction_count: int = 0  # the cycle this flush belongs to
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushSkippedEvent(Event):
+    kind: EventKind = "flush_skipped"
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionEvent(Event):
+    kind: EventKind = "compaction"
+    reason: str = ""  # threshold | overflow | manual | ...
+    tokens_before: int = 0
+    tokens_after: int = 0
+    compaction_count: int = 0
+    first_kept_entry_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionFailedEvent(Event):
+    kind: EventKind = "compaction_failed"
+    reason: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallEvent(Event):
+    kind: EventKind = "tool_call"
+    turn_kind: Literal["turn", "flush"] = "turn"
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+    result: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryWriteEvent(Event):
+    kind: EventKind = "memory_write"
+    path: str = ""  # workspace-relative
+    mode: Literal["append", "replace"] = "append"
+    chars: int = 0
+
+
+EventCallback = Callable[[Event], Awaitable[None] | None]
+
+
+async def deliver(callback: EventCallback | None, event: Event) -> None:
+    """Call the developer's callback; log (never raise) what it throws."""
+    if callback is None:
+        return
+    try:
+        result = callback(event)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("on_event callback failed for %s event", event.kind)
