@@ -3,12 +3,13 @@
 One JSON object per line. Line 1 is the header (``type: "session"``); every other line is an entry with
 ``type``, ``id`` (8 hex, unique in the file), ``parentId`` (the previous entry's id, or null) and an ISO
 ``timestamp``. :class:`Message` is converted to and from entry dicts here and nowhere else
-(:func:`message_to_entry`, :func:`message_from_entry`).
+(:func:`message_to_dict`, :func:`message_from_dict`).
 
 Why appends cannot tear a line in the middle of the file: each entry is written with a single
-``os.write`` of the whole line (newline included) on an ``O_APPEND`` descriptor, so concurrent writers
-interleave whole lines. A writer killed mid-write can leave a partial *last* line; readers skip it, and
-the next append first writes the missing ``\\n`` so the torn fragment stays alone on its line.
+``os.write`` of the whole line (newline included) on an ``O_APPEND`` descriptor, under an advisory
+``flock`` where the platform has one, so concurrent writers interleave whole lines. A writer killed
+mid-write can leave a partial *last* line; readers skip it, and the next append first writes the
+missing ``\\n`` so the torn fragment stays alone on its line.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+try:
+    import fcntl
+except ImportError:  # Windows: appends are still single writes
+    fcntl = None  # type: ignore[assignment]
 
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall, Usage
@@ -431,6 +437,10 @@ def _append_line(path: Path, obj: dict[str, Any]) -> None:
     except OSError as exc:
         raise TranscriptError(f"cannot open transcript {path} for append: {exc}") from exc
     try:
+        if fcntl is not None:
+            # Serialise the torn-line check with other writers: without it, a large concurrent append
+            # seen half-way (i_size grows page by page) would make us add a needless blank line.
+            fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size > 0:
             # Trigger: a writer died mid-line. Why: our line must start on a fresh line.
@@ -448,4 +458,4 @@ def _append_line(path: Path, obj: dict[str, Any]) -> None:
     except OSError as exc:
         raise TranscriptError(f"cannot append to transcript {path}: {exc}") from exc
     finally:
-        os.close(fd)
+        os.close(fd)  # also releases the flock
