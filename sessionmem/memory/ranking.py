@@ -1,0 +1,272 @@
+"""Pure scoring of search candidates: BM25 normalisation, hybrid merge, decay, MMR, filters.
+
+Nothing here touches the database; ``search.py`` fetches rows and drives these functions in the
+order of reference §9: merge -> decay -> sort -> min-score -> MMR -> top N.
+
+Temporal decay and DESIGN decision 13 ("age never erases relevance"). OpenClaw multiplies the score
+by ``exp(-ln2/halfLife * age)``: a two-year-old note keeps 0.000001 of its score, so a perfect old
+match loses to any fresh noise, and once multiplied it also falls under ``minScore`` and vanishes.
+We keep OpenClaw's curve but floor it: ``multiplier = DECAY_FLOOR + (1 - DECAY_FLOOR) * curve``,
+with ``DECAY_FLOOR = 0.5``. So recency still orders notes that match about as well (a fresh note
+wins against an old one unless the old one scores at least twice as high), and an old note that
+matches well still outranks a new note that matches poorly. The min-score floor is applied to the
+undecayed score: it is a relevance threshold, and age is not relevance.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
+
+SNIPPET_MAX_CHARS = 700
+DECAY_FLOOR = 0.5
+MS_PER_DAY = 86_400_000
+
+_DATED_PATH = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One chunk on its way to becoming a result, with every figure that shaped its score."""
+
+    id: str
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    text: str
+    date: str | None = None  # YYYY-MM-DD of the file or first message
+    text_score: float | None = None  # normalised BM25; None when not a keyword hit
+    vector_score: float | None = None  # cosine; None when not a vector hit
+    merged: float = 0.0
+    decay: float = 1.0
+    mmr_rank: int | None = None
+
+    @property
+    def final(self) -> float:
+        return self.merged * self.decay
+
+    @property
+    def keyword_hit(self) -> bool:
+        return self.text_score is not None
+
+
+# ---------------------------------------------------------------------------- scores
+
+
+def bm25_rank_to_score(rank: float) -> float:
+    """FTS5's bm25() (lower is better, usually negative) mapped into [0, 1), higher is better."""
+    if not math.isfinite(rank):
+        return 1 / 1000
+    if rank < 0:
+        r = -rank
+        return r / (1 + r)
+    return 1 / (1 + rank)
+
+
+def merge_hybrid(
+    keyword_hits: Iterable[Candidate],
+    vector_hits: Iterable[Candidate],
+    *,
+    vector_weight: float,
+    text_weight: float,
+) -> list[Candidate]:
+    """Union by chunk id; ``merged = vw * vector + tw * text`` (a missing side counts 0).
+
+    On overlap the keyword hit's text (the snippet) wins, as in OpenClaw. Weights are expected
+    normalised already (``HybridConfig.normalized_weights()``). Order: keyword hits first, then
+    vector-only hits, each in the order given; callers sort afterwards.
+    """
+    by_id: dict[str, Candidate] = {}
+    for hit in vector_hits:
+        by_id[hit.id] = replace(hit, text_score=None)
+    for hit in keyword_hits:
+        prior = by_id.get(hit.id)
+        vector_score = prior.vector_score if prior is not None else None
+        by_id[hit.id] = replace(hit, vector_score=vector_score)
+    merged = []
+    for cand in by_id.values():
+        score = vector_weight * (cand.vector_score or 0.0) + text_weight * (cand.text_score or 0.0)
+        merged.append(replace(cand, merged=score))
+    return merged
+
+
+def sort_by_score(cands: Iterable[Candidate]) -> list[Candidate]:
+    """Highest final score first; ties keep a stable order by path and line."""
+    return sorted(cands, key=lambda c: (-c.final, c.path, c.start_line))
+
+
+# ---------------------------------------------------------------------------- temporal decay
+
+
+def parse_day(value: str | None) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def is_evergreen(path: str, source: str) -> bool:
+    """``MEMORY.md``, ``memory.md`` and ``memory/`` files of the memory source not named by a date.
+
+    Hook output such as ``memory/2026-01-01-slug.md`` is evergreen too, as in OpenClaw.
+    """
+    if source != "memory" or _DATED_PATH.search(path):
+        return False
+    name = path.rsplit("/", 1)[-1]
+    return name in ("MEMORY.md", "memory.md") or path.startswith("memory/") or "/memory/" in path
+
+
+def decay_date(path: str, source: str, chunk_date: str | None) -> date | None:
+    """The date a result ages from, or None when it never decays (or has no known date).
+
+    ``memory/YYYY-MM-DD.md`` (a valid calendar date) ages from its name; evergreen files never age;
+    sessions and extra paths age from the date the index recorded (first message, or file mtime).
+    """
+    m = _DATED_PATH.search(path)
+    if m:
+        try:
+            return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            return None
+    if is_evergreen(path, source):
+        return None
+    return parse_day(chunk_date)
+
+
+def decay_curve(age_days: float, half_life_days: float) -> float:
+    """OpenClaw's curve: ``exp(-ln2 / halfLife * age)``; 0.5 at one half-life, 1 for future dates."""
+    half_life = max(1.0, float(half_life_days))
+    return math.exp(-(math.log(2) / half_life) * max(0.0, age_days))
+
+
+def decay_multiplier(
+    day: date | None, now: datetime, half_life_days: float, *, floor: float = DECAY_FLOOR
+) -> float:
+    """``floor + (1 - floor) * curve(age)``; 1.0 for undated (evergreen) results."""
+    if day is None:
+        return 1.0
+    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    aware_now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    age_days = (aware_now - midnight).total_seconds() * 1000 / MS_PER_DAY
+    return floor + (1.0 - floor) * decay_curve(age_days, half_life_days)
+
+
+def apply_decay(cands: Iterable[Candidate], *, now: datetime, half_life_days: float) -> list[Candidate]:
+    return [
+        replace(c, decay=decay_multiplier(decay_date(c.path, c.source, c.date), now, half_life_days))
+        for c in cands
+    ]
+
+
+# ---------------------------------------------------------------------------- filters
+
+
+def filter_min_score(cands: Sequence[Candidate], *, min_score: float, text_weight: float) -> list[Candidate]:
+    """Strict ``merged >= minScore``; when nothing passes, keyword hits with ``>= min(minScore, tw)``.
+
+    The relaxed floor keeps a note that matched by keyword but scored low on the vector side from
+    vanishing entirely (OpenClaw #46671). Scores compared are undecayed (see module docstring).
+    """
+    strict = [c for c in cands if c.merged >= min_score]
+    if strict or not any(c.keyword_hit for c in cands):
+        return strict
+    floor = min(min_score, text_weight)
+    return [c for c in cands if c.keyword_hit and c.merged >= floor]
+
+
+def in_date_range(value: str | None, after: date | None, before: date | None) -> bool:
+    """Inclusive range on the result's date; with any bound set, undated results are out."""
+    if after is None and before is None:
+        return True
+    day = parse_day(value)
+    if day is None:
+        return False
+    if after is not None and day < after:
+        return False
+    return not (before is not None and day > before)
+
+
+def snippet(text: str) -> str:
+    """At most 700 characters. Python strings are code points, so no surrogate pair can be split."""
+    return text[:SNIPPET_MAX_CHARS]
+
+
+# ---------------------------------------------------------------------------- MMR
+
+_CJK_RUN = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]+"
+)
+_WORD = re.compile(r"\w+")
+
+
+def mmr_tokens(text: str) -> frozenset[str]:
+    """Unicode words, with CJK runs as character pairs (single characters for one-character runs).
+
+    OpenClaw's ``[a-z0-9_]+`` sees nothing in CJK text, so every CJK snippet looked identical.
+    """
+    tokens: set[str] = set()
+    lowered = text.lower()
+    for run in _CJK_RUN.findall(lowered):
+        if len(run) == 1:
+            tokens.add(run)
+        else:
+            tokens.update(run[i : i + 2] for i in range(len(run) - 1))
+    for word in _WORD.findall(_CJK_RUN.sub(" ", lowered)):
+        tokens.add(word)
+    return frozenset(tokens)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def mmr_rerank(cands: Sequence[Candidate], *, lambda_: float, limit: int | None = None) -> list[Candidate]:
+    """Greedy maximal marginal relevance: ``λ·rel − (1−λ)·max sim to chosen``. Only reorders.
+
+    Relevance is the final score min-max normalised to [0, 1] (all equal -> 1). Ties go to the
+    higher original score. The first ``limit`` picks are chosen greedily (the rest follow in score
+    order), which keeps the cost at ``limit × n`` similarities. Every item is kept; ``mmr_rank``
+    records the position chosen.
+    """
+    lam = min(1.0, max(0.0, lambda_))
+    ordered = sort_by_score(cands)
+    if not ordered:
+        return []
+    if lam >= 1.0:
+        return [replace(c, mmr_rank=i) for i, c in enumerate(ordered)]
+    scores = [c.final for c in ordered]
+    lo, hi = min(scores), max(scores)
+    rel = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    tokens = [mmr_tokens(c.text) for c in ordered]
+    max_sim = [0.0] * len(ordered)
+    remaining = list(range(len(ordered)))
+    picks: list[int] = []
+    budget = len(ordered) if limit is None else min(len(ordered), max(0, limit))
+    while remaining and len(picks) < budget:
+        best = max(
+            remaining,
+            key=lambda i: (
+                lam * rel[i] - (1 - lam) * (max_sim[i] if picks else 0.0),
+                scores[i],
+                -i,
+            ),
+        )
+        picks.append(best)
+        remaining.remove(best)
+        for i in remaining:
+            sim = jaccard(tokens[i], tokens[best])
+            if sim > max_sim[i]:
+                max_sim[i] = sim
+    picks += remaining
+    return [replace(ordered[i], mmr_rank=rank) for rank, i in enumerate(picks)]

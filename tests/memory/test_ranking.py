@@ -1,0 +1,208 @@
+"""Pure scoring: BM25 normalisation, hybrid merge, decay (DESIGN 13), filters, MMR (DESIGN 7)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime
+
+import pytest
+
+from sessionmem.memory import ranking
+from sessionmem.memory.ranking import Candidate
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def cand(cid: str, **kw: object) -> Candidate:
+    base: dict[str, object] = {
+        "id": cid,
+        "path": f"memory/{cid}.md",
+        "source": "memory",
+        "start_line": 1,
+        "end_line": 2,
+        "text": cid,
+    }
+    base.update(kw)
+    return Candidate(**base)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- bm25
+
+
+def test_bm25_rank_to_score_matches_reference_points() -> None:
+    assert ranking.bm25_rank_to_score(0) == pytest.approx(1.0)
+    assert ranking.bm25_rank_to_score(1) == pytest.approx(0.5)
+    assert ranking.bm25_rank_to_score(-100) == pytest.approx(100 / 101)
+    assert ranking.bm25_rank_to_score(float("nan")) == pytest.approx(0.001)
+    assert ranking.bm25_rank_to_score(float("-inf")) == pytest.approx(0.001)
+
+
+def test_more_negative_rank_scores_higher() -> None:
+    scores = [ranking.bm25_rank_to_score(r) for r in (-0.5, -1, -3, -10)]
+    assert scores == sorted(scores)
+    assert ranking.bm25_rank_to_score(2) < ranking.bm25_rank_to_score(1)
+
+
+# ---------------------------------------------------------------------------- merge
+
+
+def test_merge_unions_by_id_with_weighted_scores() -> None:
+    kw = [cand("a", text="keyword snippet", text_score=0.8), cand("b", text_score=0.4)]
+    vec = [cand("a", text="vector snippet", vector_score=0.6), cand("c", vector_score=0.9)]
+    merged = {c.id: c for c in ranking.merge_hybrid(kw, vec, vector_weight=0.7, text_weight=0.3)}
+    assert set(merged) == {"a", "b", "c"}
+    assert merged["a"].merged == pytest.approx(0.7 * 0.6 + 0.3 * 0.8)
+    assert merged["b"].merged == pytest.approx(0.3 * 0.4)
+    assert merged["c"].merged == pytest.approx(0.7 * 0.9)
+    assert merged["a"].text == "keyword snippet"
+    assert merged["a"].text_score == 0.8 and merged["a"].vector_score == 0.6
+    assert merged["c"].text_score is None and merged["b"].vector_score is None
+
+
+# ---------------------------------------------------------------------------- decay
+
+
+def test_decay_curve_is_openclaws() -> None:
+    assert ranking.decay_curve(30, 30) == pytest.approx(0.5)
+    assert ranking.decay_curve(10, 30) == pytest.approx(math.exp(-math.log(2) / 30 * 10))
+    assert ranking.decay_curve(-5, 30) == 1.0  # future dates do not decay
+    assert ranking.decay_curve(26 * 365, 30) < 0.001
+
+
+def test_multiplier_is_floored_so_age_never_erases_a_note() -> None:
+    ancient = ranking.decay_multiplier(date(2000, 1, 1), NOW, 30)
+    assert ancient == pytest.approx(ranking.DECAY_FLOOR, abs=1e-6)
+    assert ranking.decay_multiplier(date(2026, 5, 2), NOW, 30) == pytest.approx(
+        ranking.DECAY_FLOOR + (1 - ranking.DECAY_FLOOR) * ranking.decay_curve(30.5, 30)
+    )
+    assert ranking.decay_multiplier(None, NOW, 30) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "chunk_date", "expected"),
+    [
+        ("memory/2026-05-01.md", "memory", None, date(2026, 5, 1)),
+        ("notes/memory/2026-05-01.md", "memory", None, date(2026, 5, 1)),
+        ("memory/2026-02-30.md", "memory", None, None),  # not a calendar date
+        ("MEMORY.md", "memory", "2026-05-01", None),
+        ("memory.md", "memory", "2026-05-01", None),
+        ("memory/projects.md", "memory", "2026-05-01", None),
+        ("memory/2026-01-01-slug.md", "memory", "2026-01-01", None),  # hook output is evergreen
+        ("sessions/abc.jsonl", "sessions", "2025-12-24", date(2025, 12, 24)),
+        ("docs/extra.md", "memory", "2025-03-03", date(2025, 3, 3)),
+        ("docs/extra.md", "memory", None, None),
+    ],
+)
+def test_decay_date(path: str, source: str, chunk_date: str | None, expected: date | None) -> None:
+    assert ranking.decay_date(path, source, chunk_date) == expected
+
+
+def test_decay_orders_close_matches_by_recency() -> None:
+    new = cand("new", path="memory/2026-05-31.md", merged=0.8)
+    old = cand("old", path="memory/2025-01-01.md", merged=0.95)
+    ranked = ranking.sort_by_score(ranking.apply_decay([old, new], now=NOW, half_life_days=30))
+    assert [c.id for c in ranked] == ["new", "old"]
+
+
+def test_old_good_match_outranks_new_poor_match() -> None:
+    """DESIGN decision 13: decay reorders near-ties, it never buries a clearly better note."""
+    old_good = cand("old", path="memory/2021-03-01.md", merged=0.82)
+    new_poor = cand("new", path="memory/2026-06-01.md", merged=0.38)
+    ranked = ranking.sort_by_score(ranking.apply_decay([new_poor, old_good], now=NOW, half_life_days=30))
+    assert [c.id for c in ranked] == ["old", "new"]
+    assert ranked[0].final == pytest.approx(0.82 * ranking.DECAY_FLOOR, rel=1e-3)
+
+
+# ---------------------------------------------------------------------------- filters
+
+
+def test_min_score_strict() -> None:
+    cands = [cand("a", merged=0.5, text_score=0.2), cand("b", merged=0.2)]
+    assert [c.id for c in ranking.filter_min_score(cands, min_score=0.35, text_weight=0.3)] == ["a"]
+
+
+def test_min_score_relaxed_for_keyword_hits_when_nothing_passes() -> None:
+    cands = [
+        cand("kw", merged=0.31, text_score=0.9),
+        cand("kw-low", merged=0.2, text_score=0.6),
+        cand("vec", merged=0.33, vector_score=0.47),
+    ]
+    kept = ranking.filter_min_score(cands, min_score=0.35, text_weight=0.3)
+    assert [c.id for c in kept] == ["kw"]
+
+
+def test_min_score_no_relaxing_without_keyword_hits() -> None:
+    cands = [cand("vec", merged=0.33, vector_score=0.47)]
+    assert ranking.filter_min_score(cands, min_score=0.35, text_weight=0.3) == []
+
+
+def test_date_range_inclusive_and_undated_excluded() -> None:
+    after, before = date(2026, 1, 1), date(2026, 1, 31)
+    assert ranking.in_date_range("2026-01-01", after, before)
+    assert ranking.in_date_range("2026-01-31", after, before)
+    assert not ranking.in_date_range("2025-12-31", after, before)
+    assert not ranking.in_date_range("2026-02-01", None, before)
+    assert ranking.in_date_range("2026-02-01", after, None)
+    assert not ranking.in_date_range(None, after, None)
+    assert ranking.in_date_range(None, None, None)
+    assert ranking.in_date_range("2020-01-01", None, before)
+
+
+def test_snippet_cut_at_700_code_points() -> None:
+    text = "😀" * 699 + "ab"
+    out = ranking.snippet(text)
+    assert len(out) == 700 and out.endswith("😀a")
+    assert out.encode("utf-8").decode("utf-8") == out
+
+
+# ---------------------------------------------------------------------------- MMR
+
+
+def test_jaccard_edges() -> None:
+    a, b = frozenset({"x", "y"}), frozenset({"y", "z"})
+    assert ranking.jaccard(frozenset(), frozenset()) == 1.0
+    assert ranking.jaccard(a, frozenset()) == 0.0
+    assert ranking.jaccard(a, b) == ranking.jaccard(b, a) == pytest.approx(1 / 3)
+
+
+def test_mmr_tokens_see_cjk_text() -> None:
+    t1 = ranking.mmr_tokens("数据库迁移计划在周五")
+    t2 = ranking.mmr_tokens("团队午餐改到周三")
+    assert t1 and t2 and ranking.jaccard(t1, t2) < 0.2
+    assert "数据" in t1 and "deploy" in ranking.mmr_tokens("Deploy 数据")
+
+
+def test_mmr_promotes_diverse_item_over_near_duplicate() -> None:
+    cands = [
+        cand("a", text="billing cutover happens on march third for all accounts", merged=0.90),
+        cand("a2", text="billing cutover happens on march third for every account", merged=0.88),
+        cand("b", text="the office moves to the new building in april", merged=0.80),
+        cand("z", text="lunch menu", merged=0.30),
+    ]
+    assert [c.id for c in ranking.mmr_rerank(cands, lambda_=1.0)] == ["a", "a2", "b", "z"]
+    out = ranking.mmr_rerank(cands, lambda_=0.7)
+    assert [c.id for c in out] == ["a", "b", "a2", "z"]
+    assert [c.mmr_rank for c in out] == [0, 1, 2, 3]
+    assert [c.final for c in out] == [0.90, 0.80, 0.88, 0.30]  # scores untouched
+
+
+def test_mmr_works_on_cjk_snippets() -> None:
+    cands = [
+        cand("a", text="数据库迁移计划定在三月三日", merged=0.90),
+        cand("a2", text="数据库迁移计划定在三月三号", merged=0.88),
+        cand("b", text="团队午餐改到下周三中午", merged=0.80),
+        cand("z", text="周报", merged=0.30),
+    ]
+    assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.7)] == ["a", "b", "a2", "z"]
+
+
+def test_mmr_lambda_one_is_plain_sort_and_keeps_all() -> None:
+    cands = [cand("x", merged=0.2), cand("y", merged=0.9), cand("z", merged=0.5)]
+    assert [c.id for c in ranking.mmr_rerank(cands, lambda_=1.0)] == ["y", "z", "x"]
+    assert len(ranking.mmr_rerank(cands, lambda_=0.0)) == 3
+    assert ranking.mmr_rerank([], lambda_=0.7) == []
+
+
+def test_mmr_ties_go_to_higher_original_score() -> None:
+    cands = [cand("lo", text="same words", merged=0.5), cand("hi", text="same words", merged=0.6)]
+    assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.5)] == ["hi", "lo"]
