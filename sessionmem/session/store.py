@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 _REGISTRY_GUARD = threading.Lock()
 _THREAD_LOCKS: dict[str, threading.RLock] = {}
+_ACTIVE = threading.local()  # open transactions of this thread, by store path
 
 
 def _thread_lock_for(path: Path) -> threading.RLock:
@@ -354,15 +355,26 @@ class SessionStore:
     def transaction(self) -> Iterator[dict[str, SessionEntry]]:
         """Hold the lock and edit the whole map in place; it is written atomically on exit (if changed).
 
-        Nothing is written if the block raises.
+        Nothing is written if the block raises. A transaction opened inside another one on the same
+        store file (same thread, any :class:`SessionStore` instance) shares the outer map, so nested
+        writes are not lost when the outer one saves.
         """
+        active: dict[str, dict[str, SessionEntry]] = _ACTIVE.__dict__.setdefault("maps", {})
+        key = os.path.abspath(self.path)
         with self._lock:
+            if key in active:
+                yield active[key]
+                return
             entries = self._load_locked()
             before = serialize_store(entries)
-            yield entries
+            active[key] = entries
+            try:
+                yield entries
+            finally:
+                del active[key]
             normalised = {keys.normalize_key(k): v for k, v in entries.items()}
             after = serialize_store(normalised)
-            if after != before or not self.path.exists():
+            if after != before:
                 self._write(normalised, payload=after)
 
     def _write(self, entries: dict[str, SessionEntry], *, payload: bytes | None = None) -> None:

@@ -1,0 +1,281 @@
+"""sessions.json: locked read-modify-write across processes, stale locks, corruption recovery."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sessionmem.errors import StoreLockTimeout, UsageError
+from sessionmem.messages import Message
+from sessionmem.session import keys
+from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
+from sessionmem.session.transcript import Transcript
+
+
+@pytest.fixture
+def store(isolated_env: Path) -> SessionStore:
+    return SessionStore.for_agent(isolated_env, "main")
+
+
+def test_patch_creates_and_get_reads_with_camel_case_on_disk(store: SessionStore) -> None:
+    entry = store.patch(
+        "agent:main:main", session_id="abc", total_tokens=1234, memory_flush_compaction_count=2
+    )
+    assert entry.session_id == "abc" and entry.total_tokens == 1234
+    on_disk = orjson.loads(store.path.read_bytes())
+    assert on_disk["agent:main:main"]["sessionId"] == "abc"
+    assert on_disk["agent:main:main"]["totalTokens"] == 1234
+    assert on_disk["agent:main:main"]["memoryFlushCompactionCount"] == 2
+    assert "inputTokens" not in on_disk["agent:main:main"]  # unset fields are not written as null
+    assert store.get("agent:main:main") == entry
+    assert store.path == keys.store_path(store.path.parents[3], "main")
+
+
+def test_keys_are_normalised(store: SessionStore) -> None:
+    store.patch("  Agent:Main:MAIN ", session_id="abc")
+    assert list(store.all()) == ["agent:main:main"]
+    assert store.get("AGENT:main:main") is not None
+
+
+def test_unknown_fields_round_trip(store: SessionStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    store.path.write_bytes(
+        orjson.dumps(
+            {
+                "agent:main:main": {
+                    "sessionId": "x",
+                    "updatedAt": 1,
+                    "thinkingLevel": "high",
+                    "origin": {"a": 1},
+                }
+            }
+        )
+    )
+    store.patch("agent:main:main", compaction_count=3)
+    data = orjson.loads(store.path.read_bytes())["agent:main:main"]
+    assert data["thinkingLevel"] == "high" and data["origin"] == {"a": 1} and data["compactionCount"] == 3
+
+
+def test_mixed_case_legacy_duplicates_merge_newest_wins(store: SessionStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    store.path.write_bytes(
+        orjson.dumps(
+            {
+                "Agent:Main:Main": {"sessionId": "new", "updatedAt": 200},
+                "agent:main:main": {"sessionId": "old", "updatedAt": 100},
+            }
+        )
+    )
+    assert store.get("agent:main:main").session_id == "new"  # type: ignore[union-attr]
+    store.patch("agent:main:main", model="m")
+    assert list(orjson.loads(store.path.read_bytes())) == ["agent:main:main"]
+
+
+def test_update_sees_current_entry_and_none_means_no_change(store: SessionStore) -> None:
+    assert store.update("agent:main:main", lambda e: None) is None
+    assert not store.path.exists()
+    store.patch("agent:main:main", session_id="s", compaction_count=1)
+
+    def bump(e: SessionEntry | None) -> SessionEntry:
+        assert e is not None
+        e.compaction_count += 1
+        return e
+
+    assert store.update("agent:main:main", bump).compaction_count == 2  # type: ignore[union-attr]
+    assert store.update("agent:main:main", lambda e: None).compaction_count == 2  # type: ignore[union-attr]
+    assert store.delete("agent:main:main") is not None
+    assert store.get("agent:main:main") is None
+
+
+def test_patch_without_session_id_on_a_new_key_is_a_usage_error(store: SessionStore) -> None:
+    with pytest.raises(UsageError, match="session_id"):
+        store.patch("agent:main:other", total_tokens=3)
+
+
+def test_failed_update_writes_nothing(store: SessionStore) -> None:
+    store.patch("agent:main:main", session_id="s", total_tokens=1)
+    before = store.path.read_bytes()
+
+    def boom(e: SessionEntry | None) -> SessionEntry:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        store.update("agent:main:main", boom)
+    assert store.path.read_bytes() == before
+    assert not store._lock.path.exists()  # the lock was released
+
+
+def _increment_many(path: str, n: int) -> None:
+    s = SessionStore(path)
+
+    def inc(e: SessionEntry | None) -> SessionEntry:
+        assert e is not None
+        e.compaction_count += 1
+        return e
+
+    for _ in range(n):
+        s.update("agent:main:main", inc)
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_lose_no_update(store: SessionStore) -> None:
+    store.patch("agent:main:main", session_id="s", compaction_count=0)
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_increment_many, args=(str(store.path), 200)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(100)
+        assert p.exitcode == 0
+    assert store.get("agent:main:main").compaction_count == 400  # type: ignore[union-attr]
+    assert not store._lock.path.exists()
+    assert not list(store.path.parent.glob("*.tmp"))
+
+
+def test_threads_in_one_process_lose_no_update(store: SessionStore) -> None:
+    store.patch("agent:main:main", session_id="s")
+
+    def inc(e: SessionEntry | None) -> SessionEntry:
+        assert e is not None
+        e.compaction_count += 1
+        return e
+
+    def work() -> None:
+        other = SessionStore(store.path)  # a second instance shares the in-process lock
+        for _ in range(50):
+            other.update("agent:main:main", inc)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.get("agent:main:main").compaction_count == 150  # type: ignore[union-attr]
+
+
+def test_lock_is_reentrant_within_a_thread(store: SessionStore) -> None:
+    with store.transaction() as entries:
+        entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
+        store.patch("agent:main:b", session_id="b")  # nested: same thread, no deadlock
+    assert set(store.all()) == {"agent:main:a", "agent:main:b"}  # the nested write was not lost
+
+
+def _dead_pid() -> int:
+    proc = multiprocessing.get_context("fork").Process(target=lambda: None)
+    proc.start()
+    proc.join()
+    return proc.pid  # type: ignore[return-value]
+
+
+def test_stale_lock_from_a_dead_process_is_recovered(store: SessionStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    store._lock.path.write_bytes(orjson.dumps({"pid": _dead_pid(), "createdAt": int(time.time() * 1000)}))
+    started = time.monotonic()
+    store.patch("agent:main:main", session_id="s")
+    assert time.monotonic() - started < 2
+    assert store.get("agent:main:main") is not None
+    assert not store._lock.path.exists()
+
+
+def test_old_lock_is_stale_even_if_its_pid_lives(store: SessionStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    old = int(time.time() * 1000) - 31_000
+    store._lock.path.write_bytes(orjson.dumps({"pid": os.getppid(), "createdAt": old}))
+    store.patch("agent:main:main", session_id="s")
+    assert store.get("agent:main:main") is not None
+
+
+def test_live_lock_times_out_with_a_named_error(isolated_env: Path) -> None:
+    store = SessionStore(keys.store_path(isolated_env, "main"), lock_timeout_s=0.3)
+    store.path.parent.mkdir(parents=True)
+    store._lock.path.write_bytes(orjson.dumps({"pid": os.getppid(), "createdAt": int(time.time() * 1000)}))
+    with pytest.raises(StoreLockTimeout, match="timeout waiting for session store lock"):
+        store.patch("agent:main:main", session_id="s")
+    assert store._lock.path.exists()  # someone else's live lock is left alone
+
+
+def test_corrupt_store_is_moved_aside_and_rebuilt_from_transcripts(store: SessionStore) -> None:
+    sessions = store.sessions_dir
+    t = Transcript.open(sessions / "s1.jsonl", "s1", session_key="agent:main:discord:group:42")
+    t.append_message(Message.user("hi"))
+    Transcript.open(sessions / "s2.jsonl", "s2").append_message(Message.user("yo"))
+    Transcript.open(sessions / "s3.jsonl.reset.2026-11-01T10-00-00.000Z", "s3")  # archives are ignored
+    (sessions / "old.jsonl.deleted.2026-11-01T10-00-00.000Z").write_text("")
+    store.path.write_text('{"agent:main:main": {"sessionId": "s1", "updatedAt": ')  # torn by hand
+
+    entries = store.all()
+    assert set(entries) == {"agent:main:discord:group:42", "agent:main:recovered:s2"}
+    assert entries["agent:main:discord:group:42"].session_id == "s1"
+    assert entries["agent:main:discord:group:42"].chat_type == "group"
+    assert entries["agent:main:recovered:s2"].session_file == str(sessions / "s2.jsonl")
+    assert store.recovered and "corrupt" in store.issues[0]
+    aside = list(sessions.glob("sessions.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_text().startswith('{"agent:main:main"')
+    assert set(orjson.loads(store.path.read_bytes())) == set(entries)  # the rebuilt store is saved
+
+
+def test_wrong_shape_counts_as_corrupt(store: SessionStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text('["not", "a", "map"]')
+    assert store.all() == {}
+    assert store.recovered
+    assert list(store.sessions_dir.glob("sessions.json.corrupt-*"))
+
+
+def test_atomic_write_leaves_old_or_new_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "sessions.json"
+    target.write_bytes(b"old")
+
+    class Boom(Exception):
+        pass
+
+    # A failure before the replace leaves the old file and no temp file behind.
+    def failing_replace(src: object, dst: object) -> None:
+        raise Boom
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", failing_replace)
+        with pytest.raises(Boom):
+            atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert list(tmp_path.iterdir()) == [target]
+
+    atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert oct(target.stat().st_mode & 0o777) == oct(0o600)
+
+
+def _write_forever(path: str) -> None:
+    big = [{"sessionId": f"s{i}", "updatedAt": i, "label": "z" * 200} for i in range(200)]
+    i = 0
+    while True:
+        i += 1
+        payload = orjson.dumps({f"agent:main:k{j}": {**e, "n": i} for j, e in enumerate(big)})
+        atomic_write_bytes(Path(path), payload)
+
+
+@pytest.mark.timeout(60)
+def test_readers_never_see_a_partial_file_while_a_writer_is_killed(tmp_path: Path) -> None:
+    target = tmp_path / "sessions.json"
+    atomic_write_bytes(target, b"{}")
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_write_forever, args=(str(target),))
+    proc.start()
+    try:
+        deadline = time.monotonic() + 0.5
+        reads = 0
+        while time.monotonic() < deadline:
+            data = orjson.loads(target.read_bytes())  # never raises: old or new, never half
+            assert isinstance(data, dict)
+            reads += 1
+    finally:
+        os.kill(proc.pid, 9)  # type: ignore[arg-type]
+        proc.join(10)
+    assert reads > 0
+    assert isinstance(orjson.loads(target.read_bytes()), dict)
