@@ -1,0 +1,78 @@
+"""Session keys, ids and the paths they map to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionmem.errors import UsageError
+from sessionmem.session import keys
+
+
+def test_normalise_trims_and_lowercases() -> None:
+    assert keys.normalize_key("  Agent:Main:MAIN \n") == "agent:main:main"
+
+
+def test_default_key() -> None:
+    assert keys.default_key("Ops") == "agent:ops:main"
+    assert keys.default_key() == "agent:main:main"
+
+
+@pytest.mark.parametrize(
+    ("key", "agent", "chat", "mode"),
+    [
+        ("agent:main:main", "main", "direct", "full"),
+        ("agent:ops:telegram:direct:12345", "ops", "direct", "full"),
+        ("agent:main:discord:acct1:direct:u9", "main", "direct", "full"),
+        ("agent:main:discord:group:42", "main", "group", "full"),
+        ("agent:main:slack:channel:c01", "main", "channel", "full"),
+        ("agent:main:subagent:7f3a", "main", "direct", "minimal"),
+        ("agent:main:cron:nightly", "main", "direct", "minimal"),
+        ("hook:1234", None, "direct", "full"),
+    ],
+)
+def test_parse_key(key: str, agent: str | None, chat: str, mode: str) -> None:
+    parsed = keys.parse_key(key)
+    assert parsed.agent_id == agent
+    assert parsed.chat_type == chat
+    assert parsed.prompt_mode == mode
+    assert keys.chat_type(key) == chat
+    assert keys.is_private(key) == (chat == "direct")
+
+
+def test_channel_name_alone_is_not_a_chat_type() -> None:
+    # "group" / "channel" as the channel's own name (first part of the rest) is not the marker.
+    assert keys.chat_type("agent:main:group") == "direct"
+    assert keys.parse_key("agent:main:main").is_main
+    assert keys.parse_key("hook:abc").is_hook
+
+
+def test_empty_key_is_rejected() -> None:
+    with pytest.raises(UsageError):
+        keys.parse_key("   ")
+
+
+def test_paths(tmp_path: Path) -> None:
+    assert keys.sessions_dir(tmp_path, "main") == tmp_path / "agents" / "main" / "sessions"
+    assert (
+        keys.transcript_path(tmp_path, "main", "S-1.a_b") == tmp_path / "agents/main/sessions/S-1.a_b.jsonl"
+    )
+    assert keys.store_path(tmp_path, "main") == tmp_path / "agents/main/sessions/sessions.json"
+
+
+@pytest.mark.parametrize("bad", ["", "../etc", "a/b", "-lead", ".hidden", "x" * 129, "sp ace"])
+def test_unsafe_session_ids_are_rejected(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="invalid session id"):
+        keys.transcript_path(tmp_path, "main", bad)
+
+
+def test_unsafe_agent_ids_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="invalid agent id"):
+        keys.sessions_dir(tmp_path, "../x")
+
+
+def test_archive_names() -> None:
+    assert keys.is_archive_name("abc.jsonl.reset.2026-11-01T10-00-00.000Z")
+    assert keys.is_archive_name("abc.jsonl.deleted.2026-11-01T10-00-00.000Z")
+    assert not keys.is_archive_name("abc.jsonl")
