@@ -511,3 +511,59 @@ def test_memory_tools_from_config(workspace: Path, sessions_dir: Path) -> None:
     disabled = Config.from_dict({"agents": {"defaults": {"memorySearch": {"enabled": False}}}})
     off = MemoryTools.from_config(disabled, "main", index=StubIndex(), workspace=workspace)
     assert off.names == () and off.schemas() == [] and off.recall_section() == ""
+
+
+def test_real_fts_index_search_then_get_the_cited_lines(workspace: Path, tmp_path: Path) -> None:
+    """End to end on the real SQLite index (FTS-only): a hit's citation opens the lines it names."""
+    from sessionmem.config import Config
+    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
+
+    (workspace / "MEMORY.md").write_text(
+        "# Long-term\n\nThe user prefers tea over coffee.\n", encoding="utf-8"
+    )
+    (workspace / "memory" / "2026-01-05.md").write_text(
+        "# 2026-01-05\n\n- Decided to move the billing cutover to March 3.\n- Lunch with Priya.\n",
+        encoding="utf-8",
+    )
+    (workspace / "memory" / "2026-02-10.md").write_text(
+        "# 2026-02-10\n\n- Billing cutover rehearsal went fine.\n", encoding="utf-8"
+    )
+    settings = Config().for_agent("main").memory_search
+    index = MemoryIndex.open(
+        "main",
+        workspace,
+        settings,
+        state_dir=tmp_path / "state",
+        selection=EmbedderSelection(None, "none", reason="test"),
+    )
+    try:
+        index.sync()
+        tools = MemoryTools(index=index, workspace=workspace, citations="auto")
+        found = json.loads(
+            tools.call("memory_search", {"query": "billing cutover"}, session_key="agent:main:main")
+        )
+        assert (found["provider"], found["mode"]) == ("none", "fts-only")
+        by_path = {hit["path"]: hit for hit in found["results"]}
+        assert set(by_path) == {"memory/2026-01-05.md", "memory/2026-02-10.md"}
+        january = by_path["memory/2026-01-05.md"]
+        assert january["date"] == "2026-01-05"
+        assert january["citation"] == f"memory/2026-01-05.md#L{january['startLine']}-L{january['endLine']}"
+
+        window = {"path": january["path"], "from": january["startLine"]}
+        window["lines"] = january["endLine"] - january["startLine"] + 1
+        got = json.loads(tools.call("memory_get", window))
+        assert "billing cutover to March 3" in got["text"]
+
+        february_only = json.loads(
+            tools.call("memory_search", {"query": "billing cutover", "after": "2026-02-01"})
+        )
+        assert [hit["path"] for hit in february_only["results"]] == ["memory/2026-02-10.md"]
+
+        in_group = json.loads(
+            tools.call("memory_search", {"query": "tea"}, session_key="agent:main:discord:group:7")
+        )
+        assert [hit["path"] for hit in in_group["results"]] == ["MEMORY.md"]
+        assert "citation" not in in_group["results"][0]
+    finally:
+        index.close()
