@@ -1,0 +1,619 @@
+"""The per-agent memory index: ``MemoryIndex`` keeps a SQLite file in step with the Markdown.
+
+The Markdown is the truth; the index is derived and disposable. ``sync`` is incremental (see
+``indexer.py``): an unchanged file costs the ``stat`` discovery already did (DESIGN decision 10).
+When the configuration that shaped the index changes (provider, model, sources, extra paths,
+chunking) or ``force`` is given, a new index is built in ``<db>.tmp-<uuid>`` (its embedding cache
+seeded from the old one) and then copied over the live file in one SQLite transaction with the
+backup API. Readers here or in another process never see a half-built index, a failed rebuild
+leaves the old one working, and no file is swapped under an open connection (which would pair
+the new file with another connection's ``-wal``/``-shm``).
+
+Concurrency: one sync at a time per index (concurrent callers wait for and share its result);
+across processes a file lock ``<db>.lock`` serialises syncs, and every write is ``BEGIN IMMEDIATE``
+with a busy timeout. Searches read through a second connection, so WAL lets them run during a sync.
+A database that is not one (or is malformed, or has another schema version) is moved aside to
+``<db>.corrupt-<time>`` and rebuilt from the Markdown; ``status().issues`` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock
+
+from sessionmem.errors import MemoryIndexError
+from sessionmem.memory.db import VectorSupport, atomic, connect
+from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.files import MarkdownSource, TranscriptSource, list_memory_files, normalize_extra_paths
+from sessionmem.memory.indexer import (
+    DB_ERRORS,
+    FILE_ISSUES_KEY,
+    FTS_ONLY_MODEL,
+    NONE_PROVIDER_KEY,
+    Indexer,
+    SyncReport,
+    apply_schema,
+    is_corruption,
+    meta_mismatch,
+    prune_cache,
+    read_json,
+    read_meta,
+    schema_problem,
+    vec_dims,
+    write_json,
+)
+from sessionmem.memory.schema import META_KEY
+
+if TYPE_CHECKING:
+    from sessionmem.config import MemorySearchConfig
+    from sessionmem.memory.embedding import Embedder
+    from sessionmem.memory.files import EntrySource
+    from sessionmem.memory.types import SearchRequest, SearchResponse
+
+__all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]
+
+
+def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path:
+    """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agentId>.sqlite``."""
+    if settings.store.path:
+        return Path(settings.store.path.replace("{agentId}", agent_id)).expanduser().absolute()
+    return Path(state_dir).expanduser().absolute() / "memory" / f"{agent_id}.sqlite"
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    agent_id: str
+    workspace: str
+    store_path: str
+    provider_requested: str
+    provider: str  # actual provider, "none" in FTS-only mode
+    model: str  # embedding model or "fts-only"
+    fallback_from: str | None
+    fallback_reason: str | None  # why the fallback ran, or why FTS-only
+    mode: str  # "hybrid" | "fts-only"
+    sources: tuple[str, ...]
+    extra_paths: tuple[str, ...]
+    files: int
+    chunks: int
+    files_by_source: dict[str, int]
+    chunks_by_source: dict[str, int]
+    dirty: bool
+    vector_loaded: bool
+    vector_driver: str
+    vector_version: str | None
+    vector_reason: str
+    vector_dims: int | None
+    fts_available: bool
+    fts_error: str | None
+    cache_entries: int
+    cache_max_entries: int | None
+    issues: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _select_embedder(settings: MemorySearchConfig) -> EmbedderSelection:
+    try:
+        from sessionmem.memory.embed import select_embedder
+    except ImportError:
+        reason = "embedding providers are not available (sessionmem.memory.embed is missing)"
+        return EmbedderSelection(None, settings.provider, reason=reason)
+    selection: EmbedderSelection = select_embedder(settings, env=os.environ)
+    return selection
+
+
+class MemoryIndex:
+    """One agent's index. Build with :meth:`open`; close with :meth:`close` (or use ``with``)."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        workspace: Path,
+        settings: MemorySearchConfig,
+        path: Path,
+        state_dir: Path,
+        selection: EmbedderSelection | None,
+    ) -> None:
+        self.agent_id = agent_id
+        self.workspace = Path(os.path.abspath(Path(workspace).expanduser()))
+        self.settings = settings
+        self.path = path
+        self.state_dir = Path(state_dir)
+        self._selection = selection
+        self._selection_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._inflight: Future[SyncReport] | None = None
+        self._inflight_force = False
+        self._file_lock = FileLock(str(path) + ".lock")
+        self._dirty = True
+        self._closed = False
+        self._bootstrapped = False
+        self._issues: list[str] = []
+        self._last_error: str | None = None
+        self._fts_error: str | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._searcher: Any = None
+        self._watcher: Any = None
+        self._conn: Any = None
+        self._reader: Any = None
+        self._vector = VectorSupport(False, "sqlite3", None, "not opened")
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        agent_id: str,
+        workspace: Path,
+        settings: MemorySearchConfig,
+        *,
+        state_dir: Path,
+        selection: EmbedderSelection | None = None,
+    ) -> MemoryIndex:
+        """Open (creating, or rebuilding when corrupt) the index of ``agent_id`` over ``workspace``."""
+        index = cls(
+            agent_id, workspace, settings, store_path(agent_id, settings, state_dir), state_dir, selection
+        )
+        index._open_db()
+        minutes = settings.sync.interval_minutes
+        if minutes and minutes > 0:
+            index._start_thread(index._interval_loop, minutes * 60.0, name="interval")
+        return index
+
+    def __enter__(self) -> MemoryIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the watcher and timer, wait for a running sync, close the database."""
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
+        for thread in list(self._threads):
+            if thread is not threading.current_thread():
+                thread.join()
+        inflight = self._inflight
+        if inflight is not None:
+            with contextlib.suppress(BaseException):
+                inflight.result()
+        for conn in (self._reader, self._conn):
+            if conn is not None:
+                with contextlib.suppress(*DB_ERRORS):
+                    conn.close()
+
+    def _open_db(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._file_lock:
+            self._conn, self._vector = self._connect_checked()
+            self._reader, _ = self._connect(self.path)
+
+    def _connect(self, path: Path) -> tuple[Any, VectorSupport]:
+        vector = self.settings.store.vector
+        return connect(path, load_vector=vector.enabled, extension_path=vector.extension_path)
+
+    def _connect_checked(self) -> tuple[Any, VectorSupport]:
+        """Connect, moving a corrupt or foreign-schema database aside once; apply the schema."""
+        for attempt in (1, 2):
+            conn = None
+            try:
+                conn, support = self._connect(self.path)
+                problem = schema_problem(conn)
+            except DB_ERRORS as exc:
+                if not is_corruption(exc) or attempt == 2:
+                    raise MemoryIndexError(f"cannot open memory index {self.path}: {exc}") from exc
+                problem = f"index database {self.path.name} is corrupt ({exc})"
+            if problem is None and conn is not None:
+                self._fts_error = apply_schema(conn, self.settings.store.fts.tokenizer)
+                return conn, support
+            if conn is not None:
+                conn.close()
+            self._move_aside(problem or "unusable index database")
+        raise MemoryIndexError(f"cannot open memory index {self.path}")  # pragma: no cover
+
+    def _move_aside(self, problem: str) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                os.replace(src, Path(str(target) + suffix))
+        self._issues.append(f"{problem}; moved aside to {target.name} and rebuilt from the Markdown files")
+        self._dirty = True
+        log.warning("memory index %s: %s; moved aside to %s", self.path, problem, target)
+
+    # -- embedder and sources --------------------------------------------------------------------
+
+    @property
+    def selection(self) -> EmbedderSelection:
+        """The embedding provider in use (chosen from config on first need)."""
+        with self._selection_lock:
+            if self._selection is None:
+                self._selection = _select_embedder(self.settings)
+            return self._selection
+
+    def source_names(self) -> list[str]:
+        """Configured sources; ``sessions`` only with ``experimental.sessionMemory`` (reference §5)."""
+        names = {
+            s for s in self.settings.sources if s != "sessions" or self.settings.experimental.session_memory
+        }
+        return sorted(names)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.state_dir / "agents" / self.agent_id / "sessions"
+
+    def _sources(self) -> list[EntrySource]:
+        """One entry source per configured source (a new source slots in here)."""
+        out: list[EntrySource] = []
+        for name in self.source_names():
+            if name == "memory":
+                out.append(MarkdownSource(self.workspace, self.settings.extra_paths))
+            elif name == "sessions":
+                out.append(TranscriptSource(self.sessions_dir))
+        return out
+
+    def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
+        extras = sorted(str(p) for p in normalize_extra_paths(self.workspace, self.settings.extra_paths))
+        scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
+        return {
+            "provider": embedder.provider if embedder else "none",
+            "model": embedder.model if embedder else FTS_ONLY_MODEL,
+            "providerKey": embedder.provider_key if embedder else NONE_PROVIDER_KEY,
+            "sources": self.source_names(),
+            "scopeHash": scope,
+            "chunkTokens": self.settings.chunking.tokens,
+            "chunkOverlap": self.settings.chunking.overlap,
+            "ftsTokenizer": self.settings.store.fts.tokenizer,
+            "vectorTable": bool(embedder is not None and self._vector.loaded),
+            "vectorDims": embedder.dims if embedder else None,
+        }
+
+    # -- sync ------------------------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def mark_dirty(self) -> None:
+        """Note that the files changed; the next search starts a background sync."""
+        self._dirty = True
+
+    def sync(
+        self, *, force: bool = False, progress: ProgressFn | None = None, reason: str = "manual"
+    ) -> SyncReport:
+        """Bring the index in line with the files. Concurrent calls share one run (a forced call
+        waits for a running unforced one, then runs)."""
+        while True:
+            with self._state_lock:
+                if self._closed:
+                    raise MemoryIndexError(f"memory index {self.path} is closed")
+                current = self._inflight
+                if current is None:
+                    mine: Future[SyncReport] = Future()
+                    self._inflight, self._inflight_force = mine, force
+                    break
+                share = not force or self._inflight_force
+            if share:
+                return current.result()
+            with contextlib.suppress(BaseException):
+                current.result()
+        try:
+            report = self._run_sync(force, progress, reason)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        else:
+            mine.set_result(report)
+            return report
+        finally:
+            with self._state_lock:
+                self._inflight = None
+
+    def _run_sync(self, force: bool, progress: ProgressFn | None, reason: str) -> SyncReport:
+        started = time.monotonic()
+        report = SyncReport(reason=reason)
+        self._dirty = False
+        try:
+            with self._file_lock:
+                try:
+                    self._sync_locked(force, progress, report)
+                except DB_ERRORS as exc:
+                    if not is_corruption(exc):
+                        raise
+                    self._recover_corrupt(str(exc))
+                    report = SyncReport(reason=reason)
+                    self._sync_locked(False, progress, report)
+        except BaseException as exc:
+            self._dirty = True
+            self._last_error = f"last sync ({reason}) failed: {exc}"
+            raise
+        self._last_error = None
+        report.seconds = time.monotonic() - started
+        if report.wrote and self._searcher is not None:
+            self._searcher.invalidate()
+        return report
+
+    def _recover_corrupt(self, error: str) -> None:
+        for conn in (self._reader, self._conn):
+            with contextlib.suppress(*DB_ERRORS):
+                conn.close()
+        self._move_aside(f"index database {self.path.name} is corrupt ({error})")
+        self._conn, self._vector = self._connect_checked()
+        self._reader, _ = self._connect(self.path)
+        self._searcher = None
+
+    def _indexer(
+        self, conn: Any, embedder: Embedder | None, report: SyncReport, progress: ProgressFn | None
+    ) -> Indexer:
+        return Indexer(
+            conn=conn,
+            embedder=embedder,
+            chunk_tokens=self.settings.chunking.tokens,
+            chunk_overlap=self.settings.chunking.overlap,
+            fts=self._fts_error is None,
+            vectors=self._vector.loaded,
+            cache_enabled=self.settings.cache.enabled,
+            report=report,
+            progress=progress,
+        )
+
+    def _sync_locked(self, force: bool, progress: ProgressFn | None, report: SyncReport) -> None:
+        embedder = self.selection.embedder
+        desired = self._desired_meta(embedder)
+        stored = read_meta(self._conn)
+        has_files = self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+        changed = meta_mismatch(stored, desired)
+        if force or (changed and (stored is not None or has_files)):
+            log.info(
+                "memory index %s: full rebuild (%s)", self.path, "forced" if force else ", ".join(changed)
+            )
+            self._rebuild(embedder, desired, progress, report)
+            return
+        self._indexer(self._conn, embedder, report, progress).sync(self._sources(), full=False)
+        self._finish(self._conn, desired, embedder, prune=report.wrote)
+
+    def _finish(self, conn: Any, desired: dict[str, Any], embedder: Embedder | None, *, prune: bool) -> None:
+        """Record the meta the index now matches; prune the embedding cache."""
+        meta = dict(desired)
+        if embedder is not None:
+            meta["vectorDims"] = embedder.dims or vec_dims(conn) or (read_meta(conn) or {}).get("vectorDims")
+        if read_meta(conn) != meta:
+            with atomic(conn):
+                write_json(conn, META_KEY, meta)
+        if prune:
+            prune_cache(conn, self.settings.cache.max_entries)
+
+    def _rebuild(
+        self,
+        embedder: Embedder | None,
+        desired: dict[str, Any],
+        progress: ProgressFn | None,
+        report: SyncReport,
+    ) -> None:
+        """Build a fresh index beside the live one, then copy it over in one transaction."""
+        report.full = True
+        tmp = self.path.with_name(f"{self.path.name}.tmp-{uuid.uuid4().hex}")
+        conn, _ = self._connect(tmp)
+        try:
+            fts_error = apply_schema(conn, self.settings.store.fts.tokenizer)
+            self._seed_cache(conn, embedder)
+            indexer = self._indexer(conn, embedder, report, progress)
+            indexer.fts = fts_error is None
+            indexer.sync(self._sources(), full=True)
+            self._finish(conn, desired, embedder, prune=True)
+            if not self.settings.cache.enabled:
+                with atomic(conn):
+                    conn.execute("DELETE FROM embedding_cache")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.backup(self._conn)  # the swap: atomic for every reader of the live file
+            self._fts_error = fts_error
+        finally:
+            with contextlib.suppress(*DB_ERRORS):
+                conn.close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(str(tmp) + suffix)
+
+    def _seed_cache(self, conn: Any, embedder: Embedder | None) -> None:
+        """Copy the old index's cached vectors (and its chunks' vectors, same model) into ``conn``."""
+        if not self.path.exists():
+            return
+        conn.execute("ATTACH DATABASE ? AS old", (str(self.path),))
+        try:
+            with atomic(conn):
+                conn.execute("INSERT OR IGNORE INTO main.embedding_cache SELECT * FROM old.embedding_cache")
+                old = read_json_attached(conn)
+                if (
+                    embedder is not None
+                    and old is not None
+                    and (
+                        (old.get("provider"), old.get("model"), old.get("providerKey"))
+                        == (embedder.provider, embedder.model, embedder.provider_key)
+                    )
+                ):
+                    conn.execute(
+                        "INSERT OR IGNORE INTO main.embedding_cache"
+                        "(provider, model, provider_key, hash, embedding, dims, updated_at) "
+                        "SELECT ?, ?, ?, hash, embedding, length(embedding) / 4, updated_at FROM old.chunks "
+                        "WHERE model = ? AND embedding IS NOT NULL",
+                        (embedder.provider, embedder.model, embedder.provider_key, embedder.model),
+                    )
+        finally:
+            conn.execute("DETACH DATABASE old")
+
+    # -- background work -------------------------------------------------------------------------
+
+    def _start_thread(self, target: Callable[..., None], *args: Any, name: str) -> None:
+        thread = threading.Thread(
+            target=target, args=args, name=f"sessionmem-{name}-{self.agent_id}", daemon=True
+        )
+        with self._state_lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def _sync_quietly(self, reason: str) -> None:
+        """A detached sync: failures are logged and shown in status, never raised."""
+        try:
+            self.sync(reason=reason)
+        except Exception as exc:
+            if not self._closed:
+                log.warning("memory index %s: %s sync failed: %s", self.agent_id, reason, exc)
+
+    def sync_in_background(self, reason: str = "background") -> None:
+        """Start a sync in a thread unless one is running."""
+        with self._state_lock:
+            if self._inflight is not None or self._closed:
+                return
+        self._start_thread(self._sync_quietly, reason, name="sync")
+
+    def _interval_loop(self, seconds: float) -> None:
+        while not self._stop.wait(seconds):
+            self._sync_quietly("interval")
+
+    def start_watching(self) -> None:
+        """Watch the memory files; a change marks the index dirty and syncs after the debounce."""
+        from sessionmem.memory.watch import MemoryWatcher
+
+        with self._state_lock:
+            if self._watcher is not None or self._closed:
+                return
+            self._watcher = MemoryWatcher(
+                self,
+                self.workspace,
+                normalize_extra_paths(self.workspace, self.settings.extra_paths),
+                debounce_s=self.settings.sync.watch_debounce_ms / 1000.0,
+            )
+        self._watcher.start()
+
+    # -- search and status -----------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        """Rank memory for ``request``. The first search of an empty index syncs first; later ones
+        on a dirty index start a background sync and answer from what is indexed."""
+        if self._closed:
+            raise MemoryIndexError(f"memory index {self.path} is closed")
+        if not self._bootstrapped:
+            self._bootstrapped = True
+            if self._count("files") == 0:
+                self.sync(reason="search")
+        if self._dirty and self.settings.sync.on_search:
+            self.sync_in_background("search")
+        return self._get_searcher().search(request)
+
+    def _get_searcher(self) -> Any:
+        if self._searcher is None:
+            try:
+                from sessionmem.memory.search import Searcher
+            except ImportError as exc:
+                raise MemoryIndexError(
+                    "memory search is not available (sessionmem.memory.search is missing)"
+                ) from exc
+            self._searcher = Searcher(self._reader, self.selection.embedder, self.settings, self._vector)
+        return self._searcher
+
+    def _count(self, table: str, source: str | None = None) -> int:
+        with self._read_lock:
+            if source is None:
+                return int(self._reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            sql = f"SELECT COUNT(*) FROM {table} WHERE source = ?"
+            return int(self._reader.execute(sql, (source,)).fetchone()[0])
+
+    def status(self) -> IndexStatus:
+        """What the index holds and how it runs, with every problem worth a user's attention."""
+        sel = self.selection
+        embedder = sel.embedder
+        with self._read_lock:
+            files_by = dict(
+                self._reader.execute("SELECT source, COUNT(*) FROM files GROUP BY source").fetchall()
+            )
+            chunks_by = dict(
+                self._reader.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source").fetchall()
+            )
+            (cache_entries,) = self._reader.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
+            meta = read_meta(self._reader) or {}
+            file_issues = read_json(self._reader, FILE_ISSUES_KEY) or {}
+            dims = vec_dims(self._reader) or meta.get("vectorDims")
+        return IndexStatus(
+            agent_id=self.agent_id,
+            workspace=str(self.workspace),
+            store_path=str(self.path),
+            provider_requested=sel.requested,
+            provider=sel.actual,
+            model=embedder.model if embedder else FTS_ONLY_MODEL,
+            fallback_from=sel.fallback_from,
+            fallback_reason=sel.reason,
+            mode=sel.mode,
+            sources=tuple(self.source_names()),
+            extra_paths=tuple(self.settings.extra_paths),
+            files=sum(files_by.values()),
+            chunks=sum(chunks_by.values()),
+            files_by_source=files_by,
+            chunks_by_source=chunks_by,
+            dirty=self._dirty,
+            vector_loaded=self._vector.loaded,
+            vector_driver=self._vector.driver,
+            vector_version=self._vector.version,
+            vector_reason=self._vector.reason,
+            vector_dims=dims if embedder else None,
+            fts_available=self._fts_error is None,
+            fts_error=self._fts_error,
+            cache_entries=int(cache_entries),
+            cache_max_entries=self.settings.cache.max_entries,
+            issues=tuple(self._collect_issues(file_issues)),
+        )
+
+    def _collect_issues(self, file_issues: dict[str, str]) -> list[str]:
+        issues = list(self._issues)
+        if self._last_error:
+            issues.append(self._last_error)
+        if self._fts_error:
+            issues.append(self._fts_error)
+        if "memory" in self.source_names():
+            memory_dir = self.workspace / "memory"
+            if not memory_dir.is_dir():
+                issues.append(f"memory directory missing ({memory_dir})")
+            if not list_memory_files(self.workspace, self.settings.extra_paths):
+                issues.append(
+                    f"no memory files found in {self.workspace} (MEMORY.md, memory/**/*.md, extra paths)"
+                )
+        issues.extend(file_issues[path] for path in sorted(file_issues))
+        return issues
+
+
+def read_json_attached(conn: Any) -> dict[str, Any] | None:
+    """The old index's meta, read through ``ATTACH ... AS old``."""
+    try:
+        row = conn.execute("SELECT value FROM old.meta WHERE key = ?", (META_KEY,)).fetchone()
+    except DB_ERRORS:
+        return None
+    if row is None:
+        return None
+    try:
+        value = json.loads(row[0])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,469 @@
+"""One sync pass of the memory index over one SQLite connection (used by ``index.MemoryIndex``).
+
+``Indexer.sync`` compares each source's entries with the ``files`` table, re-reads and re-chunks
+only what changed, embeds only texts never embedded before (cache first, then batched calls to the
+embedder), and writes each batch of files in one ``BEGIN IMMEDIATE`` transaction, so an interrupted
+sync leaves every file either fully old or fully new. The SQL helpers here are the only code that
+writes ``files``, ``chunks``, ``chunks_fts``, ``chunks_vec`` and ``embedding_cache``.
+
+Invariant kept for cheap deletes: a chunk's ``chunks_fts`` row has the chunk's ``rowid`` (FTS5's
+``UNINDEXED`` columns cannot be looked up without a full scan).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sessionmem.errors import EmbeddingError, SessionMemError
+from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank, remap_lines, split_for_embedding
+from sessionmem.memory.db import atomic, sqlite_module
+from sessionmem.memory.files import EntryContent, MemoryFile, NotMarkdownError, file_date
+from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.schema import FTS_TABLE, META_KEY, SCHEMA_VERSION, TABLES, vec_table_sql
+
+if TYPE_CHECKING:
+    from sessionmem.memory.embedding import Embedder
+    from sessionmem.memory.files import EntrySource
+
+FTS_ONLY_MODEL = "fts-only"
+SCHEMA_VERSION_KEY = "schema_version"
+FILE_ISSUES_KEY = "file_issues_v1"  # JSON {path: issue} for files indexed with a problem
+NONE_PROVIDER_KEY = hashlib.sha256(b'{"model":"fts-only","provider":"none"}').hexdigest()
+EMBED_BATCH = 64  # texts per embed_documents call
+WRITE_BATCH_CHUNKS = 512  # chunks buffered before a batch is embedded and written
+UNREADABLE_HASH = "unreadable"
+
+DB_ERRORS: tuple[type[BaseException], ...] = tuple({sqlite3.DatabaseError, sqlite_module()[0].DatabaseError})
+_INSERT_CACHE = (
+    "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at)"
+    " VALUES (?,?,?,?,?,?,?)"
+)
+_INSERT_CHUNK = (
+    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, date,"
+    " updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+_INSERT_FTS = (
+    "INSERT INTO chunks_fts(rowid, text, id, path, source, model, start_line, end_line)"
+    " VALUES (?,?,?,?,?,?,?,?)"
+)
+_UPSERT_FILE = "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, date) VALUES (?,?,?,?,?,?)"
+_VEC_DIMS = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for errors meaning the file is not a usable database (not for 'locked' or 'busy')."""
+    text = str(exc).lower()
+    return isinstance(exc, DB_ERRORS) and any(
+        word in text for word in ("not a database", "malformed", "corrupt", "disk image")
+    )
+
+
+@dataclass
+class SyncReport:
+    files_scanned: int = 0
+    files_indexed: int = 0
+    files_deleted: int = 0
+    files_unchanged: int = 0
+    chunks_written: int = 0
+    embedded: int = 0  # texts sent to the embedder
+    cache_hits: int = 0  # chunks whose vector came from the cache or an existing chunk
+    seconds: float = 0.0
+    issues: list[str] = field(default_factory=list)
+    full: bool = False  # a full rebuild ran
+    reason: str = "manual"
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.files_indexed or self.files_deleted or self.chunks_written or self.full)
+
+
+# ---------------------------------------------------------------------------- schema and meta
+
+
+def schema_problem(conn: Any) -> str | None:
+    """Why this database cannot be used as it is, or None (an empty file is fine)."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not names:
+        return None
+    if "meta" not in names:
+        return "index database has no meta table (unknown schema)"
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_VERSION_KEY,)).fetchone()
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        found = row[0] if row else "none"
+        return f"index schema version {found} differs from {SCHEMA_VERSION}"
+    return None
+
+
+def apply_schema(conn: Any, tokenizer: str) -> str | None:
+    """Create what is missing (idempotent); returns why FTS5 is unavailable, or None."""
+    conn.executescript(TABLES)
+    fts_error = None
+    try:
+        conn.execute(FTS_TABLE.format(tokenizer=tokenizer))
+    except DB_ERRORS as exc:
+        fts_error = f"FTS5 table could not be created: {exc}"
+    with atomic(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCHEMA_VERSION_KEY, str(SCHEMA_VERSION))
+        )
+    return fts_error
+
+
+def read_json(conn: Any, key: str) -> Any:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        return None
+    try:
+        return json.loads(row[0])
+    except ValueError:
+        return None
+
+
+def write_json(conn: Any, key: str, value: Any) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value, sort_keys=True))
+    )
+
+
+def read_meta(conn: Any) -> dict[str, Any] | None:
+    value = read_json(conn, META_KEY)
+    return value if isinstance(value, dict) else None
+
+
+def meta_mismatch(stored: dict[str, Any] | None, desired: dict[str, Any]) -> list[str]:
+    """The keys whose change requires a full rebuild (vector dims only when both are known)."""
+    if stored is None:
+        return ["no index metadata"]
+    out = [key for key in desired if key != "vectorDims" and stored.get(key) != desired[key]]
+    dims_then, dims_now = stored.get("vectorDims"), desired.get("vectorDims")
+    if dims_then is not None and dims_now is not None and dims_then != dims_now:
+        out.append("vectorDims")
+    return out
+
+
+def has_table(conn: Any, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    return row is not None
+
+
+def vec_dims(conn: Any) -> int | None:
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+    if row is None or not row[0]:
+        return None
+    match = _VEC_DIMS.search(row[0])
+    return int(match.group(1)) if match else None
+
+
+def ensure_vec_table(conn: Any, dims: int) -> None:
+    """Create ``chunks_vec`` for ``dims``; a table of other dims is dropped (its rows are stale)."""
+    current = vec_dims(conn)
+    if current == dims:
+        return
+    if current is not None:
+        conn.execute("DROP TABLE chunks_vec")
+    conn.execute(vec_table_sql(dims))
+
+
+def chunk_id(source: str, path: str, start: int, end: int, text_hash: str, model: str) -> str:
+    return hashlib.sha256(f"{source}:{path}:{start}:{end}:{text_hash}:{model}".encode()).hexdigest()
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def prune_cache(conn: Any, max_entries: int | None) -> int:
+    """Delete the oldest cache rows beyond ``max_entries``; returns how many went."""
+    if max_entries is None:
+        return 0
+    (count,) = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
+    excess = count - max(0, max_entries)
+    if excess <= 0:
+        return 0
+    with atomic(conn):
+        conn.execute(
+            "DELETE FROM embedding_cache WHERE rowid IN "
+            "(SELECT rowid FROM embedding_cache ORDER BY updated_at ASC, rowid ASC LIMIT ?)",
+            (excess,),
+        )
+    return excess
+
+
+# ---------------------------------------------------------------------------- the sync pass
+
+
+@dataclass
+class _Prepared:
+    entry: MemoryFile
+    content_hash: str
+    date: str
+    chunks: list[tuple[Chunk, str | None]]  # (chunk, its date)
+
+
+@dataclass
+class Indexer:
+    """Syncs sources into ``conn``. ``embedder`` None means FTS-only (model ``fts-only``, no vectors)."""
+
+    conn: Any
+    embedder: Embedder | None
+    chunk_tokens: int
+    chunk_overlap: int
+    fts: bool
+    vectors: bool  # sqlite-vec loaded: keep chunks_vec in step
+    cache_enabled: bool
+    report: SyncReport
+    progress: Callable[[int, int], None] | None = None
+    file_issues: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model if self.embedder is not None else FTS_ONLY_MODEL
+
+    def sync(self, sources: Sequence[EntrySource], *, full: bool) -> None:
+        """Bring the index in line with ``sources``; ``full`` re-reads every entry."""
+        self.file_issues = dict(read_json(self.conn, FILE_ISSUES_KEY) or {})
+        before = dict(self.file_issues)
+        plans = []
+        for source in sources:
+            entries = source.scan()
+            self.report.files_scanned += len(entries)
+            known = {
+                row[0]: (row[1], row[2], row[3])
+                for row in self.conn.execute(
+                    "SELECT path, hash, mtime_ns, size FROM files WHERE source = ?", (source.name,)
+                )
+            }
+            todo = []
+            for entry in entries:
+                old = known.get(entry.rel_path)
+                if not full and old is not None and old[1] == entry.mtime_ns and old[2] == entry.size:
+                    self.report.files_unchanged += 1
+                else:
+                    todo.append((entry, old[0] if old else None))
+            gone = set(known) - {e.rel_path for e in entries}
+            plans.append((source, todo, gone))
+        total = sum(len(todo) for _, todo, _ in plans)
+        done = 0
+        if self.progress is not None:
+            self.progress(0, total)
+        for source, todo, gone in plans:
+            done = self._index_entries(source, todo, full, done, total)
+            if gone:
+                with atomic(self.conn):
+                    for path in sorted(gone):
+                        self._delete_path(path)
+                        self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+                        self.file_issues.pop(path, None)
+                self.report.files_deleted += len(gone)
+        if self.file_issues != before:
+            with atomic(self.conn):
+                write_json(self.conn, FILE_ISSUES_KEY, self.file_issues)
+        self.report.issues.extend(self.file_issues.values())
+
+    def _index_entries(
+        self,
+        source: EntrySource,
+        todo: list[tuple[MemoryFile, str | None]],
+        full: bool,
+        done: int,
+        total: int,
+    ) -> int:
+        pending: list[_Prepared] = []
+        pending_chunks = 0
+        for entry, old_hash in todo:
+            prepared = self._prepare(source, entry, old_hash, full)
+            done += 1
+            if prepared is not None:
+                pending.append(prepared)
+                pending_chunks += len(prepared.chunks)
+            if pending_chunks >= WRITE_BATCH_CHUNKS:
+                self._write(pending)
+                pending, pending_chunks = [], 0
+            if self.progress is not None:
+                self.progress(done, total)
+        if pending:
+            self._write(pending)
+        return done
+
+    def _prepare(
+        self, source: EntrySource, entry: MemoryFile, old_hash: str | None, full: bool
+    ) -> _Prepared | None:
+        """Read and chunk one entry; None when only its stat changed (recorded in place)."""
+        mtime = entry.mtime_ns / 1e9
+        date = file_date(entry.rel_path, mtime)
+        try:
+            content = source.load(entry)
+        except NotMarkdownError as exc:
+            self.file_issues[entry.rel_path] = str(exc)
+            content = EntryContent("", UNREADABLE_HASH)
+        except OSError:
+            # Vanished or unreadable right now: forget it, so the next sync tries again.
+            with atomic(self.conn):
+                self._delete_path(entry.rel_path)
+                self.conn.execute("DELETE FROM files WHERE path = ?", (entry.rel_path,))
+            return None
+        else:
+            if content.issue:
+                self.file_issues[entry.rel_path] = content.issue
+            else:
+                self.file_issues.pop(entry.rel_path, None)
+        if not full and old_hash == content.hash:
+            with atomic(self.conn):
+                self.conn.execute(
+                    "UPDATE files SET mtime_ns = ?, size = ?, date = ? WHERE path = ?",
+                    (entry.mtime_ns, entry.size, date, entry.rel_path),
+                )
+            self.report.files_unchanged += 1
+            return None
+        chunks = drop_blank(chunk_markdown(content.text, self.chunk_tokens, self.chunk_overlap))
+        dated = [(c, _chunk_date(c, content, date)) for c in chunks]
+        remapped = remap_lines([c for c, _ in dated], content.line_map)
+        dated = [(c, d) for c, (_, d) in zip(remapped, dated, strict=True)]
+        if self.embedder is not None:
+            limit = self.embedder.max_input_tokens
+            dated = [(piece, d) for c, d in dated for piece in split_for_embedding([c], limit)]
+        return _Prepared(entry, content.hash, date, dated)
+
+    # -- embedding -------------------------------------------------------------------------------
+
+    def _vectors_for(self, pending: list[_Prepared]) -> dict[str, bytes]:
+        """hash -> float32 blob for every chunk text in ``pending`` (cache, existing chunks, embedder)."""
+        embedder = self.embedder
+        if embedder is None:
+            return {}
+        texts: dict[str, str] = {}
+        for prepared in pending:
+            for chunk, _ in prepared.chunks:
+                texts.setdefault(chunk.hash, chunk.text)
+        found = self._lookup(embedder, list(texts))
+        self.report.cache_hits += sum(1 for p in pending for c, _ in p.chunks if c.hash in found)
+        missing = [(h, t) for h, t in texts.items() if h not in found]
+        fresh: list[tuple[str, bytes, int]] = []
+        for start in range(0, len(missing), EMBED_BATCH):
+            batch = missing[start : start + EMBED_BATCH]
+            try:
+                matrix = np.asarray(embedder.embed_documents([t for _, t in batch]), dtype=np.float32)
+            except SessionMemError:
+                raise
+            except Exception as exc:
+                raise EmbeddingError(
+                    f"embedding {len(batch)} chunks with {embedder.model} failed: {exc}"
+                ) from exc
+            if matrix.ndim != 2 or matrix.shape[0] != len(batch) or not np.all(np.isfinite(matrix)):
+                raise EmbeddingError(
+                    f"{embedder.model} returned vectors of shape {matrix.shape} for {len(batch)} texts"
+                )
+            for (digest, _), row in zip(batch, matrix, strict=True):
+                blob = to_blob(row)
+                found[digest] = blob
+                fresh.append((digest, blob, row.shape[0]))
+        self.report.embedded += len(missing)
+        if fresh and self.cache_enabled:
+            now = int(time.time() * 1000)
+            with atomic(self.conn):
+                self.conn.executemany(
+                    _INSERT_CACHE,
+                    [
+                        (embedder.provider, embedder.model, embedder.provider_key, h, b, d, now)
+                        for h, b, d in fresh
+                    ],
+                )
+        return found
+
+    def _lookup(self, embedder: Embedder, hashes: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for start in range(0, len(hashes), 400):
+            part = hashes[start : start + 400]
+            marks = ",".join("?" * len(part))
+            rows = self.conn.execute(
+                f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+                f"AND provider_key = ? AND hash IN ({marks})",
+                (embedder.provider, embedder.model, embedder.provider_key, *part),
+            )
+            found.update((h, bytes(b)) for h, b in rows)
+            rest = [h for h in part if h not in found]
+            if rest:
+                marks = ",".join("?" * len(rest))
+                rows = self.conn.execute(
+                    f"SELECT hash, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL "
+                    f"AND hash IN ({marks})",
+                    (embedder.model, *rest),
+                )
+                found.update((h, bytes(b)) for h, b in rows)
+        return found
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _write(self, pending: list[_Prepared]) -> None:
+        vectors = self._vectors_for(pending)
+        model = self.model
+        now = int(time.time() * 1000)
+        with atomic(self.conn):
+            if vectors and self.vectors:
+                ensure_vec_table(self.conn, len(next(iter(vectors.values()))) // 4)
+            for prepared in pending:
+                entry = prepared.entry
+                self._delete_path(entry.rel_path)
+                seen: set[str] = set()
+                for chunk, date in prepared.chunks:
+                    cid = chunk_id(
+                        entry.source, entry.rel_path, chunk.start_line, chunk.end_line, chunk.hash, model
+                    )
+                    if cid in seen:
+                        continue  # identical chunk twice in one file: keep one (OpenClaw's ON CONFLICT)
+                    seen.add(cid)
+                    blob = vectors.get(chunk.hash)
+                    cur = self.conn.execute(
+                        _INSERT_CHUNK,
+                        (cid, entry.rel_path, entry.source, chunk.start_line, chunk.end_line, chunk.hash,
+                         model, chunk.text, blob, date, now),
+                    )  # fmt: skip
+                    if self.fts:
+                        self.conn.execute(
+                            _INSERT_FTS,
+                            (cur.lastrowid, fts_text(chunk.text), cid, entry.rel_path, entry.source, model,
+                             chunk.start_line, chunk.end_line),
+                        )  # fmt: skip
+                    if blob is not None and self.vectors:
+                        self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (cid, blob))
+                self.report.chunks_written += len(seen)
+                self.conn.execute(
+                    _UPSERT_FILE,
+                    (
+                        entry.rel_path,
+                        entry.source,
+                        prepared.content_hash,
+                        entry.mtime_ns,
+                        entry.size,
+                        prepared.date,
+                    ),
+                )
+                self.report.files_indexed += 1
+
+    def _delete_path(self, path: str) -> None:
+        """Remove a path's chunks from chunks, chunks_fts and chunks_vec (inside the caller's transaction)."""
+        rows = self.conn.execute("SELECT rowid, id FROM chunks WHERE path = ?", (path,)).fetchall()
+        if not rows:
+            return
+        if self.fts:
+            self.conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(r[0],) for r in rows])
+        if self.vectors and has_table(self.conn, "chunks_vec"):
+            self.conn.executemany("DELETE FROM chunks_vec WHERE id = ?", [(r[1],) for r in rows])
+        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+
+
+def _chunk_date(chunk: Chunk, content: EntryContent, default: str) -> str | None:
+    """The chunk's first content line's date when the source dates lines, else the file's date."""
+    dates = content.line_dates
+    if dates and 0 < chunk.start_line <= len(dates):
+        return dates[chunk.start_line - 1] or default
+    return default
