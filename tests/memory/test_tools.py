@@ -567,3 +567,58 @@ def test_real_fts_index_search_then_get_the_cited_lines(workspace: Path, tmp_pat
         assert "citation" not in in_group["results"][0]
     finally:
         index.close()
+
+
+def test_real_index_session_hit_opens_with_memory_get(workspace: Path, tmp_path: Path) -> None:
+    """DESIGN decision 8: the path and lines of a session-transcript hit are readable with memory_get."""
+    from sessionmem.config import Config
+    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
+
+    config = Config.from_dict(
+        {
+            "agents": {
+                "defaults": {
+                    "memorySearch": {
+                        "sources": ["memory", "sessions"],
+                        "experimental": {"sessionMemory": True},
+                    }
+                }
+            }
+        }
+    )
+    index = MemoryIndex.open(
+        "main",
+        workspace,
+        config.for_agent("main").memory_search,
+        state_dir=tmp_path / "state",
+        selection=EmbedderSelection(None, "none", reason="test"),
+    )
+    try:
+        index.sessions_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            json.dumps({"type": "session", "version": 3, "id": "abc"}),
+            _session_line("user", "What colour is the zeppelin hangar?"),
+            json.dumps(
+                {"type": "message", "message": {"role": "toolResult", "content": "api_key=sk-secret"}}
+            ),
+            _session_line("assistant", "The zeppelin hangar is teal."),
+        ]
+        (index.sessions_dir / "abc.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        index.sync()
+        tools = MemoryTools.from_config(config, "main", index=index, workspace=workspace)
+        assert tools.sessions_dir == index.sessions_dir
+        (hit,) = json.loads(tools.call("memory_search", {"query": "zeppelin hangar"}))["results"]
+        assert (hit["path"], hit["source"], hit["startLine"], hit["endLine"]) == (
+            "sessions/abc.jsonl",
+            "sessions",
+            2,
+            4,
+        )
+        got = json.loads(tools.call("memory_get", {"path": hit["path"], "from": 2, "lines": 3}))
+        assert got == {
+            "path": "sessions/abc.jsonl",
+            "text": "User: What colour is the zeppelin hangar?\nAssistant: The zeppelin hangar is teal.",
+        }
+    finally:
+        index.close()
