@@ -147,3 +147,26 @@ def test_embeddings_scripted_and_corrupted(litellm: Any, openai_server: OpenAISe
     assert embed(["a", "b"])[1] == [0.0] * 8
     openai_server.embeddings.corrupt = "wrong_dims"
     assert [len(v) for v in embed(["a", "b"])] == [8, 4]
+
+
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [
+        ("gemini/gemini-embedding-001", {"task_type": "RETRIEVAL_DOCUMENT"}),
+        ("ollama/nomic-embed-text", {}),
+        ("voyage/voyage-4-large", {"input_type": "document"}),
+    ],
+)
+def test_other_providers_embedding_routes(
+    litellm: Any, openai_server: OpenAIServer, model: str, extra: dict[str, Any]
+) -> None:
+    response = litellm.embedding(
+        model=model, input=["alpha beta", "gamma"], api_base=openai_server.base_url, api_key="k", **extra
+    )
+    assert [len(row["embedding"]) for row in response.data] == [384, 384]
+    [request] = openai_server.embeddings.requests
+    if model.startswith("gemini/"):
+        assert request.path.endswith(":batchEmbedContents")
+        assert request.body["requests"][0]["taskType"] == "RETRIEVAL_DOCUMENT"
+    elif model.startswith("voyage/"):
+        assert request.body["input_type"] == "document"

@@ -2,7 +2,8 @@
 
 It speaks ``POST /v1/chat/completions`` (plain JSON, or SSE when ``stream: true``) and
 ``POST /v1/embeddings`` (any path ending in those suffixes works, so ``api_base`` may or may not
-end in ``/v1``). Each endpoint answers from a queue of scripted replies first, then from its
+end in ``/v1``), plus Gemini's ``:batchEmbedContents``/``:embedContent`` and Ollama's ``/api/embed``
+so litellm's ``gemini/`` and ``ollama/`` embedding routes can be pointed at it too. Each endpoint answers from a queue of scripted replies first, then from its
 ``handler`` (``fn(body) -> reply``; returning ``None`` falls through), then from a deterministic
 default. Every request is recorded.
 
@@ -321,8 +322,7 @@ class EmbeddingsEndpoint(Endpoint):
         return super()._coerce(reply)
 
     def default(self, body: dict[str, Any]) -> Reply:
-        inputs = body.get("input")
-        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        texts = embedding_inputs(body)
         vectors = [hashed_vector(str(t), self.dims) for t in texts]
         if self.corrupt == "nan" and vectors:
             vectors[-1][0] = float("nan")
@@ -334,6 +334,32 @@ class EmbeddingsEndpoint(Endpoint):
             vectors = vectors[:-1]
         tokens = sum(_count(str(t)) for t in texts)
         return embedding_reply(vectors, model=str(body.get("model", "test-embedding")), prompt_tokens=tokens)
+
+
+def embedding_inputs(body: dict[str, Any]) -> list[str]:
+    """The texts of an embeddings request: OpenAI/Ollama ``input``, or Gemini ``requests``/``content``."""
+    if "requests" in body:  # Gemini batchEmbedContents
+        return [" ".join(p.get("text", "") for p in r["content"]["parts"]) for r in body["requests"]]
+    if "content" in body:  # Gemini embedContent
+        return [" ".join(p.get("text", "") for p in body["content"]["parts"])]
+    inputs = body.get("input")
+    return [inputs] if isinstance(inputs, str) else [str(t) for t in inputs or []]
+
+
+def _as_flavor(flavor: str, body: Any) -> Any:
+    """An OpenAI embeddings body rewritten in the Gemini or Ollama response shape."""
+    if flavor == "openai" or not isinstance(body, dict) or "data" not in body:
+        return body
+    vectors = [row["embedding"] for row in body["data"]]
+    if flavor == "gemini-batch":
+        return {"embeddings": [{"values": v} for v in vectors]}
+    if flavor == "gemini":
+        return {"embedding": {"values": vectors[0] if vectors else []}}
+    return {
+        "model": body.get("model"),
+        "embeddings": vectors,  # ollama /api/embed
+        "prompt_eval_count": (body.get("usage") or {}).get("prompt_tokens", 0),
+    }
 
 
 # ---------------------------------------------------------------------------- the server
@@ -377,12 +403,19 @@ class OpenAIServer:
 
     # -- request handling (runs in the server's threads)
 
-    def _endpoint(self, path: str) -> Endpoint | None:
+    def _endpoint(self, path: str) -> tuple[Endpoint, str] | None:
+        """The endpoint for ``path`` and the response flavor (OpenAI, Gemini or Ollama shape)."""
         clean = path.split("?", 1)[0].rstrip("/")
         if clean.endswith("/chat/completions"):
-            return self.chat
+            return self.chat, "openai"
         if clean.endswith("/embeddings"):
-            return self.embeddings
+            return self.embeddings, "openai"
+        if clean.endswith(":batchEmbedContents"):
+            return self.embeddings, "gemini-batch"
+        if clean.endswith(":embedContent"):
+            return self.embeddings, "gemini"
+        if clean.endswith("/api/embed"):
+            return self.embeddings, "ollama"
         return None
 
     def _answer(self, endpoint: Endpoint, body: Any) -> Reply:
@@ -424,10 +457,11 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 body = raw.decode("utf-8", "replace")
             recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             server.requests.append(recorded)
-            endpoint = server._endpoint(self.path)
-            if endpoint is None:
+            route = server._endpoint(self.path)
+            if route is None:
                 self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
+            endpoint, flavor = route
             endpoint.requests.append(recorded)
             try:
                 reply = server._answer(endpoint, body if isinstance(body, dict) else {})
@@ -437,7 +471,8 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if streaming and reply.status == 200:
                 self._send_sse(_stream_chunks(reply.body, body))
             else:
-                self._send_json(reply.status, reply.body, reply.headers)
+                payload = _as_flavor(flavor, reply.body) if reply.status == 200 else reply.body
+                self._send_json(reply.status, payload, reply.headers)
 
         def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode("utf-8")
