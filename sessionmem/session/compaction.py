@@ -92,8 +92,8 @@ def plan_compaction(
 ) -> CompactionPlan | None:
     """Split the context into a part to summarise and a recent part to keep; None if nothing to summarise.
 
-    The cut starts where the newest messages add up to ``keep_recent_tokens`` and moves forward (keeping
-    less) to the first clean boundary; if there is none after it, backward (keeping more).
+    The cut starts where the newest messages add up to ``keep_recent_tokens`` and moves back (keeping
+    more) to the nearest clean boundary; only if there is none before it, forward (keeping less).
     """
     previous = previous_summary_of(context)
     body = list(context[1:] if previous is not None else context)
@@ -101,21 +101,24 @@ def plan_compaction(
     if len(body) < 2:
         return None
     start = _budget_start(body, counter, keep_recent_tokens)
-    cut = next((i for i in range(max(start, 1), len(body)) if is_clean_cut(body, i)), None)
+    if start is None:  # everything fits in the recent budget
+        return None
+    cut = next((i for i in range(min(start, len(body) - 1), 0, -1) if is_clean_cut(body, i)), None)
     if cut is None:
-        cut = next((i for i in range(min(start, len(body)) - 1, 0, -1) if is_clean_cut(body, i)), None)
+        cut = next((i for i in range(max(start, 1), len(body)) if is_clean_cut(body, i)), None)
     if cut is None:
         return None
     return CompactionPlan(tuple(body[:cut]), tuple(body[cut:]), previous, tokens_before)
 
 
-def _budget_start(body: Sequence[ContextItem], counter: TokenCounter, keep: int) -> int:
+def _budget_start(body: Sequence[ContextItem], counter: TokenCounter, keep: int) -> int | None:
+    """Index where the newest messages first add up to ``keep`` tokens; None if they never do."""
     total = 0
     for index in range(len(body) - 1, -1, -1):
         total += counter.count(body[index][1], body[index][0])
         if total >= keep:
             return index
-    return 0
+    return None
 
 
 def is_clean_cut(body: Sequence[ContextItem], index: int) -> bool:

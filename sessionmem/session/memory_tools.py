@@ -222,3 +222,90 @@ def flush_write_tools(writer: MemoryWriter, target: str) -> list[Tool]:
             memory_append_daily,
         ),
     ]
+
+
+class SessionTools:
+    """The tools one session offers: the developer's, memory_search/memory_get, the write tools; and
+    during the flush only reading tools plus the append-only daily-log writers."""
+
+    def __init__(self, runner: Any, session_key: str, on_event: Callable[[Any], None]) -> None:
+        from sessionmem.session import keys
+        from sessionmem.session.events import MemoryWriteEvent
+
+        agent = runner.agent
+        self.runner = runner
+        self.session_key = session_key
+        self.parsed = keys.parse_key(session_key)
+        self.private = keys.is_private(session_key)
+        self.flush_target: str | None = None
+        self.writer = MemoryWriter(
+            runner.workspace,
+            timezone_name=agent.user_timezone,
+            on_write=lambda rel, mode, chars: on_event(
+                MemoryWriteEvent(session_key=session_key, path=rel, mode=mode, chars=chars)  # type: ignore[arg-type]
+            ),
+        )
+        self.memory = self._memory_bundle()
+        enabled = agent.memory_tools
+        self.write_enabled = self.private if enabled is None else enabled
+
+    def _memory_bundle(self) -> Any:
+        """memory_search / memory_get from sessionmem.memory.tools, when memory search is enabled."""
+        agent = self.runner.agent
+        if not agent.memory_search.enabled:
+            return None
+        try:
+            from sessionmem.memory.tools import MemoryTools
+        except ImportError:  # the memory layer is optional for the runner
+            return None
+        return MemoryTools(
+            index=self.runner.memory_index,
+            workspace=self.runner.workspace,
+            extra_paths=agent.memory_search.extra_paths,
+            citations=self.runner.config.memory.citations,
+            session_key=self.session_key,
+        )
+
+    def recall_section(self) -> str:
+        if self.memory is None:
+            return ""
+        return str(self.memory.recall_section(prompt_mode=self.parsed.prompt_mode))
+
+    def _reading_tools(self) -> list[Tool]:
+        if self.memory is None:
+            return [read_tool(self.writer)]
+        out = []
+        for schema in self.memory.schemas():
+            fn = schema["function"]
+
+            async def handler(_name: str = fn["name"], **args: Any) -> str:
+                return str(await self.memory.acall(_name, args, session_key=self.session_key))
+
+            out.append(Tool(fn["name"], fn.get("description", ""), fn["parameters"], handler))
+        return out
+
+    def for_turn(self, kind: str) -> dict[str, Tool]:
+        if kind == "flush":
+            assert self.flush_target is not None
+            tools = [*self._reading_tools(), *flush_write_tools(self.writer, self.flush_target)]
+        else:
+            tools = [*self._reading_tools()]
+            if self.write_enabled:
+                tools.extend(memory_write_tools(self.writer))
+            tools.extend(self.runner.tools)  # the developer's tools win on a name clash
+        return {t.name: t for t in tools}
+
+    def system_prompt(self) -> str:
+        from sessionmem.session.prompt import PromptOptions, build_system_prompt
+
+        agent = self.runner.agent
+        options = PromptOptions(
+            base=self.runner.system_prompt,
+            private=self.private,
+            minimal=self.parsed.prompt_mode == "minimal",
+            recall_section=self.recall_section(),
+            bootstrap_max_chars=agent.bootstrap_max_chars,
+            load_daily_logs=agent.load_daily_logs,
+            timezone_name=agent.user_timezone,
+        )
+        return build_system_prompt(self.runner.workspace, options)

@@ -156,3 +156,36 @@ def _litellm_context_window(model: Any) -> int | None:
     if not isinstance(model, LiteLLMModel):
         return None
     return context_window(model.name)
+
+
+def context_state(transcript: Any) -> tuple[list[ContextItem], set[str]]:
+    """The transcript's model context and the ids whose reported usage is stale.
+
+    Messages kept through the latest compaction (they sit before the compaction entry in the file)
+    carry usage of a context that no longer exists, so they cannot anchor the projection.
+    """
+    context: list[ContextItem] = list(transcript.context_messages())
+    stale: set[str] = set()
+    entries = transcript.entries()
+    last = max((i for i, e in enumerate(entries) if e.type == "compaction"), default=None)
+    if last is not None:
+        stale = {e.id for e in entries[:last] if e.type == "message"}
+    return context, stale
+
+
+def usage_fields(usage: Any, context_window: int, model: Any, session_key: str) -> dict[str, Any]:
+    """sessions.json figures after a call; totalTokens = the last call's prompt tokens (output excluded)."""
+    from sessionmem.session.keys import chat_type
+
+    return {
+        "input_tokens": usage.input,
+        "output_tokens": usage.output,
+        "cache_read": usage.cache_read,
+        "cache_write": usage.cache_write,
+        "total_tokens": usage.prompt_tokens,
+        "total_tokens_fresh": True,
+        "context_tokens": context_window,
+        "model": str(getattr(model, "name", "") or "") or None,
+        "model_provider": str(getattr(model, "provider", "") or "") or None,
+        "chat_type": chat_type(session_key),
+    }

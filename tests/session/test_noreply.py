@@ -19,7 +19,8 @@ def test_exact_token_is_silent(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", [None, "", "Here is the answer.\n\nNO_REPLY", "NO_REPLY but here is more", "Please NO_REPLY to this"]
+    "text",
+    [None, "", "Here is the answer.\n\nNO_REPLY", "NO_REPLY but here is more", "Please NO_REPLY to this"],
 )
 def test_token_mixed_with_text_is_not_silent(text: str | None) -> None:
     assert not is_silent(text)
@@ -58,7 +59,13 @@ def test_heartbeat_prefix_needs_the_underscore() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("NO_REPLY", None), (" NO_REPLY\n", None), ("**NO_REPLY", None), ("Saved.\nNO_REPLY", "Saved."), ("Hi", "Hi")],
+    [
+        ("NO_REPLY", None),
+        (" NO_REPLY\n", None),
+        ("**NO_REPLY", None),
+        ("Saved.\nNO_REPLY", "Saved."),
+        ("Hi", "Hi"),
+    ],
 )
 def test_what_the_user_receives(text: str, expected: str | None) -> None:
     assert deliverable_reply(text) == expected

@@ -1,0 +1,476 @@
+"""The session runner: wraps each LLM turn with token projection, the silent flush and compaction.
+
+One turn, top to bottom (:meth:`Session.run_turn`):
+
+1. preflight: project the prompt size with the pending message; at the compaction threshold compact
+   through the gate (which flushes first), else at the flush threshold run the silent flush;
+2. append the user message; call the model, dispatching tool calls, until it answers (bounded);
+3. record usage in sessions.json;
+4. if the projection now reaches the compaction threshold, compact through the gate.
+
+A provider context-overflow compacts through the gate and retries once. Every compaction, whatever
+its reason, goes through :func:`compact_through_gate`, which runs the flush first when the current
+compaction cycle has not had one (DESIGN 1). The flush is an ordinary turn of kind "flush": same loop,
+its own prompts and tools, output never delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sessionmem.config import Config
+from sessionmem.errors import ContextWindowExceeded, UsageError
+from sessionmem.messages import Message, Usage, now_ms
+from sessionmem.model.base import Model, ModelRequest
+from sessionmem.session import keys
+from sessionmem.session.compaction import CompactionFailed, plan_compaction, repair_tool_pairs, summarize
+from sessionmem.session.events import (
+    CompactionEvent,
+    CompactionFailedEvent,
+    Event,
+    EventCallback,
+    FlushEvent,
+    FlushSkippedEvent,
+    ToolCallEvent,
+    TurnEvent,
+    deliver,
+)
+from sessionmem.session.flush import (
+    compaction_threshold,
+    cycle_flushed,
+    flush_prompts,
+    guard_reason,
+    should_flush,
+    workspace_writable,
+)
+from sessionmem.session.memory_tools import SessionTools
+from sessionmem.session.noreply import deliverable_reply
+from sessionmem.session.projection import (
+    Projection,
+    TokenCounter,
+    context_state,
+    project_tokens,
+    provider_owns_compaction,
+    resolve_context_window,
+    usage_fields,
+)
+from sessionmem.session.store import SessionEntry, SessionStore
+from sessionmem.session.tools import Tool, dispatch
+from sessionmem.session.transcript import Transcript
+
+TurnKind = Literal["turn", "flush"]
+CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
+ROTATION_REASONS = ("new", "reset", "daily", "idle")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: str | None  # what the user receives; None when the model stayed silent
+    messages: tuple[Message, ...]  # everything this turn appended (user, assistant, tool results)
+    usage: Usage
+    events: tuple[Event, ...]
+    stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    ok: bool
+    reason: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    error: str | None = None  # why it failed or was skipped
+    flushed: bool = False  # the gate ran the flush first
+
+
+@dataclass
+class _TurnState:
+    kind: TurnKind
+    messages: list[Message] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    last: Message | None = None  # the last assistant message
+    model_calls: int = 0
+    stopped: str | None = None
+
+
+class SessionRunner:
+    """Runs sessions of one agent: ``runner.open(key)`` gives a :class:`Session`."""
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        config: Config | None = None,
+        agent_id: str = keys.DEFAULT_AGENT_ID,
+        workspace: Path | str,
+        state_dir: Path | str,
+        tools: Iterable[Tool] = (),
+        on_event: EventCallback | None = None,
+        memory_index: Any = None,
+        heartbeat: bool = False,
+        system_prompt: str = "",
+    ) -> None:
+        self.model = model
+        self.config = config or Config()
+        self.agent_id = keys.validate_agent_id(agent_id)
+        self.agent = self.config.for_agent(agent_id)
+        self.workspace = Path(workspace)
+        self.state_dir = Path(state_dir)
+        self.tools = tuple(tools)
+        self.on_event = on_event
+        self.memory_index = memory_index
+        self.heartbeat = heartbeat
+        self.system_prompt = system_prompt
+        self.store = SessionStore.for_agent(self.state_dir, self.agent_id)
+
+    def open(self, session_key: str | None = None) -> Session:
+        """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new."""
+        key = keys.normalize_key(session_key or keys.default_key(self.agent_id))
+        entry = self.store.get(key)
+        if entry is None:
+            session_id = str(uuid.uuid4())
+            path = keys.transcript_path(self.state_dir, self.agent_id, session_id)
+            entry = self.store.patch(
+                key,
+                session_id=session_id,
+                session_file=str(path),
+                chat_type=keys.chat_type(key),
+                session_key=key,
+            )
+        path = Path(
+            entry.session_file or keys.transcript_path(self.state_dir, self.agent_id, entry.session_id)
+        )
+        transcript = Transcript.open(path, entry.session_id, self.workspace, session_key=key)
+        return Session(self, key, transcript, entry)
+
+    session = open
+
+
+class Session:
+    """One conversation: its transcript, its sessions.json entry, its context in memory."""
+
+    def __init__(self, runner: SessionRunner, key: str, transcript: Transcript, entry: SessionEntry) -> None:
+        self.runner = runner
+        self.key = key
+        self.transcript = transcript
+        self.entry = entry
+        self.counter = TokenCounter()
+        self.context, self._stale = context_state(transcript)
+        self.context_window = resolve_context_window(runner.agent, runner.model)
+        self.tools = SessionTools(runner, key, self._queue_event)
+        self.system_prompt = self.tools.system_prompt()
+        self._events: list[Event] = []
+        self._queued: list[Event] = []
+        self._busy = False
+
+    # ---------------------------------------------------------------- public API
+
+    async def run_turn(self, text: str) -> TurnResult:
+        """Run one user turn; the reply is None when the model answered NO_REPLY."""
+        if self._busy:
+            raise UsageError(f"session {self.key} is already running a turn; await it first")
+        self._busy, self._events = True, []
+        try:
+            await self._preflight(Message.user(text))
+            state = await self._turn(Message.user(text), kind="turn")
+            await self._compact_if_over_threshold()
+            reply = deliverable_reply(state.last.content if state.last else None)
+            await self._emit(
+                TurnEvent(
+                    session_key=self.key,
+                    reply=reply,
+                    usage=state.usage,
+                    model_calls=state.model_calls,
+                    stopped=state.stopped,
+                )
+            )
+            return TurnResult(reply, tuple(state.messages), state.usage, tuple(self._events), state.stopped)
+        finally:
+            self._busy = False
+
+    def run_turn_sync(self, text: str) -> TurnResult:
+        """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run_turn(text))
+        raise UsageError("run_turn_sync() cannot be called from a running event loop; use await run_turn()")
+
+    async def compact(self, instructions: str | None = None) -> CompactionResult:
+        """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none)."""
+        return await compact_through_gate(self, "manual", instructions)
+
+    def projection(self, pending: Sequence[Message] = ()) -> Projection:
+        return project_tokens(
+            self.context,
+            self.counter,
+            pending=pending,
+            system_prompt=self.system_prompt,
+            stale_entry_ids=self._stale,
+        )
+
+    # ---------------------------------------------------------------- the turn
+
+    async def _preflight(self, pending: Message) -> None:
+        projected = self.projection([pending]).tokens
+        cfg = self.runner.agent.compaction
+        if cfg.enabled and projected >= compaction_threshold(self.context_window, cfg) > 0:
+            await compact_through_gate(self, "threshold")
+            return
+        decision = should_flush(
+            projected,
+            self.context_window,
+            cfg,
+            self._entry_dict(),
+            self.transcript.size_bytes(),
+            **self._guards(),
+        )
+        if decision.skipped:
+            await self._emit(FlushSkippedEvent(session_key=self.key, reason=decision.reason))
+        elif decision.run:
+            await self._flush(decision.reason)
+
+    async def _turn(self, user: Message, *, kind: TurnKind, system_extra: str = "") -> _TurnState:
+        state = _TurnState(kind)
+        self._append(user, state)
+        tools = self.tools.for_turn(kind)
+        limit = max(1, self.runner.agent.max_tool_iterations)
+        for _ in range(limit):
+            reply = await self._call_model(kind, tools, system_extra, state)
+            self._append(
+                reply.message,
+                state,
+                provider=reply.provider,
+                model=reply.model,
+                stop_reason=reply.stop_reason,
+            )
+            state.last = reply.message
+            if not reply.message.tool_calls:
+                break
+            for call in reply.message.tool_calls:
+                outcome = await dispatch(tools, call)
+                self._append(Message.tool(call, outcome.content, is_error=outcome.is_error), state)
+                await self._emit(
+                    ToolCallEvent(
+                        session_key=self.key,
+                        turn_kind=kind,
+                        name=call.name,
+                        arguments=dict(call.arguments),
+                        is_error=outcome.is_error,
+                        result=outcome.content[:500],
+                    )
+                )
+                await self._drain_queued()
+        usage_source = state.last
+        if state.last is not None and state.last.tool_calls:  # the model kept calling tools: stop it
+            state.stopped = "max_tool_iterations"
+            state.last = Message.assistant(self._stop_message())
+            self._append(state.last, state)
+        self._record_usage(usage_source)
+        return state
+
+    async def _call_model(
+        self, kind: TurnKind, tools: dict[str, Tool], system_extra: str, state: _TurnState
+    ) -> Any:
+        """One model call; a context overflow compacts (through the gate for user turns) and retries once."""
+        for attempt in (1, 2):
+            request = self._request(kind, tools, system_extra)
+            try:
+                reply = await self.runner.model.complete(request)
+            except ContextWindowExceeded as exc:
+                if attempt == 2:
+                    raise ContextWindowExceeded(
+                        f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
+                        status_code=exc.status_code,
+                    ) from exc
+                # In a flush the cycle is already marked flushed, so the gate goes straight to compacting.
+                result = await compact_through_gate(self, "overflow")
+                if not result.ok:
+                    raise ContextWindowExceeded(
+                        f"context window exceeded and compaction failed ({result.error}): {exc}",
+                        status_code=exc.status_code,
+                    ) from exc
+                continue
+            state.model_calls += 1
+            state.usage = state.usage + (reply.message.usage or Usage())
+            return reply
+        raise AssertionError("unreachable")
+
+    def _request(self, kind: TurnKind, tools: dict[str, Tool], system_extra: str) -> ModelRequest:
+        system = self.system_prompt + (f"\n\n{system_extra}" if system_extra else "")
+        messages = repair_tool_pairs([m for _, m in self.context])
+        return ModelRequest(
+            messages=(Message.system(system), *messages),
+            tools=tuple(t.schema() for t in tools.values()),
+            purpose=kind,
+            metadata={"session_key": self.key, "turn_kind": kind},
+        )
+
+    def _append(self, message: Message, state: _TurnState | None = None, **meta: Any) -> None:
+        entry_id = self.transcript.append_message(message, **meta)
+        self.context.append((entry_id, message))
+        if state is not None:
+            state.messages.append(message)
+
+    def _record_usage(self, last: Message | None) -> None:
+        if last is None or last.usage is None:
+            return
+        fields = usage_fields(last.usage, self.context_window, self.runner.model, self.key)
+        self.entry = self.runner.store.patch(self.key, **fields)
+
+    def _stop_message(self) -> str:
+        limit = self.runner.agent.max_tool_iterations
+        return f"Stopped after {limit} tool iterations without a final answer (maxToolIterations = {limit})."
+
+    # ---------------------------------------------------------------- flush and compaction
+
+    async def _compact_if_over_threshold(self) -> None:
+        cfg = self.runner.agent.compaction
+        if cfg.enabled and not self._guards()["provider_owns_compaction"]:
+            threshold = compaction_threshold(self.context_window, cfg)
+            if threshold > 0 and self.projection().tokens >= threshold:
+                await compact_through_gate(self, "threshold")
+
+    async def _flush(self, reason: str) -> None:
+        """The silent flush turn; recorded against the cycle it starts in (DESIGN 2)."""
+        cycle = self.entry.compaction_count
+        self.entry = self.runner.store.patch(
+            self.key, memory_flush_compaction_count=cycle, memory_flush_at=now_ms()
+        )
+        agent = self.runner.agent
+        prompts = flush_prompts(agent.compaction.memory_flush, _now(), agent.user_timezone)
+        self.tools.flush_target = prompts.relative_path
+        error = None
+        try:
+            await self._turn(Message.user(prompts.prompt), kind="flush", system_extra=prompts.system_prompt)
+        except Exception as exc:  # a failed flush must not cost the user their turn
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.tools.flush_target = None
+        await self._emit(
+            FlushEvent(
+                session_key=self.key,
+                reason=reason,
+                path=prompts.relative_path,
+                compaction_count=cycle,
+                error=error,
+            )
+        )
+
+    async def _compact_now(self, reason: str, instructions: str | None) -> CompactionResult:
+        cfg = self.runner.agent.compaction
+        keep = cfg.keep_recent_tokens
+        threshold = compaction_threshold(self.context_window, cfg)
+        if threshold > 0:  # keeping more than half the usable window would make compaction pointless
+            keep = min(keep, max(1, threshold // 2))
+        plan = plan_compaction(self.context, self.counter, keep)
+        if plan is None:
+            return CompactionResult(False, reason, error="nothing to compact")
+        try:
+            summary = await summarize(
+                self.runner.model,
+                plan,
+                instructions=instructions,
+                reserve_tokens=cfg.effective_reserve_tokens(),
+            )
+        except CompactionFailed as exc:
+            await self._emit(CompactionFailedEvent(session_key=self.key, reason=reason, error=str(exc)))
+            return CompactionResult(False, reason, error=str(exc))
+        tokens_before = self.counter.count_all(self.context) + self.counter.count(
+            Message.system(self.system_prompt)
+        )
+        self.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before)
+        self.context, self._stale = context_state(self.transcript)
+        self.system_prompt = self.tools.system_prompt()
+        tokens_after = self.projection().tokens
+        count = self.entry.compaction_count + 1
+        self.entry = self.runner.store.patch(
+            self.key,
+            compaction_count=count,
+            total_tokens=tokens_after,
+            total_tokens_fresh=True,
+            input_tokens=None,
+            output_tokens=None,
+            cache_read=None,
+            cache_write=None,
+        )
+        await self._emit(
+            CompactionEvent(
+                session_key=self.key,
+                reason=reason,
+                tokens_before=tokens_before,
+                tokens_after=tokens_after,
+                compaction_count=count,
+                first_kept_entry_id=plan.first_kept_entry_id,
+            )
+        )
+        return CompactionResult(True, reason, tokens_before, tokens_after)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _guards(self) -> dict[str, bool]:
+        return {
+            "heartbeat": self.runner.heartbeat,
+            "writable": workspace_writable(self.runner.workspace),
+            "provider_owns_compaction": provider_owns_compaction(self.runner.agent, self.runner.model),
+        }
+
+    def _entry_dict(self) -> dict[str, Any]:
+        return self.entry.to_json_dict()
+
+    def _queue_event(self, event: Event) -> None:
+        self._queued.append(event)
+
+    async def _drain_queued(self) -> None:
+        queued, self._queued = self._queued, []
+        for event in queued:
+            await self._emit(event)
+
+    async def _emit(self, event: Event) -> None:
+        self._events.append(event)
+        await deliver(self.runner.on_event, event)
+
+
+async def flush_if_unflushed(session: Session, reason: str) -> bool:
+    """Run the silent flush unless this compaction cycle already had one, the flush is disabled, or a
+    guardrail forbids it (reported as a ``flush_skipped`` event). True when a flush ran."""
+    flush_cfg = session.runner.agent.compaction.memory_flush
+    if not flush_cfg.enabled or cycle_flushed(session._entry_dict()):
+        return False
+    guard = guard_reason(**session._guards())
+    if guard is not None:
+        await session._emit(FlushSkippedEvent(session_key=session.key, reason=f"{guard} (before {reason})"))
+        return False
+    await session._flush(f"before {reason} compaction")
+    return True
+
+
+async def compact_through_gate(
+    session: Session, reason: CompactionReason, instructions: str | None = None
+) -> CompactionResult:
+    """The one way to compact (DESIGN 1): flush first if this cycle is unflushed, then summarise.
+
+    For rotations (new/reset/daily/idle) the caller archives the transcript itself; the gate only flushes.
+    A compaction that already happened during the flush (the flush overflowed) is not repeated for
+    threshold/overflow reasons.
+    """
+    before = session.entry.compaction_count
+    flushed = await flush_if_unflushed(session, reason)
+    if reason in ROTATION_REASONS:
+        return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
+    if reason != "manual" and session.entry.compaction_count > before:
+        return CompactionResult(True, reason, flushed=flushed)
+    result = await session._compact_now(reason, instructions)
+    return CompactionResult(
+        result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
+    )
+
+
+def _now() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
