@@ -3,9 +3,11 @@
 It speaks ``POST /v1/chat/completions`` (plain JSON, or SSE when ``stream: true``) and
 ``POST /v1/embeddings`` (any path ending in those suffixes works, so ``api_base`` may or may not
 end in ``/v1``), plus Gemini's ``:batchEmbedContents``/``:embedContent`` and Ollama's ``/api/embed``
-so litellm's ``gemini/`` and ``ollama/`` embedding routes can be pointed at it too. Each endpoint answers from a queue of scripted replies first, then from its
-``handler`` (``fn(body) -> reply``; returning ``None`` falls through), then from a deterministic
-default. Every request is recorded.
+so litellm's ``gemini/`` and ``ollama/`` embedding routes can be pointed at it too.
+
+Each endpoint answers from a queue of scripted replies first, then from its ``handler``
+(``fn(body) -> reply``; returning ``None`` falls through), then from a deterministic default.
+Every request is recorded.
 
 Use (the ``openai_server`` fixture is registered in ``tests/conftest.py``)::
 
