@@ -81,6 +81,10 @@ class LiteLLMModel:
         }
         if request.tools:
             kw["tools"] = list(request.tools)
+            # Trigger: litellm (1.106) imports its MCP bridge whenever ``tools`` is given, and that needs
+            # the optional ``mcp`` package. Why: our tools are plain function schemas, never MCP servers.
+            # Outcome: litellm's own internal flag skips the bridge, so tool calls work without ``mcp``.
+            kw["_skip_mcp_handler"] = True
         if request.max_tokens is not None:
             kw["max_tokens"] = request.max_tokens
         if self.api_base is not None:

@@ -1,0 +1,156 @@
+"""LiteLLMModel end to end: litellm over real HTTP to the loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from sessionmem.errors import ContextWindowExceeded, ModelError
+from sessionmem.messages import Message, ToolCall
+from sessionmem.model.base import ModelReply, ModelRequest
+from sessionmem.model.litellm import LiteLLMModel, context_window, parse_tool_arguments
+from tests.support.openai_server import (
+    OpenAIServer,
+    context_length_error,
+    server_error,
+    text_reply,
+    tool_call_reply,
+)
+
+TOOLS = (
+    {
+        "type": "function",
+        "function": {
+            "name": "memory_search",
+            "description": "Search memory",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    },
+)
+
+
+def model_for(server: OpenAIServer, **kw: object) -> LiteLLMModel:
+    return LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test", num_retries=0, **kw)
+
+
+def run(model: LiteLLMModel, request: ModelRequest) -> ModelReply:
+    return asyncio.run(model.complete(request))
+
+
+def test_text_reply_with_usage(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(text_reply("Hello there", prompt_tokens=120, completion_tokens=3))
+    model = model_for(openai_server, extra_headers={"x-trace": "t1"})
+    request = ModelRequest((Message.system("be brief"), Message.user("hi")), max_tokens=50)
+    reply = run(model, request)
+    assert reply.message.role == "assistant"
+    assert reply.message.content == "Hello there"
+    assert reply.message.usage is not None
+    assert (reply.message.usage.input, reply.message.usage.output) == (120, 3)
+    assert reply.stop_reason == "stop"
+    assert reply.provider == "openai"
+    sent = openai_server.chat.requests[0]
+    assert sent.body["model"] == "test-model"
+    assert sent.body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert sent.body["max_tokens"] == 50
+    assert sent.headers["authorization"] == "Bearer sk-test"
+    assert sent.headers["x-trace"] == "t1"
+
+
+def test_tool_calls_are_parsed_and_history_is_sent_back(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(tool_call_reply([("memory_search", {"query": "billing cutover"})]))
+    openai_server.chat.push(
+        tool_call_reply(
+            [
+                {
+                    "id": "call_bad",
+                    "type": "function",
+                    "function": {"name": "memory_search", "arguments": "{oops"},
+                }
+            ]
+        )
+    )
+    model = model_for(openai_server)
+    first = run(model, ModelRequest((Message.user("when is the billing cutover?"),), tools=TOOLS))
+    (call,) = first.message.tool_calls
+    assert call.name == "memory_search" and call.arguments == {"query": "billing cutover"}
+    assert first.stop_reason == "toolUse"
+    assert openai_server.chat.requests[0].body["tools"] == list(TOOLS)
+    assert not any(
+        k.startswith("_") for k in openai_server.chat.requests[0].body
+    )  # internal flags stay local
+
+    history = (
+        Message.user("when is the billing cutover?"),
+        first.message,
+        Message.tool(call, "memory/2026-11-03.md: cutover on the 14th"),
+    )
+    second = run(model, ModelRequest(history, tools=TOOLS))
+    assert second.message.tool_calls[0].arguments == {"_raw": "{oops"}  # the runner reports it to the model
+    sent = openai_server.chat.requests[1].body["messages"]
+    assert sent[1]["tool_calls"][0]["function"]["name"] == "memory_search"
+    assert sent[2] == {
+        "role": "tool",
+        "content": "memory/2026-11-03.md: cutover on the 14th",
+        "tool_call_id": call.id,
+    }
+
+
+def test_cached_prompt_tokens_become_cache_read(openai_server: OpenAIServer) -> None:
+    reply = text_reply("cached", prompt_tokens=1000, completion_tokens=5)
+    reply.body["usage"]["prompt_tokens_details"] = {"cached_tokens": 800}
+    openai_server.chat.push(reply)
+    usage = run(model_for(openai_server), ModelRequest((Message.user("hi"),))).message.usage
+    assert usage is not None
+    assert (usage.input, usage.cache_read, usage.output) == (200, 800, 5)
+    assert usage.prompt_tokens == 1000  # what the prompt occupied in the window
+
+
+def test_context_length_400_becomes_context_window_exceeded(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(context_length_error(limit=8192, used=9000))
+    with pytest.raises(ContextWindowExceeded, match="maximum context length is 8192") as info:
+        run(model_for(openai_server), ModelRequest((Message.user("long"),)))
+    assert info.value.status_code == 400
+
+
+def test_server_error_becomes_model_error_with_status(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(server_error(500))
+    with pytest.raises(ModelError) as info:
+        run(model_for(openai_server), ModelRequest((Message.user("hi"),)))
+    assert not isinstance(info.value, ContextWindowExceeded)
+    assert info.value.status_code == 500
+
+
+def test_tool_argument_parsing() -> None:
+    assert parse_tool_arguments('{"a": 1}') == {"a": 1}
+    assert parse_tool_arguments("") == {}
+    assert parse_tool_arguments(None) == {}
+    assert parse_tool_arguments("[1, 2]") == {"_raw": "[1, 2]"}
+    assert parse_tool_arguments("{not json") == {"_raw": "{not json"}
+
+
+def test_request_kwargs_round_trip_tool_calls() -> None:
+    call = ToolCall("c1", "memory_get", {"path": "MEMORY.md"})
+    kw = LiteLLMModel("openai/x", timeout=5).request_kwargs(
+        ModelRequest((Message.assistant(tool_calls=(call,)),))
+    )
+    assert kw["timeout"] == 5 and "api_base" not in kw and "tools" not in kw
+    assert kw["messages"][0]["tool_calls"][0]["function"]["arguments"] == '{"path":"MEMORY.md"}'
+
+
+def test_context_window_lookup_is_offline_and_never_raises() -> None:
+    assert context_window("gpt-4o-mini") == 128000
+    assert context_window("no-such-provider/no-such-model") is None
+
+
+def test_importing_sessionmem_does_not_import_litellm() -> None:
+    code = (
+        "import sys, sessionmem, sessionmem.model.litellm, sessionmem.testing, sessionmem.session.store;"
+        "sys.exit(1 if 'litellm' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
