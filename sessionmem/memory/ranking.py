@@ -7,8 +7,8 @@ Temporal decay and DESIGN decision 13 ("age never erases relevance"). OpenClaw m
 by ``exp(-ln2/halfLife * age)``: a two-year-old note keeps 0.000001 of its score, so a perfect old
 match loses to any fresh noise, and once multiplied it also falls under ``minScore`` and vanishes.
 We keep OpenClaw's curve but floor it: ``multiplier = DECAY_FLOOR + (1 - DECAY_FLOOR) * curve``,
-with ``DECAY_FLOOR = 0.5``. So recency still orders notes that match about as well (a fresh note
-wins against an old one unless the old one scores at least twice as high), and an old note that
+with ``DECAY_FLOOR = 0.7``. So recency still orders notes that match about as well (a fresh note
+wins against an old one unless the old one scores over 1/0.7 ≈ 1.43 times higher), and an old note that
 matches well still outranks a new note that matches poorly. The min-score floor is applied to the
 undecayed score: it is a relevance threshold, and age is not relevance.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 
 SNIPPET_MAX_CHARS = 700
-DECAY_FLOOR = 0.5
+DECAY_FLOOR = 0.7
 MS_PER_DAY = 86_400_000
 
 _DATED_PATH = re.compile(r"(?:^|/)memory/(\d{4})-(\d{2})-(\d{2})\.md$")

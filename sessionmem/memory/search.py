@@ -1,0 +1,308 @@
+"""Memory search over the index: keyword (FTS5), vector, and their hybrid merge (reference §9).
+
+The flow of one query:
+
+1. Empty or whitespace query -> no results.
+2. ``candidates = min(200, max(1, maxResults * candidateMultiplier))``.
+3. Keyword search: the AND of the meaningful keywords, then their OR when the AND finds nothing
+   (``keywords.fts_queries``). BM25 via ``bm25(chunks_fts)``, limited to ``candidates`` rows.
+4. Hybrid: the query is embedded and the nearest ``candidates`` chunks fetched from the fastest
+   valid vector path (skipped for an all-zero vector); both lists merged by chunk id.
+5. Date range, decay, sort, min-score (strict, then relaxed for keyword hits), MMR, top N.
+
+FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
+(OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
+common a word is, not on how well a note answers; so the min-score floor (tuned for cosine
+similarity) is not applied there unless the request sets ``min_score`` explicitly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sessionmem.config import MemorySearchConfig
+from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.memory import ranking
+from sessionmem.memory.db import VectorSupport
+from sessionmem.memory.embedding import Embedder
+from sessionmem.memory.keywords import fts_queries
+from sessionmem.memory.ranking import Candidate
+from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult
+from sessionmem.memory.vectors import VectorPath, VectorRouter
+
+log = logging.getLogger(__name__)
+
+MAX_CANDIDATES = 200
+FTS_ONLY_MODEL = "fts-only"
+DATE_RANGE_OVERFETCH = 8  # vector neighbours fetched per candidate when a date range filters them
+
+
+def candidate_count(max_results: int, multiplier: int) -> int:
+    return min(MAX_CANDIDATES, max(1, int(max_results * multiplier)))
+
+
+def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
+    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], limit."""
+    sql = (
+        "SELECT f.id, f.path, f.source, f.start_line, f.end_line, bm25(chunks_fts) AS rank FROM chunks_fts f"
+    )
+    if dated:
+        sql += " JOIN chunks c ON c.id = f.id"
+    sql += " WHERE chunks_fts MATCH ?"
+    if with_model:
+        sql += " AND f.model = ?"
+    sql += f" AND f.source IN ({','.join('?' * n_sources)})"
+    if dated:
+        sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
+    return sql + " ORDER BY rank LIMIT ?"
+
+
+class Searcher:
+    """Answers ``SearchRequest``s from one agent's index. ``invalidate()`` after every index write."""
+
+    def __init__(
+        self,
+        conn: Any,
+        embedder: Embedder | None,
+        settings: MemorySearchConfig,
+        vector_support: VectorSupport,
+        *,
+        workspace: Path | None = None,
+        preload_matrix: bool = True,
+    ) -> None:
+        self._conn = conn
+        self._embedder = embedder
+        self._settings = settings
+        self._workspace = workspace
+        self._vectors = VectorRouter(conn, vector_support, preload=preload_matrix)
+        self._mtime_days: dict[str, date | None] = {}
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def mode(self) -> str:
+        return "hybrid" if self._embedder is not None else "fts-only"
+
+    @property
+    def model(self) -> str:
+        return self._embedder.model if self._embedder is not None else FTS_ONLY_MODEL
+
+    @property
+    def vector_path(self) -> VectorPath:
+        """The path the next vector query would take, and why."""
+        if self._embedder is None:
+            return VectorPath("none", "FTS-only mode: no embedding provider")
+        return self._vectors.current_path(self.model)
+
+    def invalidate(self) -> None:
+        """The index wrote: the in-memory matrix must reload before it serves again."""
+        self._vectors.invalidate()
+        self._mtime_days.clear()
+
+    def warm(self) -> None:
+        """Load the in-memory matrix now rather than on the first query."""
+        if self._embedder is not None:
+            self._vectors.warm(self.model)
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        query = request.query.strip()
+        warnings: list[str] = []
+        results: list[SearchResult] = []
+        if query:
+            results = self._run(request, query, warnings)
+        return SearchResponse(
+            results=tuple(results),
+            provider=self._embedder.provider if self._embedder is not None else "none",
+            model=self.model,
+            mode=self.mode,
+            warnings=tuple(warnings),
+        )
+
+    # ------------------------------------------------------------------ flow
+
+    def _run(self, request: SearchRequest, query: str, warnings: list[str]) -> list[SearchResult]:
+        qcfg = self._settings.query
+        hybrid = qcfg.hybrid
+        max_results = request.max_results if request.max_results is not None else qcfg.max_results
+        max_results = max(1, int(max_results))
+        sources = tuple(request.sources) if request.sources else tuple(self._settings.sources)
+        limit = candidate_count(max_results, hybrid.candidate_multiplier)
+        dated = request.after is not None or request.before is not None
+
+        keyword_hits = self._keyword_search(query, limit, sources, request)
+        query_vec = self._embed_query(query, warnings) if self._embedder is not None else None
+        vector_hits: list[Candidate] = []
+        path_name: str | None = None
+        if query_vec is not None:
+            k = min(limit * DATE_RANGE_OVERFETCH, 2000) if dated else limit
+            vector_hits = self._vector_search(query_vec, k, sources)
+            path_name = self._vectors.last_path.name if self._vectors.last_path else None
+
+        use_vectors = query_vec is not None
+        if not use_vectors:
+            vw, tw = 0.0, 1.0
+        elif not hybrid.enabled or not self._fts_available():
+            vw, tw = 1.0, 0.0
+            keyword_hits = []
+        else:
+            vw, tw = hybrid.normalized_weights()
+        merged = ranking.merge_hybrid(keyword_hits, vector_hits, vector_weight=vw, text_weight=tw)
+        merged = self._hydrate(merged)
+        merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]
+        if hybrid.temporal_decay.enabled:
+            merged = self._decay(merged, hybrid.temporal_decay.half_life_days)
+        ranked = ranking.sort_by_score(merged)
+
+        if use_vectors or request.min_score is not None:
+            min_score = request.min_score if request.min_score is not None else qcfg.min_score
+            ranked = ranking.filter_min_score(ranked, min_score=min_score, text_weight=tw)
+        if hybrid.mmr.enabled:
+            ranked = ranking.mmr_rerank(ranked, lambda_=hybrid.mmr.lambda_, limit=max_results)
+        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]]
+
+    # ------------------------------------------------------------------ keyword
+
+    def _fts_available(self) -> bool:
+        row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+        return row is not None
+
+    def _keyword_search(
+        self, query: str, limit: int, sources: Sequence[str], request: SearchRequest
+    ) -> list[Candidate]:
+        if not self._fts_available():
+            return []
+        dated = request.after is not None or request.before is not None
+        with_model = self._embedder is not None
+        sql = fts_sql(with_model=with_model, n_sources=len(sources), dated=dated)
+        params: list[Any] = []
+        if with_model:
+            params.append(self.model)
+        params += sources
+        if dated:
+            params += [(request.after or date.min).isoformat(), (request.before or date.max).isoformat()]
+        for match in fts_queries(query):
+            try:
+                rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
+            except Exception as exc:  # quoting makes this unreachable; a message beats a crash
+                raise MemoryIndexError(f"keyword search failed for {match!r}: {exc}") from exc
+            if rows:
+                return [
+                    Candidate(
+                        id=r[0],
+                        path=r[1],
+                        source=r[2],
+                        start_line=int(r[3]),
+                        end_line=int(r[4]),
+                        text="",
+                        text_score=ranking.bm25_rank_to_score(float(r[5])),
+                    )
+                    for r in rows
+                ]
+        return []
+
+    # ------------------------------------------------------------------ vector
+
+    def _embed_query(self, query: str, warnings: list[str]) -> np.ndarray | None:
+        assert self._embedder is not None
+        try:
+            vec = np.asarray(self._embedder.embed_query(query), dtype=np.float32).reshape(-1)
+        except EmbeddingError as exc:
+            warnings.append(f"query embedding failed, keyword results only: {exc}")
+            return None
+        if vec.size == 0 or not np.isfinite(vec).all() or not vec.any():
+            warnings.append("query embedding is empty or all zeros; vector search skipped")
+            return None
+        return vec
+
+    def _vector_search(self, query_vec: np.ndarray, k: int, sources: Sequence[str]) -> list[Candidate]:
+        hits = self._vectors.knn(query_vec, k, model=self.model, sources=sources)
+        return [
+            Candidate(id=cid, path="", source="", start_line=0, end_line=0, text="", vector_score=score)
+            for cid, score in hits
+        ]
+
+    # ------------------------------------------------------------------ rows and results
+
+    def _hydrate(self, cands: list[Candidate]) -> list[Candidate]:
+        """Fill path, lines, text and date from ``chunks`` in one query."""
+        if not cands:
+            return []
+        ids = [c.id for c in cands]
+        rows = self._conn.execute(
+            "SELECT id, path, source, start_line, end_line, text, date FROM chunks"
+            f" WHERE id IN ({','.join('?' * len(ids))})",
+            ids,
+        ).fetchall()
+        by_id = {r[0]: r for r in rows}
+        out = []
+        for c in cands:
+            r = by_id.get(c.id)
+            if r is None:  # removed between the two queries
+                continue
+            out.append(
+                replace(
+                    c, path=r[1], source=r[2], start_line=int(r[3]), end_line=int(r[4]), text=r[5], date=r[6]
+                )
+            )
+        return out
+
+    def _decay(self, cands: list[Candidate], half_life_days: float) -> list[Candidate]:
+        now = datetime.now(UTC)
+        out = []
+        for c in cands:
+            day = ranking.decay_date(c.path, c.source, c.date)
+            if day is None and c.date is None and not ranking.is_evergreen(c.path, c.source):
+                day = self._mtime_day(c.path)
+            out.append(replace(c, decay=ranking.decay_multiplier(day, now, half_life_days)))
+        return out
+
+    def _mtime_day(self, rel_path: str) -> date | None:
+        """Undated non-memory results age from their file's mtime, resolved against the workspace."""
+        if self._workspace is None:
+            return None
+        if rel_path not in self._mtime_days:
+            try:
+                mtime = (self._workspace / rel_path).stat().st_mtime
+                self._mtime_days[rel_path] = datetime.fromtimestamp(mtime, UTC).date()
+            except OSError:
+                self._mtime_days[rel_path] = None
+        return self._mtime_days[rel_path]
+
+    @staticmethod
+    def _result(c: Candidate, explain: bool, vector_path: str | None) -> SearchResult:
+        explanation = None
+        if explain:
+            explanation = ScoreExplanation(
+                text_score=c.text_score,
+                vector_score=c.vector_score,
+                merged=c.merged,
+                decay_multiplier=c.decay,
+                final=c.final,
+                mmr_rank=c.mmr_rank,
+                vector_path=vector_path if c.vector_score is not None else None,
+            )
+        return SearchResult(
+            path=c.path,
+            start_line=c.start_line,
+            end_line=c.end_line,
+            score=c.final,
+            snippet=ranking.snippet(c.text),
+            source=c.source,
+            date=c.date,
+            explanation=explanation,
+        )
+
+
+def timed_search(searcher: Searcher, request: SearchRequest) -> tuple[SearchResponse, float]:
+    """One search and its wall time in milliseconds (for the CLI and the benchmark)."""
+    start = time.perf_counter()
+    response = searcher.search(request)
+    return response, (time.perf_counter() - start) * 1000
