@@ -157,6 +157,7 @@ class SessionEntry(BaseModel):
     session_id: str = Field(alias="sessionId")
     updated_at: int = Field(default_factory=now_ms, alias="updatedAt")
     session_file: str | None = Field(default=None, alias="sessionFile")
+    session_key: str | None = Field(default=None, alias="sessionKey")  # the key it is stored under
     chat_type: str | None = Field(default=None, alias="chatType")
     model: str | None = None
     model_provider: str | None = Field(default=None, alias="modelProvider")
@@ -407,6 +408,7 @@ class SessionStore:
                     "sessionId": session_id,
                     "updatedAt": int(file.stat().st_mtime * 1000),
                     "sessionFile": str(file),
+                    "sessionKey": keys.normalize_key(key),
                     "chatType": keys.chat_type(key),
                 }
             )

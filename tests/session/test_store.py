@@ -25,15 +25,23 @@ def store(isolated_env: Path) -> SessionStore:
 
 def test_patch_creates_and_get_reads_with_camel_case_on_disk(store: SessionStore) -> None:
     entry = store.patch(
-        "agent:main:main", session_id="abc", total_tokens=1234, memory_flush_compaction_count=2
+        "agent:main:main",
+        session_id="abc",
+        total_tokens=1234,
+        memory_flush_compaction_count=2,
+        sessionFile="f",
     )
     assert entry.session_id == "abc" and entry.total_tokens == 1234
     on_disk = orjson.loads(store.path.read_bytes())
     assert on_disk["agent:main:main"]["sessionId"] == "abc"
     assert on_disk["agent:main:main"]["totalTokens"] == 1234
     assert on_disk["agent:main:main"]["memoryFlushCompactionCount"] == 2
+    assert on_disk["agent:main:main"]["sessionFile"] == "f"  # camelCase names are accepted too
     assert "inputTokens" not in on_disk["agent:main:main"]  # unset fields are not written as null
-    assert store.get("agent:main:main") == entry
+    cleared = store.patch("agent:main:main", total_tokens=None)
+    assert cleared.total_tokens is None
+    assert "totalTokens" not in orjson.loads(store.path.read_bytes())["agent:main:main"]
+    assert store.get("agent:main:main") == cleared
     assert store.path == keys.store_path(store.path.parents[3], "main")
 
 
@@ -214,6 +222,7 @@ def test_corrupt_store_is_moved_aside_and_rebuilt_from_transcripts(store: Sessio
     assert entries["agent:main:discord:group:42"].session_id == "s1"
     assert entries["agent:main:discord:group:42"].chat_type == "group"
     assert entries["agent:main:recovered:s2"].session_file == str(sessions / "s2.jsonl")
+    assert entries["agent:main:recovered:s2"].session_key == "agent:main:recovered:s2"
     assert store.recovered and "corrupt" in store.issues[0]
     aside = list(sessions.glob("sessions.json.corrupt-*"))
     assert len(aside) == 1 and aside[0].read_text().startswith('{"agent:main:main"')
