@@ -14,6 +14,7 @@ from sessionmem.memory.vectors import (
     BruteForceVectors,
     MatrixVectors,
     SqliteVecVectors,
+    VectorIndex,
     VectorRouter,
     choose_vector_path,
 )
@@ -65,7 +66,7 @@ def test_three_paths_return_the_same_top_results(
     conn, _, row_of = filled
     vecs, _ = data
     rng = np.random.default_rng(11)
-    paths = [MatrixVectors(conn), SqliteVecVectors(conn), BruteForceVectors(conn)]
+    paths: list[VectorIndex] = [MatrixVectors(conn), SqliteVecVectors(conn), BruteForceVectors(conn)]
     for _ in range(5):
         q = rng.normal(size=DIMS).astype(np.float32)
         expected = exact(vecs, q, 10)
