@@ -235,3 +235,17 @@ def test_concurrent_writers_interleave_whole_lines(tmp_path: Path) -> None:
     assert all(isinstance(orjson.loads(line), dict) for line in raw)
     contents = [m.content.split(" ", 1)[0] for m in Transcript.open(path, "shared").messages()]
     assert sorted(contents) == sorted([f"a-{i}" for i in range(150)] + [f"b-{i}" for i in range(150)])
+
+
+def test_the_documented_example_reads_as_documented(tmp_path: Path) -> None:
+    readme = Path(__file__).resolve().parents[2] / "transcripts" / "README.md"
+    example = readme.read_text(encoding="utf-8").split("## A complete example")[1].split("```")[1]
+    path = tmp_path / "demo-1.jsonl"
+    path.write_text(example.strip() + "\n", encoding="utf-8")
+    assert read_header(path)["sessionKey"] == "agent:main:main"  # type: ignore[index]
+    ctx = Transcript.open(path, "demo-1").context_messages()
+    assert ctx[0][1].content == compaction_summary_text(
+        "The user asked about the billing cutover; it is on the 14th."
+    )
+    assert [(eid, m.content) for eid, m in ctx[1:]] == [("0a1b2c3d", "The cutover is on the 14th.")]
+    assert ctx[1][1].usage is not None and ctx[1][1].usage.total_tokens == 1299
