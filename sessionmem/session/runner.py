@@ -194,11 +194,13 @@ class Session:
 
     def run_turn_sync(self, text: str) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run_turn(text))
-        raise UsageError("run_turn_sync() cannot be called from a running event loop; use await run_turn()")
+        _check_no_running_loop("run_turn_sync")
+        return asyncio.run(self.run_turn(text))
+
+    def compact_sync(self, instructions: str | None = None) -> CompactionResult:
+        """Blocking :meth:`compact`; refuses to run inside an event loop."""
+        _check_no_running_loop("compact_sync")
+        return asyncio.run(self.compact(instructions))
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:
         """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none)."""
@@ -468,6 +470,14 @@ async def compact_through_gate(
     return CompactionResult(
         result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
     )
+
+
+def _check_no_running_loop(name: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UsageError(f"{name}() cannot be called from a running event loop; await the async method instead")
 
 
 def _now() -> Any:

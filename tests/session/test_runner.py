@@ -1,0 +1,303 @@
+"""The session runner end to end with the scripted model and real files: replies, NO_REPLY, tools,
+sessions.json figures, the gate on manual and overflow compaction, failures that must not lose history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionmem.errors import ContextWindowExceeded, ModelError, UsageError
+from sessionmem.messages import ToolCall
+from sessionmem.model.base import ModelRequest
+from sessionmem.model.scripted import ScriptedModel, count_request_tokens, flush_aware, flush_write
+from sessionmem.session.events import CompactionEvent, FlushEvent, ToolCallEvent, TurnEvent
+from sessionmem.session.tools import tool
+from tests.scenarios.harness import (
+    flush_prompt_requests,
+    make_runner,
+    orphan_tool_messages,
+    small_config,
+    store_entry,
+    transcript_lines,
+)
+
+BIG = small_config(window=100_000, keep=60)
+
+
+def words(n: int, tag: str = "w") -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+def test_turn_reply_transcript_and_sessions_json(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["Hello! How can I help?"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG)
+    session = runner.open()
+    result = session.run_turn_sync("hi there")
+    assert result.reply == "Hello! How can I help?"
+    lines = transcript_lines(session.transcript.path)
+    assert [line["type"] for line in lines] == ["session", "message", "message"]
+    assert lines[1]["message"]["content"] == "hi there"
+    assert lines[2]["message"]["content"][0]["text"] == "Hello! How can I help?"
+    entry = store_entry(runner)
+    prompt_tokens = count_request_tokens(model.calls[0])
+    assert entry["totalTokens"] == entry["inputTokens"] == prompt_tokens == result.usage.input
+    assert entry["outputTokens"] == result.usage.output > 0
+    assert entry["totalTokensFresh"] is True
+    assert entry["contextTokens"] == 100_000
+    assert (entry["model"], entry["modelProvider"], entry["chatType"]) == ("scripted", "scripted", "direct")
+    assert entry["sessionFile"] == str(session.transcript.path)
+
+
+def test_no_reply_is_silent_and_a_trailing_token_is_stripped(tmp_path: Path, workspace: Path) -> None:
+    runner, recorder = make_runner(
+        ScriptedModel(["NO_REPLY", "Saved it.\n\nNO_REPLY"]), tmp_path, workspace, BIG
+    )
+    session = runner.open()
+    assert session.run_turn_sync("ok, thanks").reply is None
+    assert session.run_turn_sync("remember tea").reply == "Saved it."
+    assert [e.reply for e in recorder.events if isinstance(e, TurnEvent)] == [None, "Saved it."]
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+@tool
+def broken(x: int) -> str:
+    """Always fails."""
+    raise RuntimeError("database offline")
+
+
+def test_tool_results_and_errors_go_back_to_the_model(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(
+        [
+            ToolCall("1", "lookup", {"q": "tea"}),
+            ToolCall("2", "broken", {"x": 1}),
+            ToolCall("3", "nope", {}),
+            "done",
+        ]
+    )
+    runner, recorder = make_runner(model, tmp_path, workspace, BIG, tools=[lookup, broken])
+    result = runner.open().run_turn_sync("find tea")
+    assert result.reply == "done"
+    answers = [call.messages[-1] for call in model.calls[1:]]
+    assert [(m.role, m.content, m.is_error) for m in answers[:1]] == [("tool", "found tea", False)]
+    assert answers[1].is_error and "database offline" in answers[1].content
+    assert answers[2].is_error and answers[2].content.startswith("Unknown tool: nope.")
+    assert "lookup" in {t["function"]["name"] for t in model.calls[0].tools}
+    assert [(e.name, e.is_error) for e in recorder.events if isinstance(e, ToolCallEvent)] == [
+        ("lookup", False),
+        ("broken", True),
+        ("nope", True),
+    ]
+
+
+def test_tool_loop_is_bounded(tmp_path: Path, workspace: Path) -> None:
+    counter = iter(range(1000))
+    model = ScriptedModel(responder=lambda r: ToolCall(f"c{next(counter)}", "lookup", {"q": "again"}))
+    config = small_config(window=100_000, maxToolIterations=3)
+    runner, recorder = make_runner(model, tmp_path, workspace, config, tools=[lookup])
+    result = runner.open().run_turn_sync("loop forever")
+    assert len(model.calls) == 3
+    assert result.stopped == "max_tool_iterations"
+    assert result.reply == "Stopped after 3 tool iterations without a final answer (maxToolIterations = 3)."
+    assert [e.stopped for e in recorder.events if isinstance(e, TurnEvent)] == ["max_tool_iterations"]
+
+
+def test_sync_wrapper_refuses_a_running_loop(tmp_path: Path, workspace: Path) -> None:
+    runner, _ = make_runner(ScriptedModel(["a", "b"]), tmp_path, workspace, BIG)
+    session = runner.open()
+
+    async def inside() -> None:
+        with pytest.raises(UsageError, match="running event loop"):
+            session.run_turn_sync("hi")
+        assert (await session.run_turn("hi")).reply == "a"
+
+    asyncio.run(inside())
+
+
+def test_event_callbacks_async_and_failing(tmp_path: Path, workspace: Path, caplog: Any) -> None:
+    seen: list[str] = []
+
+    async def on_event(event: Any) -> None:
+        seen.append(event.kind)
+        raise ValueError("callback bug")
+
+    runner, _ = make_runner(ScriptedModel(["fine"]), tmp_path, workspace, BIG)
+    runner.on_event = on_event
+    with caplog.at_level(logging.ERROR):
+        assert runner.open().run_turn_sync("hi").reply == "fine"
+    assert seen == ["turn"]
+    assert "on_event callback failed" in caplog.text
+
+
+def chat(session: Any, turns: int, size: int = 40) -> None:
+    for i in range(turns):
+        session.run_turn_sync(f"turn {i}: " + words(size))
+
+
+def test_manual_compact_flushes_first_and_records_the_cycle(tmp_path: Path, workspace: Path) -> None:
+    today = "memory/2026-11-22.md"
+    model = ScriptedModel(
+        responder=flush_aware(
+            lambda r: "noted " + words(20), flush=flush_write(today, "- user likes green tea\n")
+        )
+    )
+    runner, recorder = make_runner(model, tmp_path, workspace, BIG)
+    session = runner.open()
+    chat(session, 6)
+    from freezegun import freeze_time
+
+    with freeze_time("2026-11-22 10:00:00"):
+        result = session.compact_sync("the user's drink preferences")
+    assert result.ok and result.flushed
+    purposes = [c.purpose for c in model.calls]
+    assert purposes[-3:] == ["flush", "flush", "compaction"]
+    assert len(flush_prompt_requests(model.calls)) == 1
+    assert model.calls[-1].messages[1].content.endswith("Additional focus: the user's drink preferences")
+    assert (workspace / today).read_text() == "- user likes green tea\n"
+    entry = store_entry(runner)
+    assert entry["compactionCount"] == 1 and entry["memoryFlushCompactionCount"] == 0
+    assert isinstance(entry["memoryFlushAt"], int)
+    kinds = [e.kind for e in recorder.events if e.kind in ("flush", "compaction")]
+    assert kinds == ["flush", "compaction"]
+    compaction = next(e for e in recorder.events if isinstance(e, CompactionEvent))
+    assert entry["totalTokens"] == compaction.tokens_after < compaction.tokens_before
+    assert entry["totalTokensFresh"] is True and "inputTokens" not in entry
+    lines = transcript_lines(session.transcript.path)
+    assert next(line for line in lines if line["type"] == "compaction")["firstKeptEntryId"] == (
+        compaction.first_kept_entry_id
+    )
+    # The next call sees the summary first, then the kept messages.
+    session.run_turn_sync("what do I like?")
+    sent = model.calls[-1].messages
+    assert sent[1].content.startswith("The conversation history before this point was compacted")
+
+
+def overflow_model(limit: int, today: str, summary_fails: bool = False) -> ScriptedModel:
+    def respond(request: ModelRequest) -> Any:
+        if request.purpose == "compaction":
+            if summary_fails:
+                raise ModelError("summariser down")
+            return "## Decisions\n- keep going"
+        if count_request_tokens(request) > limit:
+            raise ContextWindowExceeded(f"prompt over {limit}")
+        if request.purpose == "flush":
+            return flush_write(today, "- overflow fact\n")(request)
+        return "ok " + words(10)
+
+    return ScriptedModel(responder=respond)
+
+
+def test_overflow_compacts_through_the_gate_and_the_next_cycle_flushes_again(
+    tmp_path: Path, workspace: Path
+) -> None:
+    today = "memory/2026-11-22.md"
+    model = overflow_model(1500, today)
+    config = small_config(window=100_000, keep=300, timezone="UTC")
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    from freezegun import freeze_time
+
+    with freeze_time("2026-11-22 10:00:00"):
+        replies = [session.run_turn_sync(f"turn {i}: " + words(60)).reply for i in range(30)]
+    assert all(r and r.startswith("ok ") for r in replies)  # every user turn was answered
+    flushes = [e for e in recorder.events if isinstance(e, FlushEvent)]
+    compactions = [e for e in recorder.events if isinstance(e, CompactionEvent)]
+    assert len(compactions) >= 3
+    assert all(c.reason == "overflow" for c in compactions)
+    # The flush's own call overflows and is compacted; the flush still belongs to the cycle it started in,
+    # so every cycle gets its flush (OpenClaw #12590 skipped every other one).
+    assert [f.compaction_count for f in flushes] == list(range(len(compactions)))
+    assert all(f.error is None for f in flushes)
+    assert (workspace / today).read_text().count("- overflow fact") == 1  # repeated notes not duplicated
+    entry = store_entry(runner)
+    assert entry["compactionCount"] == len(compactions)
+
+
+def test_second_overflow_is_a_clear_error(tmp_path: Path, workspace: Path) -> None:
+    model = overflow_model(50, "memory/2026-11-22.md")
+    runner, _ = make_runner(model, tmp_path, workspace, small_config(window=100_000, keep=10))
+    session = runner.open()
+    with pytest.raises(ContextWindowExceeded, match="after one compact-and-retry attempt"):
+        session.run_turn_sync("a long question " + words(100))
+
+
+def test_failed_summary_leaves_history_untouched(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok", summary=lambda r: ""))
+    runner, recorder = make_runner(model, tmp_path, workspace, BIG)
+    session = runner.open()
+    chat(session, 5)
+    before_context = list(session.context)
+    result = session.compact_sync()
+    assert not result.ok and "empty summary" in (result.error or "")
+    assert session.context[: len(before_context)] == before_context
+    assert not [line for line in transcript_lines(session.transcript.path) if line["type"] == "compaction"]
+    assert store_entry(runner)["compactionCount"] == 0
+    assert recorder.kinds("compaction", "compaction_failed") == ["compaction_failed"]
+    assert session.run_turn_sync("still there?").reply == "ok"
+
+
+def test_flush_output_never_reaches_the_user(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(
+        responder=flush_aware(lambda r: "answer " + words(30), flush="I saved your notes! FLUSH-TEXT")
+    )
+    runner, recorder = make_runner(
+        model, tmp_path, workspace, small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    )
+    session = runner.open()
+    results = [session.run_turn_sync(f"q{i} " + words(50)) for i in range(25)]
+    assert flush_prompt_requests(model.calls), "the scenario must reach the flush"
+    assert all("FLUSH-TEXT" not in (r.reply or "") for r in results)
+    assert all("FLUSH-TEXT" not in (e.reply or "") for e in recorder.events if isinstance(e, TurnEvent))
+    # The transcript records the flush turn (prompt + answer), as OpenClaw does.
+    text = session.transcript.path.read_text()
+    assert "Pre-compaction memory flush." in text and "FLUSH-TEXT" in text
+
+
+def test_tool_pairs_survive_compaction(tmp_path: Path, workspace: Path) -> None:
+    ids = iter(range(10_000))
+
+    def respond(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "user":
+            return [
+                ToolCall(f"t{next(ids)}", "lookup", {"q": words(15)}),
+                ToolCall(f"t{next(ids)}", "lookup", {"q": "x"}),
+            ]
+        return "answer " + words(25)
+
+    model = ScriptedModel(responder=flush_aware(respond))
+    config = small_config(window=2500, reserve=400, floor=400, soft=200, keep=300)
+    runner, recorder = make_runner(model, tmp_path, workspace, config, tools=[lookup])
+    session = runner.open()
+    chat(session, 30, size=30)
+    assert len(recorder.kinds("compaction")) >= 2
+    first = next(i for i, c in enumerate(model.calls) if c.purpose == "compaction")
+    after = [c for c in model.calls[first + 1 :] if c.purpose != "compaction"]
+    assert after and all(orphan_tool_messages(c) == [] for c in after)
+    assert all(count_request_tokens(c) <= 2500 for c in model.calls)
+
+
+def test_memory_tools_and_memory_md_only_in_private_sessions(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("# Memory\n- the user's cat is called Miso\n")
+    model = ScriptedModel(["a", "b"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG)
+    runner.open().run_turn_sync("hi")
+    runner.open("agent:main:discord:group:42").run_turn_sync("hi all")
+    private, group = model.calls
+    private_tools = {t["function"]["name"] for t in private.tools}
+    group_tools = {t["function"]["name"] for t in group.tools}
+    assert {"memory_append_daily", "memory_write", "memory_get"} <= private_tools
+    assert "memory_write" not in group_tools and "memory_get" in group_tools
+    assert "Miso" in private.messages[0].content and "Miso" not in group.messages[0].content
+    assert "## Silent Replies" in group.messages[0].content
+    store = json.loads(runner.store.path.read_text())
+    assert store["agent:main:discord:group:42"]["chatType"] == "group"
