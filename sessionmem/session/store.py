@@ -36,15 +36,39 @@ log = logging.getLogger(__name__)
 
 # --- The lock ------------------------------------------------------------------------------------
 
+
+class _PathLock:
+    """This process's hold on one lock file: a re-entrant thread lock and the nesting depth.
+
+    Shared by every :class:`StoreLock` on the same path, so two store objects for one file nest
+    correctly instead of mistaking each other's lock file for a stale one.
+    """
+
+    def __init__(self) -> None:
+        self.rlock = threading.RLock()
+        self.depth = 0  # guarded by rlock
+
+
 _REGISTRY_GUARD = threading.Lock()
-_THREAD_LOCKS: dict[str, threading.RLock] = {}
+_PATH_LOCKS: dict[str, _PathLock] = {}
 _ACTIVE = threading.local()  # open transactions of this thread, by store path
 
 
-def _thread_lock_for(path: Path) -> threading.RLock:
+def _path_lock_for(path: Path) -> _PathLock:
     key = os.path.abspath(path)
     with _REGISTRY_GUARD:
-        return _THREAD_LOCKS.setdefault(key, threading.RLock())
+        return _PATH_LOCKS.setdefault(key, _PathLock())
+
+
+def _reset_after_fork() -> None:
+    # A forked child holds no lock files, whatever its parent's threads held at fork time.
+    global _REGISTRY_GUARD
+    _REGISTRY_GUARD = threading.Lock()
+    _PATH_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -70,29 +94,30 @@ class StoreLock:
         self.path = path
         self.timeout_s = timeout_s
         self.stale_after_s = stale_after_s
-        self._rlock = _thread_lock_for(path)
-        self._depth = 0  # guarded by _rlock
+        self._held = _path_lock_for(path)
 
     def __enter__(self) -> StoreLock:
-        if not self._rlock.acquire(timeout=self.timeout_s):
+        held = self._held
+        if not held.rlock.acquire(timeout=self.timeout_s):
             raise StoreLockTimeout(str(self.path), self.timeout_s)
         try:
-            if self._depth == 0:
+            if held.depth == 0:
                 self._acquire_file()
-            self._depth += 1
+            held.depth += 1
         except BaseException:
-            self._rlock.release()
+            held.rlock.release()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
+        held = self._held
         try:
-            self._depth -= 1
-            if self._depth == 0:
+            held.depth -= 1
+            if held.depth == 0:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path)
         finally:
-            self._rlock.release()
+            held.rlock.release()
 
     def _acquire_file(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -174,6 +174,16 @@ def test_lock_is_reentrant_within_a_thread(store: SessionStore) -> None:
     assert set(store.all()) == {"agent:main:a", "agent:main:b"}  # the nested write was not lost
 
 
+def test_two_store_objects_for_one_file_nest_without_stealing_the_lock(store: SessionStore) -> None:
+    other = SessionStore(store.path)
+    with store.transaction() as entries:
+        entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
+        other.patch("agent:main:b", session_id="b")
+        assert store._lock.path.exists()  # still held by the outer transaction
+    assert not store._lock.path.exists()
+    assert set(other.all()) == {"agent:main:a", "agent:main:b"}
+
+
 def _dead_pid() -> int:
     proc = multiprocessing.get_context("fork").Process(target=lambda: None)
     proc.start()
