@@ -308,7 +308,7 @@ class Transcript:
             if parent_session is not None:
                 header["parentSession"] = parent_session
             if not any_line:  # a new (or empty, or wholly unreadable) file gets its header first
-                _append_line(p, header)
+                _append_line(p, header, only_if_empty=True)
         return cls(p, session_id, header, ids, leaf)
 
     @property
@@ -326,7 +326,7 @@ class Transcript:
     def _append(self, etype: str, fields: dict[str, Any]) -> str:
         eid = self._new_id()
         entry = {"type": etype, "id": eid, "parentId": self._leaf, "timestamp": iso_now(), **fields}
-        _append_line(self.path, entry)
+        _append_line(self.path, entry, header=self.header)
         self._leaf = eid
         return eid
 
@@ -429,8 +429,15 @@ def _ms_from_iso(text: str) -> int | None:
         return None
 
 
-def _append_line(path: Path, obj: dict[str, Any]) -> None:
-    """Append ``obj`` as one line with one ``os.write``; repair a torn last line first."""
+def _append_line(
+    path: Path, obj: dict[str, Any], *, header: dict[str, Any] | None = None, only_if_empty: bool = False
+) -> None:
+    """Append ``obj`` as one line with one ``os.write``; repair a torn last line first.
+
+    ``header`` is written first when the file is empty (it was archived or deleted under us), so a
+    transcript never lacks its header. ``only_if_empty`` writes nothing unless the file is empty (two
+    processes creating one transcript write one header).
+    """
     line = orjson.dumps(obj) + b"\n"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -442,6 +449,10 @@ def _append_line(path: Path, obj: dict[str, Any]) -> None:
             # seen half-way (i_size grows page by page) would make us add a needless blank line.
             fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
+        if only_if_empty and size > 0:
+            return
+        if size == 0 and header is not None:
+            line = orjson.dumps(header) + b"\n" + line
         if size > 0:
             # Trigger: a writer died mid-line. Why: our line must start on a fresh line.
             # Outcome: the fragment stays alone on its (skipped) line and ours parses.

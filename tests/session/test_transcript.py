@@ -137,6 +137,16 @@ def test_malformed_lines_and_a_torn_last_line_are_skipped(tmp_path: Path) -> Non
     assert [m.content for m in Transcript.open(path, "s").messages()] == ["one", "two", "three"]
 
 
+def test_append_after_the_file_was_archived_starts_a_file_with_a_header(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    t = Transcript.open(path, "s", session_key="agent:main:main")
+    t.append_message(Message.user("before"))
+    path.rename(tmp_path / "s.jsonl.reset.2026-11-22T10-00-00.000Z")
+    t.append_message(Message.user("after"))
+    assert read_header(path)["sessionKey"] == "agent:main:main"  # type: ignore[index]
+    assert [m.content for m in Transcript.open(path, "s").messages()] == ["after"]
+
+
 def test_reader_of_a_missing_file_gets_nothing(tmp_path: Path) -> None:
     assert list(read_entries(tmp_path / "nope.jsonl")) == []
     assert read_header(tmp_path / "nope.jsonl") is None
