@@ -28,7 +28,7 @@ from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
 
 if TYPE_CHECKING:
     from sessionmem.memory.embedding import EmbedderSelection
-    from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.index import IndexStatus, MemoryIndex, SyncReport
 
 MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
 
@@ -71,9 +71,19 @@ def memory() -> None:
 
 
 def _selection(app: Context) -> EmbedderSelection:
-    from sessionmem.memory.embed import select_embedder
+    """Choose the embedding provider here, from the resolved environment (not ``os.environ``)."""
+    from sessionmem.memory.embedding import EmbedderSelection
 
-    return select_embedder(app.agent.memory_search, app.env)
+    settings = app.agent.memory_search
+    try:
+        from sessionmem.memory.embed import select_embedder
+    except ModuleNotFoundError as exc:
+        # Only a missing providers module degrades to FTS-only; any other import error is a bug to show.
+        if not (exc.name or "").startswith("sessionmem.memory.embed"):
+            raise
+        return EmbedderSelection(None, settings.provider, reason=f"embedding providers unavailable ({exc})")
+    selection: EmbedderSelection = select_embedder(settings, app.env)
+    return selection
 
 
 @contextmanager
@@ -359,3 +369,229 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
                 f"no such memory file: {target.display} (looked in {target.path.parent})"
             )
     click.echo(text, nl=not text.endswith("\n"))
+
+
+# ---------------------------------------------------------------------------- index
+
+
+@memory.command("index")
+@click.option("--force", is_flag=True, help="Rebuild from every file, not only the changed ones.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sync report as one JSON object.")
+@click.pass_context
+def index_command(ctx: click.Context, force: bool, as_json: bool) -> None:
+    """Bring the index in line with the Markdown files (only changed files are read).
+
+    A progress bar is drawn on stderr when it is a terminal; the summary goes to stdout.
+
+    \b
+    Examples:
+      sessionmem memory index
+      sessionmem memory index --force --json
+    """
+    app = output.resolved(ctx)
+    with open_index(app) as index:
+        report = sync_with_progress(index, app.agent_id, force=force)
+    if as_json:
+        output.echo_json(sync_report_json(report, app.agent_id))
+        return
+    for issue in report.issues:
+        output.echo_err(f"warning: {issue}")
+    click.echo(format_sync_summary(app.agent_id, report))
+
+
+def sync_with_progress(index: MemoryIndex, agent_id: str, *, force: bool) -> SyncReport:
+    from sessionmem.errors import MemoryIndexError
+
+    try:
+        with output.progress_bar(f"Indexing memory ({agent_id})") as progress:
+            return index.sync(force=force, progress=progress, reason="cli")
+    except MemoryIndexError as exc:
+        raise output.CommandFailed(f"Memory index failed ({agent_id}): {exc}") from exc
+
+
+def sync_report_json(report: SyncReport, agent_id: str) -> dict[str, Any]:
+    return {
+        "agentId": agent_id,
+        "reason": report.reason,
+        "full": report.full,
+        "filesScanned": report.files_scanned,
+        "filesIndexed": report.files_indexed,
+        "filesUnchanged": report.files_unchanged,
+        "filesDeleted": report.files_deleted,
+        "chunksWritten": report.chunks_written,
+        "embedded": report.embedded,
+        "cacheHits": report.cache_hits,
+        "seconds": round(report.seconds, 3),
+        "issues": list(report.issues),
+    }
+
+
+def format_sync_summary(agent_id: str, report: SyncReport) -> str:
+    rebuilt = " (full rebuild)" if report.full else ""
+    return (
+        f"Memory index updated ({agent_id}){rebuilt}: {report.files_indexed} files indexed, "
+        f"{report.files_unchanged} unchanged, {report.files_deleted} deleted, "
+        f"{report.chunks_written} chunks, "
+        f"{report.embedded} embedded ({report.cache_hits} cached) in {report.seconds:.2f} s"
+    )
+
+
+# ---------------------------------------------------------------------------- status
+
+
+@memory.command()
+@click.option("--deep", is_flag=True, help="Also probe the embedding provider (one embed call) and vectors.")
+@click.option("--index", "sync_first", is_flag=True, help="Sync the index first (with progress).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> None:
+    """Show what the index holds, which provider and vector path serve it, and any issues.
+
+    \b
+    Examples:
+      sessionmem memory status
+      sessionmem --agent work memory status --deep --json
+    """
+    app = output.resolved(ctx)
+    selection = _selection(app)
+    with open_index(app, selection) as index:
+        report = sync_with_progress(index, app.agent_id, force=False) if sync_first else None
+        probe = probe_embeddings(selection) if deep else None
+        vector_path = current_vector_path(index, warm=deep)
+        state = index.status()
+    if as_json:
+        data = status_json(state, vector_path, probe)
+        if report is not None:
+            data["sync"] = sync_report_json(report, app.agent_id)
+        output.echo_json(data)
+        return
+    if report is not None:
+        click.echo(format_sync_summary(app.agent_id, report))
+    click.echo(format_status(state, vector_path, probe))
+
+
+def probe_embeddings(selection: EmbedderSelection) -> dict[str, Any]:
+    """One real embed call, timed (OpenClaw's probe embeds ``"ping"``)."""
+    import time
+
+    if selection.embedder is None:
+        return {"ok": False, "error": selection.reason or "no embedding provider (FTS-only mode)"}
+    started = time.perf_counter()
+    try:
+        vector = selection.embedder.embed_query("ping")
+    except Exception as exc:  # any provider failure is the probe's answer, not a crash
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "dims": len(vector), "ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+def current_vector_path(index: MemoryIndex, *, warm: bool) -> dict[str, str]:
+    """The path the next vector query takes and why; ``warm`` loads the matrix first (--deep)."""
+    try:
+        searcher = index._get_searcher()  # the index exposes no public accessor yet
+        if warm:
+            searcher.warm()
+        path = searcher.vector_path
+    except AttributeError:  # pragma: no cover - a different index implementation
+        return {"name": "unknown", "reason": "the index does not report its vector path"}
+    return {"name": str(path.name), "reason": str(path.reason)}
+
+
+def status_json(
+    state: IndexStatus, vector_path: dict[str, str], probe: dict[str, Any] | None
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "agentId": state.agent_id,
+        "provider": state.provider,
+        "requestedProvider": state.provider_requested,
+        "model": state.model,
+        "mode": state.mode,
+        "fallback": (
+            {"from": state.fallback_from, "reason": state.fallback_reason} if state.fallback_from else None
+        ),
+        "providerUnavailableReason": state.fallback_reason if state.mode == "fts-only" else None,
+        "sources": list(state.sources),
+        "extraPaths": list(state.extra_paths),
+        "files": state.files,
+        "chunks": state.chunks,
+        "bySource": {
+            source: {
+                "files": state.files_by_source.get(source, 0),
+                "chunks": state.chunks_by_source.get(source, 0),
+            }
+            for source in sorted({*state.sources, *state.files_by_source, *state.chunks_by_source})
+        },
+        "dirty": state.dirty,
+        "store": state.store_path,
+        "workspace": state.workspace,
+        "vector": {
+            "loaded": state.vector_loaded,
+            "driver": state.vector_driver,
+            "version": state.vector_version,
+            "reason": state.vector_reason,
+            "dims": state.vector_dims,
+            "path": vector_path["name"],
+            "pathReason": vector_path["reason"],
+        },
+        "fts": {"available": state.fts_available, "error": state.fts_error},
+        "cache": {"entries": state.cache_entries, "maxEntries": state.cache_max_entries},
+        "issues": list(state.issues),
+    }
+    if probe is not None:
+        data["embeddingProbe"] = probe
+    return data
+
+
+def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[str, Any] | None) -> str:
+    """The human status block (reference §12's lines, plus the vector path and FTS-only mode)."""
+    fts_only = state.mode == "fts-only"
+    lines = [
+        f"Memory Search ({state.agent_id})",
+        f"Provider: {state.provider} (requested: {state.provider_requested})",
+        f"Model: {state.model}",
+    ]
+    if fts_only:
+        why = f": {state.fallback_reason}" if state.fallback_reason else ""
+        lines.append(f"Mode: fts-only — keyword search only, no embedding provider{why}")
+    else:
+        lines.append("Mode: hybrid (keywords + vectors)")
+    lines += [
+        f"Sources: {', '.join(state.sources) or '(none)'}",
+        f"Extra paths: {', '.join(state.extra_paths) or '(none)'}",
+        f"Indexed: {state.files} files · {state.chunks} chunks",
+    ]
+    by_source = sorted({*state.sources, *state.files_by_source, *state.chunks_by_source})
+    if by_source:
+        lines.append("By source:")
+        for source in by_source:
+            files = state.files_by_source.get(source, 0)
+            chunks = state.chunks_by_source.get(source, 0)
+            lines.append(f"  {source} · {files} files · {chunks} chunks")
+    lines += [
+        f"Dirty: {'yes' if state.dirty else 'no'}",
+        f"Store: {state.store_path}",
+        f"Workspace: {state.workspace}",
+    ]
+    if probe is not None:
+        if probe.get("ok"):
+            lines.append(f"Embeddings: ready ({probe['dims']} dims, probe {probe['ms']:.0f} ms)")
+        else:
+            lines.append(f"Embeddings: unavailable ({probe.get('error')})")
+    if fts_only:
+        lines.append(f"Vector: disabled (FTS-only mode; store: {state.vector_reason})")
+    else:
+        lines.append(f"Vector: {'ready' if state.vector_loaded else 'unavailable'} ({state.vector_reason})")
+    lines.append(f"Vector path: {vector_path['name']} ({vector_path['reason']})")
+    if state.vector_dims is not None:
+        lines.append(f"Vector dims: {state.vector_dims}")
+    fts = "ready" if state.fts_available else f"unavailable ({state.fts_error})"
+    lines.append(f"FTS: {fts}")
+    cap = "unlimited" if state.cache_max_entries is None else str(state.cache_max_entries)
+    lines.append(f"Embedding cache: {state.cache_entries} entries (cap: {cap})")
+    if state.fallback_from:
+        lines.append(f"Fallback: from {state.fallback_from} ({state.fallback_reason or 'no reason given'})")
+    if state.issues:
+        lines.append("Issues:")
+        lines += [f"  - {issue}" for issue in state.issues]
+    else:
+        lines.append("Issues: none")
+    return "\n".join(lines)
