@@ -54,7 +54,10 @@ def chunk_markdown(content: str, tokens: int = 400, overlap: int = 80) -> list[C
     buf: list[tuple[str, int, int]] = []  # (segment, line number, weighted size incl. newline)
     current = 0
 
-    for line_no, line in enumerate(content.split("\n"), start=1):
+    lines = content.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it does not start an empty one
+    for line_no, line in enumerate(lines, start=1):
         for segment, weight in _segments(line, max_chars, tokens):
             size = weight + 1
             if buf and current + size > max_chars:

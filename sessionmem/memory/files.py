@@ -142,31 +142,35 @@ def _walk(ws: Path, root: Path) -> Iterator[tuple[str, MemoryFile]]:
     """Markdown files under ``root`` (a real directory); symlinks and dependency folders skipped.
 
     Why: no symlink is followed, so a file's real path is the root's real path plus its relative
-    part; one ``realpath`` per root instead of one per file keeps a 10,000-file scan cheap.
+    part; one ``realpath`` and one ``relpath`` per root instead of per file keep a 10,000-file
+    scan cheap (DESIGN decision 10).
     """
     root_real = os.path.realpath(root)
-    stack = [(str(root), root_real)]
+    root_rel = os.path.relpath(root, ws).replace(os.sep, "/")
+    stack = [(str(root), root_real, "" if root_rel == "." else root_rel + "/")]
     while stack:
-        folder, folder_real = stack.pop()
+        folder, folder_real, prefix = stack.pop()
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue
         subdirs = []
         for entry in entries:
+            name = entry.name
             try:
                 if entry.is_symlink():
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in IGNORED_DIRS:
-                        subdirs.append((entry.path, os.path.join(folder_real, entry.name)))
+                    if name not in IGNORED_DIRS:
+                        subdirs.append((entry.path, os.path.join(folder_real, name), f"{prefix}{name}/"))
                     continue
-                if not (_is_markdown(entry.name) and entry.is_file(follow_symlinks=False)):
+                if not (_is_markdown(name) and entry.is_file(follow_symlinks=False)):
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished while walking
-            yield os.path.join(folder_real, entry.name), _make(ws, Path(entry.path), st)
+            item = MemoryFile(Path(entry.path), prefix + name, "memory", st.st_mtime_ns, st.st_size)
+            yield os.path.join(folder_real, name), item
         stack.extend(reversed(subdirs))
 
 

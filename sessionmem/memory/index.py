@@ -532,7 +532,9 @@ class MemoryIndex:
                 raise MemoryIndexError(
                     "memory search is not available (sessionmem.memory.search is missing)"
                 ) from exc
-            self._searcher = Searcher(self._reader, self.selection.embedder, self.settings, self._vector)
+            self._searcher = Searcher(
+                self._reader, self.selection.embedder, self.settings, self._vector, workspace=self.workspace
+            )
         return self._searcher
 
     def _count(self, table: str, source: str | None = None) -> int:
