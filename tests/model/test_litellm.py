@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ TOOLS = (
 )
 
 
-def model_for(server: OpenAIServer, **kw: object) -> LiteLLMModel:
+def model_for(server: OpenAIServer, **kw: Any) -> LiteLLMModel:
     return LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test", num_retries=0, **kw)
 
 

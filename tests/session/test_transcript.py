@@ -8,6 +8,7 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -188,7 +189,7 @@ def test_compaction_that_keeps_nothing_leaves_only_the_summary_and_later_message
     assert [m.content for m in t.messages()] == [compaction_summary_text("all of it"), "b"]
 
 
-def _append_forever(path: str, ready: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
+def _append_forever(path: str, ready: Any) -> None:
     t = Transcript.open(path, "killed")
     filler = "x" * 2000
     i = 0
@@ -208,6 +209,7 @@ def test_writer_killed_mid_append_leaves_a_readable_transcript(tmp_path: Path) -
     proc.start()
     assert ready.wait(20)
     time.sleep(0.05)
+    assert proc.pid is not None
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(10)
 
