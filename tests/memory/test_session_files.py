@@ -220,3 +220,39 @@ def test_observe_file_reads_size_and_newlines(tmp_path: Path) -> None:
     tracker = SessionDeltaTracker(delta_bytes=10_000_000, delta_messages=50)
     assert tracker.observe_file(path) is True
     assert tracker.state(path).pending_messages == 11
+
+
+RECORDED = sorted((Path(__file__).resolve().parents[2] / "transcripts").glob("*.jsonl"))
+
+
+def test_recorded_transcripts_are_well_formed() -> None:
+    """The recorded conversations drive replay and the demo: valid v3 files, tool calls paired."""
+    assert len(RECORDED) >= 2
+    for path in RECORDED:
+        lines = [json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines()]
+        header, entries = lines[0], lines[1:]
+        assert header["type"] == "session" and header["version"] == 3 and header["sessionKey"]
+        ids = [e["id"] for e in entries]
+        assert len(set(ids)) == len(ids) and all(len(i) == 8 for i in ids), path.name
+        assert [e["parentId"] for e in entries] == [None, *ids[:-1]], path.name
+        messages = [e["message"] for e in entries if e["type"] == "message"]
+        assert 40 <= len(messages) <= 120, path.name
+        assert messages[0]["role"] == "user" and messages[-1]["role"] == "assistant", path.name
+        pending: list[str] = []
+        for message in messages:
+            if message["role"] == "toolResult":
+                assert message["toolCallId"] == pending.pop(0), path.name
+                continue
+            assert not pending, f"{path.name}: tool call without result"
+            if message["role"] == "assistant":
+                pending = [b["id"] for b in message["content"] if b["type"] == "toolCall"]
+        entry = build_session_entry(path)
+        assert entry.content and None not in entry.dates
+
+
+def test_recorded_secret_is_redacted_when_flattened() -> None:
+    [billing] = [p for p in RECORDED if p.name == "billing-migration.jsonl"]
+    raw = billing.read_text(encoding="utf-8")
+    content = build_session_entry(billing).content
+    assert "Wint3r-Lantern-42" in raw and "Wint3r-Lantern-42" not in content
+    assert "sk_test_51FwDemoKey" in raw and "sk_test_51FwDemoKey" not in content
