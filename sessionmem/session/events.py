@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sessionmem.messages import Usage, now_ms
+from sessionmem.messages import Message, Usage, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,29 @@ class MemoryWriteEvent(Event):
     path: str = ""  # workspace-relative
     mode: Literal["append", "replace"] = "append"
     chars: int = 0
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: str | None  # what the user receives; None when the model stayed silent
+    messages: tuple[Message, ...]  # everything this turn appended (user, assistant, tool results)
+    usage: Usage
+    events: tuple[Event, ...]
+    stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
+    command: str | None = None  # "new" | "reset" | "compact" | "status" when the message was a command
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    ok: bool
+    reason: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    error: str | None = None  # why it failed or was skipped
+    flushed: bool = False  # the gate ran the flush first
 
 
 EventCallback = Callable[[Event], Awaitable[None] | None]

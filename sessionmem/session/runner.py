@@ -25,29 +25,26 @@ from typing import Any, Literal
 
 from sessionmem.config import Config
 from sessionmem.errors import ContextWindowExceeded, UsageError
-from sessionmem.messages import Message, Usage, now_ms
+from sessionmem.messages import Message, Usage
 from sessionmem.model.base import Model, ModelRequest
 from sessionmem.session import keys
-from sessionmem.session.compaction import CompactionFailed, plan_compaction, repair_tool_pairs, summarize
+from sessionmem.session.compaction import repair_tool_pairs
 from sessionmem.session.events import (
-    CompactionEvent,
-    CompactionFailedEvent,
+    CompactionResult,
     Event,
     EventCallback,
-    FlushEvent,
     FlushSkippedEvent,
     ToolCallEvent,
     TurnEvent,
+    TurnResult,
     deliver,
 )
 from sessionmem.session.flush import (
     compaction_threshold,
-    cycle_flushed,
-    flush_prompts,
-    guard_reason,
     should_flush,
     workspace_writable,
 )
+from sessionmem.session.gate import compact_through_gate, flush_if_unflushed, run_flush
 from sessionmem.session.memory_tools import SessionTools
 from sessionmem.session.noreply import deliverable_reply
 from sessionmem.session.projection import (
@@ -64,27 +61,6 @@ from sessionmem.session.tools import Tool, dispatch
 from sessionmem.session.transcript import Transcript
 
 TurnKind = Literal["turn", "flush"]
-CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
-ROTATION_REASONS = ("new", "reset", "daily", "idle")
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    reply: str | None  # what the user receives; None when the model stayed silent
-    messages: tuple[Message, ...]  # everything this turn appended (user, assistant, tool results)
-    usage: Usage
-    events: tuple[Event, ...]
-    stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    ok: bool
-    reason: str
-    tokens_before: int = 0
-    tokens_after: int = 0
-    error: str | None = None  # why it failed or was skipped
-    flushed: bool = False  # the gate ran the flush first
 
 
 @dataclass
@@ -126,10 +102,15 @@ class SessionRunner:
         self.heartbeat = heartbeat
         self.system_prompt = system_prompt
         self.store = SessionStore.for_agent(self.state_dir, self.agent_id)
+        self._sessions: dict[str, Session] = {}
 
     def open(self, session_key: str | None = None) -> Session:
-        """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new."""
+        """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new.
+
+        The same key gives the same :class:`Session` object, so two callers share one context."""
         key = keys.normalize_key(session_key or keys.default_key(self.agent_id))
+        if key in self._sessions:
+            return self._sessions[key]
         entry = self.store.get(key)
         if entry is None:
             session_id = str(uuid.uuid4())
@@ -145,7 +126,8 @@ class SessionRunner:
             entry.session_file or keys.transcript_path(self.state_dir, self.agent_id, entry.session_id)
         )
         transcript = Transcript.open(path, entry.session_id, self.workspace, session_key=key)
-        return Session(self, key, transcript, entry)
+        self._sessions[key] = Session(self, key, transcript, entry)
+        return self._sessions[key]
 
     session = open
 
@@ -156,16 +138,21 @@ class Session:
     def __init__(self, runner: SessionRunner, key: str, transcript: Transcript, entry: SessionEntry) -> None:
         self.runner = runner
         self.key = key
+        self.context_window = resolve_context_window(runner.agent, runner.model)
+        self.tools = SessionTools(runner, key, self._queue_event)
+        self._events: list[Event] = []
+        self._queued: list[Event] = []
+        self._busy = False
+        self.attach(transcript, entry)
+
+    def attach(self, transcript: Transcript, entry: SessionEntry) -> None:
+        """Point this session at ``transcript`` / ``entry`` (used on open and when a rotation starts a new
+        transcript): the context, token caches and system prompt are rebuilt from them."""
         self.transcript = transcript
         self.entry = entry
         self.counter = TokenCounter()
         self.context, self._stale = context_state(transcript)
-        self.context_window = resolve_context_window(runner.agent, runner.model)
-        self.tools = SessionTools(runner, key, self._queue_event)
         self.system_prompt = self.tools.system_prompt()
-        self._events: list[Event] = []
-        self._queued: list[Event] = []
-        self._busy = False
 
     # ---------------------------------------------------------------- public API
 
@@ -175,6 +162,10 @@ class Session:
             raise UsageError(f"session {self.key} is already running a turn; await it first")
         self._busy, self._events = True, []
         try:
+            outcome = await self._before_turn(text)
+            if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
+                return outcome
+            text = outcome
             await self._preflight(Message.user(text))
             state = await self._turn(Message.user(text), kind="turn")
             await self._compact_if_over_threshold()
@@ -217,6 +208,14 @@ class Session:
 
     # ---------------------------------------------------------------- the turn
 
+    async def _before_turn(self, text: str) -> TurnResult | str:
+        """Slash commands and stale-session rotation (sessionmem.session.commands), when installed."""
+        try:
+            from sessionmem.session import commands, lifecycle  # noqa: F401  (lifecycle: rotation)
+        except ImportError:
+            return text
+        return await commands.before_turn(self, text)
+
     async def _preflight(self, pending: Message) -> None:
         projected = self.projection([pending]).tokens
         cfg = self.runner.agent.compaction
@@ -234,7 +233,7 @@ class Session:
         if decision.skipped:
             await self._emit(FlushSkippedEvent(session_key=self.key, reason=decision.reason))
         elif decision.run:
-            await self._flush(decision.reason)
+            await run_flush(self, decision.reason)
 
     async def _turn(self, user: Message, *, kind: TurnKind, system_extra: str = "") -> _TurnState:
         state = _TurnState(kind)
@@ -284,6 +283,8 @@ class Session:
             try:
                 reply = await self.runner.model.complete(request)
             except ContextWindowExceeded as exc:
+                if not self.runner.agent.compaction.enabled:
+                    raise
                 if attempt == 2:
                     raise ContextWindowExceeded(
                         f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
@@ -337,81 +338,6 @@ class Session:
             if threshold > 0 and self.projection().tokens >= threshold:
                 await compact_through_gate(self, "threshold")
 
-    async def _flush(self, reason: str) -> None:
-        """The silent flush turn; recorded against the cycle it starts in (DESIGN 2)."""
-        cycle = self.entry.compaction_count
-        self.entry = self.runner.store.patch(
-            self.key, memory_flush_compaction_count=cycle, memory_flush_at=now_ms()
-        )
-        agent = self.runner.agent
-        prompts = flush_prompts(agent.compaction.memory_flush, _now(), agent.user_timezone)
-        self.tools.flush_target = prompts.relative_path
-        error = None
-        try:
-            await self._turn(Message.user(prompts.prompt), kind="flush", system_extra=prompts.system_prompt)
-        except Exception as exc:  # a failed flush must not cost the user their turn
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.tools.flush_target = None
-        await self._emit(
-            FlushEvent(
-                session_key=self.key,
-                reason=reason,
-                path=prompts.relative_path,
-                compaction_count=cycle,
-                error=error,
-            )
-        )
-
-    async def _compact_now(self, reason: str, instructions: str | None) -> CompactionResult:
-        cfg = self.runner.agent.compaction
-        keep = cfg.keep_recent_tokens
-        threshold = compaction_threshold(self.context_window, cfg)
-        if threshold > 0:  # keeping more than half the usable window would make compaction pointless
-            keep = min(keep, max(1, threshold // 2))
-        plan = plan_compaction(self.context, self.counter, keep)
-        if plan is None:
-            return CompactionResult(False, reason, error="nothing to compact")
-        try:
-            summary = await summarize(
-                self.runner.model,
-                plan,
-                instructions=instructions,
-                reserve_tokens=cfg.effective_reserve_tokens(),
-            )
-        except CompactionFailed as exc:
-            await self._emit(CompactionFailedEvent(session_key=self.key, reason=reason, error=str(exc)))
-            return CompactionResult(False, reason, error=str(exc))
-        tokens_before = self.counter.count_all(self.context) + self.counter.count(
-            Message.system(self.system_prompt)
-        )
-        self.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before)
-        self.context, self._stale = context_state(self.transcript)
-        self.system_prompt = self.tools.system_prompt()
-        tokens_after = self.projection().tokens
-        count = self.entry.compaction_count + 1
-        self.entry = self.runner.store.patch(
-            self.key,
-            compaction_count=count,
-            total_tokens=tokens_after,
-            total_tokens_fresh=True,
-            input_tokens=None,
-            output_tokens=None,
-            cache_read=None,
-            cache_write=None,
-        )
-        await self._emit(
-            CompactionEvent(
-                session_key=self.key,
-                reason=reason,
-                tokens_before=tokens_before,
-                tokens_after=tokens_after,
-                compaction_count=count,
-                first_kept_entry_id=plan.first_kept_entry_id,
-            )
-        )
-        return CompactionResult(True, reason, tokens_before, tokens_after)
-
     # ---------------------------------------------------------------- helpers
 
     def _guards(self) -> dict[str, bool]:
@@ -437,41 +363,6 @@ class Session:
         await deliver(self.runner.on_event, event)
 
 
-async def flush_if_unflushed(session: Session, reason: str) -> bool:
-    """Run the silent flush unless this compaction cycle already had one, the flush is disabled, or a
-    guardrail forbids it (reported as a ``flush_skipped`` event). True when a flush ran."""
-    flush_cfg = session.runner.agent.compaction.memory_flush
-    if not flush_cfg.enabled or cycle_flushed(session._entry_dict()):
-        return False
-    guard = guard_reason(**session._guards())
-    if guard is not None:
-        await session._emit(FlushSkippedEvent(session_key=session.key, reason=f"{guard} (before {reason})"))
-        return False
-    await session._flush(f"before {reason} compaction")
-    return True
-
-
-async def compact_through_gate(
-    session: Session, reason: CompactionReason, instructions: str | None = None
-) -> CompactionResult:
-    """The one way to compact (DESIGN 1): flush first if this cycle is unflushed, then summarise.
-
-    For rotations (new/reset/daily/idle) the caller archives the transcript itself; the gate only flushes.
-    A compaction that already happened during the flush (the flush overflowed) is not repeated for
-    threshold/overflow reasons.
-    """
-    before = session.entry.compaction_count
-    flushed = await flush_if_unflushed(session, reason)
-    if reason in ROTATION_REASONS:
-        return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
-    if reason != "manual" and session.entry.compaction_count > before:
-        return CompactionResult(True, reason, flushed=flushed)
-    result = await session._compact_now(reason, instructions)
-    return CompactionResult(
-        result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
-    )
-
-
 def _check_no_running_loop(name: str) -> None:
     try:
         asyncio.get_running_loop()
@@ -480,7 +371,11 @@ def _check_no_running_loop(name: str) -> None:
     raise UsageError(f"{name}() cannot be called from a running event loop; await the async method instead")
 
 
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
+__all__ = [
+    "CompactionResult",
+    "Session",
+    "SessionRunner",
+    "TurnResult",
+    "compact_through_gate",
+    "flush_if_unflushed",
+]

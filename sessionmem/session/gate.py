@@ -1,0 +1,155 @@
+"""The one compaction gate (DESIGN 1, 2) and what it runs: the silent flush turn and the compaction.
+
+Every path that compacts calls :func:`compact_through_gate`: the threshold after a turn, the preflight
+before one, provider context-overflow recovery, manual ``/compact``, and (flush only) the rotations
+``/new``, ``/reset``, daily and idle, whose archiving the caller does. The gate runs the flush first when
+the current compaction cycle has none, and records the flush against the cycle it *started* in, so a
+compaction that happens during the flush (its own call overflowed) does not skip the next cycle's flush.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+
+from sessionmem.messages import Message, now_ms
+from sessionmem.session.compaction import CompactionFailed, plan_compaction, summarize
+from sessionmem.session.events import (
+    CompactionEvent,
+    CompactionFailedEvent,
+    CompactionResult,
+    FlushEvent,
+    FlushSkippedEvent,
+)
+from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_prompts, guard_reason
+from sessionmem.session.projection import context_state
+from sessionmem.session.transcript import compaction_summary_text
+from sessionmem.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from sessionmem.session.runner import Session
+
+CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
+ROTATION_REASONS = ("new", "reset", "daily", "idle")
+
+
+async def flush_if_unflushed(session: Session, reason: str) -> bool:
+    """Run the silent flush unless this compaction cycle already had one, the flush is disabled, or a
+    guardrail forbids it (reported as a ``flush_skipped`` event). True when a flush ran."""
+    flush_cfg = session.runner.agent.compaction.memory_flush
+    if not flush_cfg.enabled or cycle_flushed(session._entry_dict()):
+        return False
+    guard = guard_reason(**session._guards())
+    if guard is not None:
+        await session._emit(FlushSkippedEvent(session_key=session.key, reason=f"{guard} (before {reason})"))
+        return False
+    await run_flush(session, f"before {reason} compaction")
+    return True
+
+
+async def compact_through_gate(
+    session: Session, reason: CompactionReason, instructions: str | None = None
+) -> CompactionResult:
+    """The one way to compact (DESIGN 1): flush first if this cycle is unflushed, then summarise.
+
+    For rotations (new/reset/daily/idle) the caller archives the transcript itself; the gate only flushes.
+    A compaction that already happened during the flush (the flush overflowed) is not repeated for
+    threshold/overflow reasons.
+    """
+    before = session.entry.compaction_count
+    flushed = await flush_if_unflushed(session, reason)
+    if reason in ROTATION_REASONS:
+        return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
+    if reason != "manual" and session.entry.compaction_count > before:
+        return CompactionResult(True, reason, flushed=flushed)
+    result = await compact_now(session, reason, instructions)
+    return CompactionResult(
+        result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
+    )
+
+
+async def run_flush(session: Session, reason: str) -> None:
+    """The silent flush turn; recorded against the cycle it starts in (DESIGN 2)."""
+    cycle = session.entry.compaction_count
+    session.entry = session.runner.store.patch(
+        session.key, memory_flush_compaction_count=cycle, memory_flush_at=now_ms()
+    )
+    agent = session.runner.agent
+    prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone)
+    session.tools.flush_target = prompts.relative_path
+    error = None
+    try:
+        await session._turn(Message.user(prompts.prompt), kind="flush", system_extra=prompts.system_prompt)
+    except Exception as exc:  # a failed flush must not cost the user their turn
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        session.tools.flush_target = None
+    await session._emit(
+        FlushEvent(
+            session_key=session.key,
+            reason=reason,
+            path=prompts.relative_path,
+            compaction_count=cycle,
+            error=error,
+        )
+    )
+
+
+async def compact_now(session: Session, reason: str, instructions: str | None) -> CompactionResult:
+    """Summarise now (no flush: callers go through the gate); a failed summary changes nothing."""
+    cfg = session.runner.agent.compaction
+    keep = cfg.keep_recent_tokens
+    threshold = compaction_threshold(session.context_window, cfg)
+    if threshold > 0:  # keeping more than half the usable window would make compaction pointless
+        keep = min(keep, max(1, threshold // 2))
+    plan = plan_compaction(session.context, session.counter, keep)
+    if plan is None:
+        return CompactionResult(False, reason, error="nothing to compact")
+    try:
+        summary = await summarize(
+            session.runner.model,
+            plan,
+            instructions=instructions,
+            reserve_tokens=cfg.effective_reserve_tokens(),
+        )
+    except CompactionFailed as exc:
+        await session._emit(CompactionFailedEvent(session_key=session.key, reason=reason, error=str(exc)))
+        return CompactionResult(False, reason, error=str(exc))
+    tokens_before = count_tokens(session.system_prompt) + session.counter.count_all(session.context)
+    # The refreshed system prompt (it may now show the daily log the flush just wrote) + summary + kept.
+    system_prompt = session.tools.system_prompt()
+    summary_message = Message.user(compaction_summary_text(summary))
+    tokens_after = (
+        count_tokens(system_prompt)
+        + session.counter.count(summary_message)
+        + session.counter.count_all(plan.kept)
+    )
+    session.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
+    session.context, session._stale = context_state(session.transcript)
+    session.system_prompt = system_prompt
+    count = session.entry.compaction_count + 1
+    session.entry = session.runner.store.patch(
+        session.key,
+        compaction_count=count,
+        total_tokens=tokens_after,
+        total_tokens_fresh=True,
+        input_tokens=None,
+        output_tokens=None,
+        cache_read=None,
+        cache_write=None,
+    )
+    await session._emit(
+        CompactionEvent(
+            session_key=session.key,
+            reason=reason,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            compaction_count=count,
+            first_kept_entry_id=plan.first_kept_entry_id,
+        )
+    )
+    return CompactionResult(True, reason, tokens_before, tokens_after)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
