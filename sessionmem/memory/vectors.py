@@ -84,7 +84,8 @@ class MatrixVectors:
         self._token: tuple[int, int] | None = None
         self._stale = True
 
-    def _write_token(self) -> tuple[int, int]:
+    def write_token(self) -> tuple[int, int]:
+        """Changes whenever any connection commits a write (data_version) or this one writes."""
         (version,) = self._conn.execute("PRAGMA data_version").fetchone()
         return int(version), int(self._conn.total_changes)
 
@@ -107,14 +108,14 @@ class MatrixVectors:
         """Loaded for ``model`` and nothing written to the database since."""
         if self._stale or self._model != model or self._token is None:
             return False
-        if self._write_token() != self._token:
+        if self.write_token() != self._token:
             self._stale = True
             return False
         return True
 
     def load(self, model: str) -> None:
         """(Re)load every embedding of ``model``; rows of another dimension than the most common skipped."""
-        token = self._write_token()
+        token = self.write_token()
         rows = self._conn.execute(
             "SELECT id, source, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL ORDER BY id",
             (model,),
@@ -141,16 +142,25 @@ class MatrixVectors:
     def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
         if not self.is_valid(model):
             self.load(model)
-        if not self._ids:
+        return self.scan(query_vec, k, sources=sources)
+
+    def scan(self, query_vec: np.ndarray, k: int, *, sources: Sequence[str]) -> Hits:
+        """The product and top-k over what is loaded, without touching the database.
+
+        Safe to run in a worker thread while the caller queries SQLite: it reads the loaded
+        arrays once, and only ``load`` (never called concurrently by the searcher) replaces them.
+        """
+        ids, matrix = self._ids, self._matrix
+        if not ids:
             return []
         q = _normalise(query_vec)
-        if q.shape[0] != self._matrix.shape[1]:
+        if q.shape[0] != matrix.shape[1]:
             return []
-        scores = self._matrix @ q
+        scores = matrix @ q
         mask = self._mask(frozenset(sources))
-        if mask is not None:
+        if mask is not None and mask.shape[0] == scores.shape[0]:
             scores = np.where(mask, scores, -np.inf)
-        return _top_k(self._ids, scores, k)
+        return _top_k(ids, scores, k)
 
     def _mask(self, wanted: frozenset[str]) -> np.ndarray | None:
         """Rows whose source is wanted, cached per source set; None when every row qualifies."""
@@ -289,17 +299,25 @@ class VectorRouter:
             vec_table=self._support.loaded and self.sqlite_vec.table_exists(),
         )
 
-    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
+    def prepare(self, model: str) -> VectorPath:
+        """Reload a stale matrix when preloading, then choose (and remember) the path to serve from."""
         if self._preload and not self.matrix.is_valid(model):
             try:
                 self.matrix.load(model)
             except MemoryError:  # pragma: no cover - only on machines short of memory
                 log.warning("memory vectors: not enough memory for the in-memory matrix; using SQL paths")
-        path = self.current_path(model)
-        self.last_path = path
+        self.last_path = self.current_path(model)
+        return self.last_path
+
+    def serve(
+        self, path: VectorPath, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]
+    ) -> Hits:
         index: VectorIndex = {
             "matrix": self.matrix,
             "sqlite-vec": self.sqlite_vec,
             "brute-force": self.brute_force,
         }[path.name]  # type: ignore[assignment]
         return index.knn(query_vec, k, model=model, sources=sources)
+
+    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
+        return self.serve(self.prepare(model), query_vec, k, model=model, sources=sources)
