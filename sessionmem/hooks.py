@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sessionmem.config import Config
+from sessionmem.errors import UsageError
 
 log = logging.getLogger("sessionmem.hooks")
 
@@ -160,8 +161,14 @@ class HookRegistry:
         return outcomes
 
     def emit_sync(self, event: HookEvent) -> list[HookOutcome]:
-        """:meth:`emit` for synchronous callers (fails if called inside a running event loop)."""
-        return asyncio.run(self.emit(event))
+        """:meth:`emit` for synchronous callers; inside a running event loop, ``await emit()`` instead."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.emit(event))
+        raise UsageError(
+            "HookRegistry.emit_sync() called inside a running event loop; use 'await emit(event)'"
+        )
 
     async def _run(self, reg: _Registration, event: HookEvent) -> HookOutcome:
         started = time.perf_counter()

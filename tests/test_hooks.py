@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.config import Config, merge
+from sessionmem.errors import UsageError
 from sessionmem.hooks import (
     COMMAND_NEW,
     COMMAND_RESET,
@@ -268,3 +269,13 @@ def test_pyproject_lists_every_package_and_maps_the_hooks_folder() -> None:
     assert any(
         re.fullmatch(r"\*/\*\.md", g) for g in setuptools_cfg["package-data"]["sessionmem._bundled_hooks"]
     )
+
+
+def test_emit_sync_inside_a_running_loop_is_a_usage_error(tmp_path: Path) -> None:
+    registry = HookRegistry()
+
+    async def inside() -> None:
+        registry.emit_sync(event(tmp_path))
+
+    with pytest.raises(UsageError, match="await emit"):
+        asyncio.run(inside())

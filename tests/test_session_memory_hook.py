@@ -338,3 +338,15 @@ def test_fallback_slug_converts_to_utc() -> None:
 )
 def test_clean_slug(raw: str | None, slug: str | None) -> None:
     assert clean_slug(raw) == slug
+
+
+def test_slow_model_times_out_to_no_slug() -> None:
+    from sessionmem.session.slug import generate_slug
+
+    async def slow(request: Any) -> str:
+        await asyncio.sleep(5)
+        return "too-late"
+
+    model = ScriptedModel([slow])
+    assert asyncio.run(generate_slug(model, "user: hi", timeout_s=0.05)) is None
+    assert asyncio.run(generate_slug(ScriptedModel(["api design"]), "user: hi")) == "api-design"
