@@ -239,3 +239,236 @@ def test_get_missing_file_and_escaping_path_are_errors(runner: CliRunner, worksp
     zero = runner.invoke(cli, ["--workspace", str(workspace), "memory", "get", "MEMORY.md", "--from", "0"])
     assert zero.exit_code == 2
     assert "'--from'" in zero.output
+
+
+# ---------------------------------------------------------------------------- end to end
+
+JAN_NOTE = (
+    "# 2024-01-05\n\n- The billing cutover moved to March 3.\n- Priya signs off on the ledger switch.\n"
+)
+FEB_NOTE = "# 2024-02-10\n\n- Postgres upgrade rehearsal went fine; the billing cutover is still on track.\n"
+LONG_TERM = "# Long-term memory\n\n- Dana prefers metric units and 24-hour times.\n"
+
+
+@pytest.fixture
+def notes(workspace: Path) -> Path:
+    (workspace / "MEMORY.md").write_text(LONG_TERM, encoding="utf-8")
+    (workspace / "memory" / "2024-01-05.md").write_text(JAN_NOTE, encoding="utf-8")
+    (workspace / "memory" / "2024-02-10.md").write_text(FEB_NOTE, encoding="utf-8")
+    return workspace
+
+
+@pytest.fixture
+def config_file(notes: Path, tmp_path: Path) -> Path:
+    """A JSON5 config (comments, unquoted keys, trailing commas) naming the workspace relatively."""
+    path = tmp_path / "sessionmem.json5"
+    rel = os.path.relpath(notes, tmp_path)
+    path.write_text(
+        "// the test agent\n"
+        f"{{agents: {{defaults: {{workspace: '{rel}',\n"
+        "  memorySearch: {query: {maxResults: 5,},},},},}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_index_then_search_finds_the_note_in_a_real_process(config_file: Path) -> None:
+    indexed = run_cli("--config", str(config_file), "memory", "index")
+    assert indexed.returncode == 0, indexed.stderr
+    assert indexed.stdout.startswith("Memory index updated (main): 3 files indexed, 0 unchanged, 0 deleted")
+    assert indexed.stderr == ""  # not a terminal: no progress bar, no noise
+
+    found = run_cli("--config", str(config_file), "memory", "search", "Priya ledger switch")
+    assert found.returncode == 0, found.stderr
+    first = found.stdout.splitlines()[0]
+    score, location, day = first.split(" ")
+    assert float(score) >= 0
+    assert location.startswith("memory/2024-01-05.md:")
+    assert day == "(2024-01-05)"
+    assert "Priya signs off on the ledger switch." in found.stdout
+
+    again = run_cli("--config", str(config_file), "memory", "index")
+    assert "0 files indexed, 3 unchanged" in again.stdout
+
+
+def test_search_json_shape(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "billing cutover", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert {"results", "provider", "model", "mode"} <= set(data)
+    assert (data["provider"], data["model"], data["mode"]) == ("none", "fts-only", "fts-only")
+    paths = {r["path"] for r in data["results"]}
+    assert paths == {"memory/2024-01-05.md", "memory/2024-02-10.md"}
+    hit = data["results"][0]
+    assert {"path", "startLine", "endLine", "score", "snippet", "source", "date"} <= set(hit)
+    assert hit["source"] == "memory" and hit["startLine"] >= 1
+
+
+def test_date_range_and_explain_reach_the_search(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(
+        cli,
+        [
+            "--workspace",
+            str(notes),
+            "memory",
+            "search",
+            "billing cutover",
+            "--after",
+            "2024-02-01",
+            "--explain",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "memory/2024-02-10.md:" in result.output
+    assert "2024-01-05.md" not in result.output
+    assert "fts=" in result.output and "vector=-" in result.output
+
+
+def test_no_matches_is_said_plainly(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "xylophone"])
+    assert result.exit_code == 0
+    assert result.output.strip() == "No matches."
+
+
+def test_batch_answers_every_line_and_reports_a_bad_one_in_place(config_file: Path) -> None:
+    stdin = "\n".join(
+        [
+            json.dumps({"query": "Priya ledger", "id": "a"}),
+            '{"query": "broken',
+            "",
+            json.dumps({"query": "billing cutover", "after": "2024-02-01", "maxResults": 1}),
+            json.dumps({"query": "metric units", "after": "yesterday"}),
+        ]
+    )
+    proc = run_cli("--config", str(config_file), "memory", "search", "--batch", input=stdin + "\n")
+    assert proc.returncode == 0, proc.stderr
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [a["line"] for a in answers] == [1, 2, 4, 5]
+    first, broken, dated, bad_date = answers
+    assert first["id"] == "a" and first["mode"] == "fts-only"
+    assert first["results"][0]["path"] == "memory/2024-01-05.md"
+    assert "not valid JSON" in broken["error"] and "results" not in broken
+    assert [r["path"] for r in dated["results"]] == ["memory/2024-02-10.md"]
+    assert "'after'" in bad_date["error"]
+
+
+def test_batch_and_positional_query_do_not_mix(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "x", "--batch"], input="")
+    assert result.exit_code == 2
+    assert "not both" in result.output
+
+
+def test_index_json_is_the_sync_report(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "index", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["agentId"] == "main"
+    assert report["filesIndexed"] == 3 and report["filesDeleted"] == 0
+    assert report["chunksWritten"] >= 3 and report["embedded"] == 0
+    (notes / "memory" / "2024-02-10.md").unlink()
+    forced = json.loads(runner.invoke(cli, ["--workspace", str(notes), "memory", "index", "--json"]).output)
+    assert forced["filesDeleted"] == 1 and forced["filesUnchanged"] == 2
+
+
+def test_status_says_fts_only_mode_when_no_provider_key(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "status", "--index"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Memory Search (main)" in out
+    assert "Provider: none (requested: auto)" in out
+    assert "Mode: fts-only — keyword search only" in out
+    assert "Indexed: 3 files · " in out
+    assert "Vector path: none" in out
+    assert "FTS: ready" in out
+    assert f"Workspace: {notes}" in out
+
+
+def test_status_json_and_deep_probe_without_provider(runner: CliRunner, notes: Path) -> None:
+    result = runner.invoke(
+        cli, ["--workspace", str(notes), "memory", "status", "--deep", "--index", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["mode"] == "fts-only" and data["provider"] == "none"
+    assert data["providerUnavailableReason"]
+    assert data["files"] == 3 and data["bySource"]["memory"]["files"] == 3
+    assert data["embeddingProbe"]["ok"] is False
+    assert data["fts"]["available"] is True
+    assert data["sync"]["filesIndexed"] == 3
+
+
+def test_status_lists_issues_for_an_empty_workspace(runner: CliRunner, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(cli, ["--workspace", str(empty), "memory", "status"])
+    assert result.exit_code == 0, result.output
+    assert "Issues:" in result.output
+    assert "memory directory missing" in result.output
+
+
+# ---------------------------------------------------------------------------- progress and start-up cost
+
+
+def test_progress_bar_is_drawn_only_on_a_terminal(notes: Path) -> None:
+    """stderr on a pseudo-terminal gets the tqdm bar; the summary still goes to stdout."""
+    pty = pytest.importorskip("pty")
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    # A fresh pseudo-terminal is 0 columns wide, where tqdm draws nothing; give it a real size.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sessionmem.cli", "--workspace", str(notes), "memory", "index"],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        os.close(slave)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(master)
+    assert proc.returncode == 0
+    assert b"Indexing memory (main)" in drawn
+    assert b"Memory index updated (main)" in proc.stdout
+
+
+def test_cold_search_imports_nothing_heavy_and_stays_small(notes: Path) -> None:
+    """A cold FTS-only search loads no litellm/llama_cpp/watchdog and fits in 150 MB."""
+    runner_py = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "sys.stdout.write(p.stdout)\n"
+        "sys.stderr.write(p.stderr)\n"
+        "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    cmd = [sys.executable, "-X", "importtime", "-m", "sessionmem.cli", "--workspace", str(notes)]
+    subprocess.run([*cmd, "memory", "index"], env=env, check=True, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", runner_py, *cmd, "memory", "search", "billing cutover"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "memory/2024-01-05.md" in proc.stdout
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    for heavy in ("litellm", "llama_cpp", "watchdog", "tqdm", "openai", "huggingface_hub"):
+        assert heavy not in imported, f"{heavy} imported by a cold FTS-only search"
+    max_rss_kb = int(proc.stdout.rsplit("MAXRSS_KB", 1)[1].split()[0])
+    assert max_rss_kb < 150 * 1024
