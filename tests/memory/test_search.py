@@ -309,6 +309,25 @@ def test_weights_change_the_winner(hybrid_db: tuple[Any, VectorSupport, dict[str
     assert top(0.7, 0.3) == "memory/both.md"  # both sides agree
 
 
+def test_hybrid_keyword_side_keeps_to_the_model_and_sources(
+    hybrid_db: tuple[Any, VectorSupport, dict[str, str]], tmp_path: Path
+) -> None:
+    conn, support, _ = hybrid_db
+    emb = FixedEmbedder({"invoice cutover": axis(0)})
+    searcher = Searcher(conn, emb, cfg(minScore=0.0), support)
+    before = paths(searcher.search(SearchRequest("invoice cutover", max_results=20)))
+    other, _ = connect(tmp_path / "index.sqlite")  # the index writes through its own connection
+    add_chunk(other, "memory/stale-model.md", "invoice cutover", model="old-model", embedding=axis(0))
+    add_chunk(
+        other, "sessions/s.jsonl", "invoice cutover", source="sessions", model=emb.model, embedding=axis(4)
+    )
+    other.close()
+    memory_only = searcher.search(SearchRequest("invoice cutover", max_results=20, sources=("memory",)))
+    assert paths(memory_only) == before
+    everything = paths(searcher.search(SearchRequest("invoice cutover", max_results=20)))
+    assert "sessions/s.jsonl" in everything and "memory/stale-model.md" not in everything
+
+
 def test_relaxed_floor_keeps_keyword_hits_when_nothing_passes(tmp_path: Path) -> None:
     conn, support = make_db(tmp_path)
     m = FixedEmbedder.model
@@ -514,3 +533,23 @@ def test_real_embeddings_rank_the_meaning_first(tmp_path: Path, gguf_model: Path
     top = natural.results[0].explanation
     assert top is not None and top.text_score is not None and top.vector_score is not None
     assert paths(searcher.search(SearchRequest("who likes brief written updates")))[:1] == ["MEMORY.md"]
+
+
+def test_hybrid_date_range_applies_to_vector_hits(tmp_path: Path) -> None:
+    conn, support = make_db(tmp_path)
+    m = FixedEmbedder.model
+    for i in range(40):  # the nearest neighbours are all outside the range
+        add_chunk(
+            conn, f"memory/near{i}.md", f"near {i}", model=m, embedding=axis(0, 0.01 * i), day="2025-01-01"
+        )
+    add_chunk(
+        conn, "memory/2026-02-02.md", "far but in range", model=m, embedding=axis(0, 1.0), day="2026-02-02"
+    )
+    emb = FixedEmbedder({"q": axis(0)})
+    resp = Searcher(conn, emb, cfg(), support).search(SearchRequest("q", after=date(2026, 2, 1)))
+    assert paths(resp) == ["memory/2026-02-02.md"]
+
+
+def test_fts_only_honours_an_explicit_min_score(notes: tuple[Any, VectorSupport]) -> None:
+    assert paths(fts_search(*notes, "billing cutover")) == ["memory/2026-03-02.md"]
+    assert fts_search(*notes, "billing cutover", min_score=0.999).results == ()
