@@ -163,6 +163,7 @@ def test_manual_compact_flushes_first_and_records_the_cycle(tmp_path: Path, work
     assert len(flush_prompt_requests(model.calls)) == 1
     assert model.calls[-1].messages[1].content.endswith("Additional focus: the user's drink preferences")
     assert (workspace / today).read_text() == "- user likes green tea\n"
+    assert [(e.path, e.mode) for e in recorder.events if e.kind == "memory_write"] == [(today, "append")]
     entry = store_entry(runner)
     assert entry["compactionCount"] == 1 and entry["memoryFlushCompactionCount"] == 0
     assert isinstance(entry["memoryFlushAt"], int)
@@ -301,3 +302,99 @@ def test_memory_tools_and_memory_md_only_in_private_sessions(tmp_path: Path, wor
     assert "## Silent Replies" in group.messages[0].content
     store = json.loads(runner.store.path.read_text())
     assert store["agent:main:discord:group:42"]["chatType"] == "group"
+
+
+# ---------------------------------------------------------------------------- system prompt
+
+
+def test_memory_md_is_truncated_head_and_tail(tmp_path: Path, workspace: Path) -> None:
+    body = "".join(f"line {i:05d} " + "x" * 40 + "\n" for i in range(700))  # ~36k chars
+    (workspace / "MEMORY.md").write_text(body)
+    model = ScriptedModel(["ok"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG)
+    runner.open().run_turn_sync("hi")
+    system = model.calls[0].messages[0].content
+    assert body[:14_000] in system and body[-4_000:] in system
+    assert body[14_000:14_100] not in system
+    assert "[...truncated, read MEMORY.md for full content...]" in system
+    assert f"…(truncated MEMORY.md: kept 14000+4000 chars of {len(body)})…" in system
+
+
+def test_todays_and_yesterdays_logs_are_loaded_at_session_start(tmp_path: Path, workspace: Path) -> None:
+    from freezegun import freeze_time
+
+    for day, fact in (
+        ("2026-11-20", "OLD-FACT"),
+        ("2026-11-21", "YESTERDAY-FACT"),
+        ("2026-11-22", "TODAY-FACT"),
+    ):
+        (workspace / "memory" / f"{day}.md").write_text(f"- {fact}\n")
+    model = ScriptedModel(["ok"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG)
+    with freeze_time("2026-11-22 12:00:00"):
+        runner.open().run_turn_sync("hi")
+    system = model.calls[0].messages[0].content
+    assert "## memory/2026-11-21.md\n- YESTERDAY-FACT" in system and "TODAY-FACT" in system
+    assert "OLD-FACT" not in system
+    assert "Current time: Sunday, November 22nd, 2026 — 12:00 PM (UTC) / 2026-11-22 12:00 UTC" in system
+
+
+def test_cron_sessions_get_the_minimal_prompt(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("- SECRET-PREFERENCE\n")
+    model = ScriptedModel(["ok", "ok"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG)
+    runner.open().run_turn_sync("hi")
+    runner.open("agent:main:cron:nightly").run_turn_sync("run the job")
+    main, cron = (c.messages[0].content for c in model.calls)
+    assert "## Memory Recall" in main and "SECRET-PREFERENCE" in main
+    assert "## Memory Recall" not in cron and "SECRET-PREFERENCE" not in cron
+
+
+# ---------------------------------------------------------------------------- guardrails and plumbing
+
+
+def test_heartbeat_runs_skip_the_flush_with_an_event(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(30)))
+    config = small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    runner, recorder = make_runner(model, tmp_path, workspace, config, heartbeat=True)
+    chat(runner.open(), 20)
+    assert not flush_prompt_requests(model.calls)
+    assert "flush_skipped" in recorder.kinds()
+    assert {e.reason for e in recorder.events if e.kind == "flush_skipped"} >= {"heartbeat run"}
+
+
+def test_overflow_with_compaction_disabled_is_raised(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel([ContextWindowExceeded("too long")])
+    config = small_config(window=100_000, compaction={"enabled": False})
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    with pytest.raises(ContextWindowExceeded, match="too long"):
+        runner.open().run_turn_sync("hi")
+    assert recorder.kinds("flush", "compaction") == []
+
+
+def test_one_session_object_per_key_and_state_survives_reopening(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["first", "second"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG)
+    assert runner.open("agent:main:main") is runner.open(" Agent:Main:MAIN ")
+    runner.open().run_turn_sync("one")
+    again, _ = make_runner(model, tmp_path, workspace, BIG)  # a new process, same state dir
+    again.open().run_turn_sync("two")
+    assert [m.content for m in model.calls[1].messages[1:]] == ["one", "first", "two"]
+
+
+def test_tool_decorator_builds_a_schema() -> None:
+    @tool
+    def schedule(title: str, minutes: int = 30, tags: list[str] | None = None) -> dict:
+        """Schedule a meeting."""
+        return {"ok": True}
+
+    assert schedule.description == "Schedule a meeting."
+    assert schedule.parameters == {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "minutes": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["title"],
+    }
