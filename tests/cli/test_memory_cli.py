@@ -472,3 +472,42 @@ def test_cold_search_imports_nothing_heavy_and_stays_small(notes: Path) -> None:
         assert heavy not in imported, f"{heavy} imported by a cold FTS-only search"
     max_rss_kb = int(proc.stdout.rsplit("MAXRSS_KB", 1)[1].split()[0])
     assert max_rss_kb < 150 * 1024
+
+
+@pytest.mark.local_model
+def test_status_deep_and_search_with_the_local_model(
+    runner: CliRunner, notes: Path, gguf_model: Path
+) -> None:
+    config = notes.parent / "local.json"
+    config.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "defaults": {
+                        "workspace": str(notes),
+                        "memorySearch": {"provider": "local", "local": {"modelPath": str(gguf_model)}},
+                    }
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    status = runner.invoke(cli, ["--config", str(config), "memory", "status", "--index", "--deep", "--json"])
+    assert status.exit_code == 0, status.output
+    data = json.loads(status.output)
+    assert (data["mode"], data["provider"]) == ("hybrid", "local")
+    assert data["embeddingProbe"]["ok"] is True and data["embeddingProbe"]["dims"] == 384
+    assert data["vector"]["dims"] == 384
+    assert data["vector"]["path"] in {"matrix", "sqlite-vec", "brute-force"}
+    assert data["sync"]["embedded"] == 3
+
+    human = runner.invoke(cli, ["--config", str(config), "memory", "status", "--deep"])
+    assert "Embeddings: ready (384 dims" in human.output
+    assert "Mode: hybrid" in human.output
+
+    found = runner.invoke(
+        cli, ["--config", str(config), "memory", "search", "who approves the ledger", "--json"]
+    )
+    answer = json.loads(found.output)
+    assert answer["mode"] == "hybrid"
+    assert answer["results"][0]["path"] == "memory/2024-01-05.md"
