@@ -77,6 +77,7 @@ async def run_flush(session: Session, reason: str) -> None:
     agent = session.runner.agent
     prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone)
     session.tools.flush_target = prompts.relative_path
+    writes_before = session.tools.writes
     error = None
     try:
         await session._turn(Message.user(prompts.prompt), kind="flush", system_extra=prompts.system_prompt)
@@ -84,6 +85,8 @@ async def run_flush(session: Session, reason: str) -> None:
         error = f"{type(exc).__name__}: {exc}"
     finally:
         session.tools.flush_target = None
+    if session.tools.writes > writes_before:
+        await session.tools.sync_index("memory-flush")
     await session._emit(
         FlushEvent(
             session_key=session.key,

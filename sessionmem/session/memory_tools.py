@@ -18,6 +18,8 @@ Safety rules, on purpose:
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -30,6 +32,8 @@ from sessionmem.memory.paths import normalize_rel_path, resolve_memory_path, wri
 from sessionmem.session.flush import daily_log_path, user_zone
 from sessionmem.session.store import atomic_write_bytes
 from sessionmem.session.tools import Tool, ToolError
+
+log = logging.getLogger(__name__)
 
 WriteListener = Callable[[str, str, int], None]  # (relative path, "append" | "replace", chars)
 
@@ -238,13 +242,16 @@ class SessionTools:
         self.parsed = keys.parse_key(session_key)
         self.private = keys.is_private(session_key)
         self.flush_target: str | None = None
-        self.writer = MemoryWriter(
-            runner.workspace,
-            timezone_name=agent.user_timezone,
-            on_write=lambda rel, mode, chars: on_event(
-                MemoryWriteEvent(session_key=session_key, path=rel, mode=mode, chars=chars)  # type: ignore[arg-type]
-            ),
-        )
+        self.writes = 0  # memory files changed by this session's tools
+
+        def written(rel: str, mode: str, chars: int) -> None:
+            self.writes += 1
+            mark_dirty = getattr(runner.memory_index, "mark_dirty", None)
+            if callable(mark_dirty):  # the index re-reads the file on its next sync
+                mark_dirty()
+            on_event(MemoryWriteEvent(session_key=session_key, path=rel, mode=mode, chars=chars))  # type: ignore[arg-type]
+
+        self.writer = MemoryWriter(runner.workspace, timezone_name=agent.user_timezone, on_write=written)
         self.memory = self._memory_bundle()
         enabled = agent.memory_tools
         self.write_enabled = self.private if enabled is None else enabled
@@ -265,6 +272,17 @@ class SessionTools:
             citations=self.runner.config.memory.citations,
             session_key=self.session_key,
         )
+
+    async def sync_index(self, reason: str) -> None:
+        """Index what the tools wrote, so a search right after (e.g. after the compaction that follows
+        a flush) finds it. Failures are logged: the notes are safe on disk either way."""
+        sync = getattr(self.runner.memory_index, "sync", None)
+        if not callable(sync):
+            return
+        try:
+            await asyncio.to_thread(sync, reason=reason)
+        except Exception:
+            log.warning("memory index sync after %s failed", reason, exc_info=True)
 
     def recall_section(self) -> str:
         if self.memory is None:
