@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -452,13 +453,31 @@ def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> N
       sessionmem memory status
       sessionmem --agent work memory status --deep --json
     """
+    from sessionmem.errors import EmbedderUnavailable
+    from sessionmem.memory.embedding import EmbedderSelection
+
     app = output.resolved(ctx)
-    selection = _selection(app)
+    provider_error: str | None = None
+    try:
+        selection = _selection(app)
+    except EmbedderUnavailable as exc:
+        # Trigger: the configured provider cannot be created (no model file, bad endpoint). Why: status
+        # is where a user goes to find out what is wrong, so it must still answer. Outcome: the index
+        # is read (never synced: a sync without the provider would rebuild it FTS-only) and the
+        # error is shown as the provider's state.
+        if sync_first:
+            raise
+        provider_error = exc.reason
+        selection = EmbedderSelection(None, app.agent.memory_search.provider, reason=exc.reason)
     with open_index(app, selection) as index:
         report = sync_with_progress(index, app.agent_id, force=False) if sync_first else None
         probe = probe_embeddings(selection) if deep else None
-        vector_path = current_vector_path(index, warm=deep)
+        vector_path = current_vector_path(index, warm=deep and provider_error is None)
         state = index.status()
+    if provider_error is not None:
+        state = replace(
+            state, mode="unavailable", issues=(f"embedding provider: {provider_error}", *state.issues)
+        )
     if as_json:
         data = status_json(state, vector_path, probe)
         if report is not None:
@@ -549,7 +568,9 @@ def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[s
         f"Provider: {state.provider} (requested: {state.provider_requested})",
         f"Model: {state.model}",
     ]
-    if fts_only:
+    if state.mode == "unavailable":
+        lines.append("Mode: unavailable — the configured embedding provider cannot be created (see Issues)")
+    elif fts_only:
         why = f": {state.fallback_reason}" if state.fallback_reason else ""
         lines.append(f"Mode: fts-only — keyword search only, no embedding provider{why}")
     else:
@@ -571,13 +592,15 @@ def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[s
         f"Store: {state.store_path}",
         f"Workspace: {state.workspace}",
     ]
-    if probe is not None:
+    if state.mode == "unavailable":
+        lines.append("Embeddings: unavailable (see Issues)")
+    elif probe is not None:
         if probe.get("ok"):
             lines.append(f"Embeddings: ready ({probe['dims']} dims, probe {probe['ms']:.0f} ms)")
         else:
             lines.append(f"Embeddings: unavailable ({probe.get('error')})")
-    if fts_only:
-        lines.append(f"Vector: disabled (FTS-only mode; store: {state.vector_reason})")
+    if state.provider == "none":
+        lines.append(f"Vector: disabled (no embedding provider; store: {state.vector_reason})")
     else:
         lines.append(f"Vector: {'ready' if state.vector_loaded else 'unavailable'} ({state.vector_reason})")
     lines.append(f"Vector path: {vector_path['name']} ({vector_path['reason']})")
@@ -591,7 +614,7 @@ def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[s
         lines.append(f"Fallback: from {state.fallback_from} ({state.fallback_reason or 'no reason given'})")
     if state.issues:
         lines.append("Issues:")
-        lines += [f"  - {issue}" for issue in state.issues]
+        lines += ["  - " + issue.replace("\n", "\n    ") for issue in state.issues]
     else:
         lines.append("Issues: none")
     return "\n".join(lines)

@@ -511,3 +511,26 @@ def test_status_deep_and_search_with_the_local_model(
     answer = json.loads(found.output)
     assert answer["mode"] == "hybrid"
     assert answer["results"][0]["path"] == "memory/2024-01-05.md"
+
+
+def test_broken_provider_fails_search_cleanly_but_status_still_answers(notes: Path, tmp_path: Path) -> None:
+    config = tmp_path / "broken-provider.json5"
+    missing = tmp_path / "no-such-model.gguf"
+    config.write_text(
+        f"{{agents: {{defaults: {{workspace: '{notes}', "
+        f"memorySearch: {{provider: 'local', local: {{modelPath: '{missing}'}}}}}}}}}}",
+        encoding="utf-8",
+    )
+    search = run_cli("--config", str(config), "memory", "search", "billing")
+    assert search.returncode == 1
+    assert "Local embeddings unavailable" in search.stderr and str(missing) in search.stderr
+    assert "Traceback" not in search.stderr
+
+    status = run_cli("--config", str(config), "memory", "status")
+    assert status.returncode == 0, status.stderr
+    assert "Mode: unavailable" in status.stdout
+    assert "Issues:\n  - embedding provider: Local embeddings unavailable." in status.stdout
+
+    syncing = run_cli("--config", str(config), "memory", "status", "--index")
+    assert syncing.returncode == 1
+    assert "Local embeddings unavailable" in syncing.stderr
