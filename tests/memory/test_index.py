@@ -565,3 +565,21 @@ def test_real_gguf_model_indexes_and_finds(workspace: Path, state: Path, gguf_mo
         assert rows(index, "SELECT COUNT(*) FROM chunks_vec") == [(2,)]
         response = index.search(SearchRequest("puppy exercise outdoors", min_score=0.0))
         assert response.results[0].path == "memory/pets.md"
+
+
+def test_progress_reports_files_to_index(workspace: Path, open_index: Any) -> None:
+    for i in range(4):
+        write(workspace / "memory" / f"n{i}.md", f"progress note {i}\n")
+    seen: list[tuple[int, int]] = []
+    open_index().sync(progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_provider_is_chosen_from_config_when_no_selection_is_given(workspace: Path, state: Path) -> None:
+    write(workspace / "memory" / "a.md", "chosen lazily\n")
+    config = settings(provider="none")
+    with MemoryIndex.open("main", workspace, config, state_dir=state) as index:
+        status = index.status()
+        assert (status.provider_requested, status.provider, status.mode) == ("none", "none", "fts-only")
+        assert status.fallback_reason
+        assert index.sync().files_indexed == 1
