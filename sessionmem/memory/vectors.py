@@ -114,26 +114,48 @@ class MatrixVectors:
         return True
 
     def load(self, model: str) -> None:
-        """(Re)load every embedding of ``model``; rows of another dimension than the most common skipped."""
+        """(Re)load every embedding of ``model`` into one preallocated matrix, in one pass.
+
+        Capacity is ``count(*)`` of all chunks (instant; counting one model's rows would scan the
+        table a second time). The dimension is the first row's; rows of another dimension (a
+        half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
+        """
         token = self.write_token()
-        rows = self._conn.execute(
-            "SELECT id, source, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL ORDER BY id",
-            (model,),
-        ).fetchall()
-        sizes: dict[int, int] = {}
-        for _, _, blob in rows:
-            sizes[len(blob)] = sizes.get(len(blob), 0) + 1
-        size = max(sizes, key=lambda s: sizes[s]) if sizes else 0
-        if len(sizes) > 1:
-            log.warning("memory vectors: %d embeddings of another dimension skipped", len(rows) - sizes[size])
-            rows = [r for r in rows if len(r[2]) == size]
-        dims = size // 4
-        buf = b"".join(r[2] for r in rows)
-        matrix = np.frombuffer(buf, dtype="<f4").reshape(len(rows), dims) if rows else np.empty((0, 0), "<f4")
-        self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        self._ids = [r[0] for r in rows]
-        self._sources = np.array([r[1] for r in rows], dtype=object)
-        self._present = frozenset(self._sources.tolist())
+        (capacity,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
+        cur = self._conn.execute(
+            "SELECT id, source, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL", (model,)
+        )
+        matrix = np.empty((0, 0), dtype=np.float32)
+        ids: list[str] = []
+        sources: list[str] = []
+        size = 0
+        skipped = 0
+        while True:
+            batch = cur.fetchmany(BATCH_ROWS)
+            if not batch:
+                break
+            if not size:
+                size = len(batch[0][2])
+                matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
+            rows = [r for r in batch if len(r[2]) == size]
+            skipped += len(batch) - len(rows)
+            at = len(ids)
+            rows = rows[: matrix.shape[0] - at]  # rows written since the count wait for the next load
+            if not rows:
+                continue
+            block = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
+            matrix[at : at + len(rows)] = block
+            ids += [r[0] for r in rows]
+            sources += [r[1] for r in rows]
+        if skipped:
+            log.warning(
+                "memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4
+            )
+        n = len(ids)
+        self._matrix = matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
+        self._ids = ids
+        self._sources = np.array(sources, dtype=object)
+        self._present = frozenset(sources)
         self._masks = {}
         self._model = model
         self._token = token
