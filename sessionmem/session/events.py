@@ -17,7 +17,7 @@ from sessionmem.messages import Message, Usage, now_ms
 log = logging.getLogger(__name__)
 
 EventKind = Literal[
-    "turn", "flush", "flush_skipped", "compaction", "compaction_failed", "tool_call", "memory_write"
+    "turn", "flush", "flush_skipped", "compaction", "compaction_failed", "tool_call", "memory_write", "new"
 ]
 
 
@@ -84,8 +84,22 @@ class ToolCallEvent(Event):
 class MemoryWriteEvent(Event):
     kind: EventKind = "memory_write"
     path: str = ""  # workspace-relative
-    mode: Literal["append", "replace"] = "append"
+    mode: Literal["append", "replace", "create"] = "append"  # create: a new file (the /new hook's)
     chars: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewSessionEvent(Event):
+    """A rotation: /new, /reset, or a daily/idle reset at the start of a turn (session.lifecycle)."""
+
+    kind: EventKind = "new"
+    reason: str = ""  # new | reset | daily | idle
+    previous_session_id: str = ""
+    session_id: str = ""
+    archived_path: str | None = None  # the old transcript, renamed <file>.reset.<ts>
+    memory_file: str | None = None  # what the session-memory hook wrote
+    flushed: bool = False  # the gate flushed the old session first
+    hook_errors: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- results

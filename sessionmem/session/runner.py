@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sessionmem.config import Config
 from sessionmem.errors import ContextWindowExceeded, UsageError
@@ -60,6 +60,9 @@ from sessionmem.session.store import SessionEntry, SessionStore
 from sessionmem.session.tools import Tool, dispatch
 from sessionmem.session.transcript import Transcript
 
+if TYPE_CHECKING:
+    from sessionmem.hooks import HookRegistry
+
 TurnKind = Literal["turn", "flush"]
 
 
@@ -89,6 +92,8 @@ class SessionRunner:
         memory_index: Any = None,
         heartbeat: bool = False,
         system_prompt: str = "",
+        hooks: HookRegistry | None = None,
+        command_source: str | None = None,
     ) -> None:
         self.model = model
         self.config = config or Config()
@@ -101,6 +106,10 @@ class SessionRunner:
         self.memory_index = memory_index
         self.heartbeat = heartbeat
         self.system_prompt = system_prompt
+        # Hooks for command:new/reset, session:start/end, memory:flush, compaction:after; None loads
+        # the bundled, workspace and user hooks on first use (sessionmem.session.lifecycle).
+        self.hooks = hooks
+        self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
         self.store = SessionStore.for_agent(self.state_dir, self.agent_id)
         self._sessions: dict[str, Session] = {}
 
@@ -361,6 +370,10 @@ class Session:
     async def _emit(self, event: Event) -> None:
         self._events.append(event)
         await deliver(self.runner.on_event, event)
+        if event.kind in ("flush", "compaction"):  # memory:flush / compaction:after hooks
+            from sessionmem.session.lifecycle import relay_event
+
+            await relay_event(self, event)
 
 
 def _check_no_running_loop(name: str) -> None:

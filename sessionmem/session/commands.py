@@ -1,0 +1,217 @@
+"""Slash commands in user messages: ``/new``, ``/reset``, ``/compact [instructions]``, ``/status``.
+
+Parsing is pure (:func:`parse_command`); :func:`before_turn` is the dispatcher the runner's
+``run_turn`` calls first, so ``await session.run_turn("/new")`` works for library users exactly as
+in ``sessionmem chat``.
+
+Rules (reference §3.3, §2.7):
+
+- reset triggers come from ``session.resetTriggers`` (default ``/new``, ``/reset``); they match
+  case-insensitively, either the whole message or the trigger followed by whitespace and more text.
+  The rest is then run as the first turn of the new session (``"/new fix the build"``);
+- a trigger spelled ``/reset`` emits ``command:reset``, any other trigger ``command:new``;
+- ``/compact`` compacts through the gate (the flush runs first when this cycle had none), with
+  what follows it as extra summary instructions;
+- ``/status`` reports tokens against the thresholds, the compaction count and the flush state from
+  sessions.json. Neither ``/compact`` nor ``/status`` calls the model for a reply.
+
+Before any of it, a session that went stale (daily or idle reset, :mod:`sessionmem.session.lifecycle`)
+is rotated as if the user had typed ``/new``; a ``/new`` or ``/reset`` makes that check moot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from sessionmem.messages import Usage
+from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_threshold
+
+if TYPE_CHECKING:
+    from sessionmem.session.runner import CompactionResult, Session, TurnResult
+
+CommandName = Literal["new", "reset", "compact", "status"]
+DEFAULT_RESET_TRIGGERS = ("/new", "/reset")
+
+_COMPACT = re.compile(r"/compact(?:\s+(?P<rest>.*))?", re.IGNORECASE | re.DOTALL)
+_STATUS = re.compile(r"/status", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A recognised command. ``rest`` is the text after it (first message, or compaction focus)."""
+
+    name: CommandName
+    trigger: str
+    rest: str = ""
+
+
+def rotation_name(trigger: str) -> Literal["new", "reset"]:
+    """``command:reset`` for a trigger spelled /reset, ``command:new`` for every other trigger."""
+    return "reset" if trigger.strip().lower().lstrip("/") == "reset" else "new"
+
+
+def match_reset_trigger(text: str, triggers: Sequence[str] = DEFAULT_RESET_TRIGGERS) -> Command | None:
+    """The reset trigger ``text`` starts with (whole message, or trigger + whitespace + rest)."""
+    body = text.strip()
+    # Longest first, so a configured "/new chat" wins over "/new" for "/new chat hello".
+    for trigger in sorted((t.strip() for t in triggers if t and t.strip()), key=len, reverse=True):
+        size = len(trigger)
+        if body[:size].lower() != trigger.lower():
+            continue
+        if len(body) == size:
+            return Command(rotation_name(trigger), trigger)
+        if body[size].isspace():
+            return Command(rotation_name(trigger), trigger, body[size:].strip())
+    return None
+
+
+def parse_command(text: str, reset_triggers: Sequence[str] = DEFAULT_RESET_TRIGGERS) -> Command | None:
+    """The command in a user message, or None for an ordinary message."""
+    found = match_reset_trigger(text, reset_triggers)
+    if found is not None:
+        return found
+    body = text.strip()
+    compact = _COMPACT.fullmatch(body)
+    if compact is not None:
+        return Command("compact", "/compact", (compact.group("rest") or "").strip())
+    if _STATUS.fullmatch(body):
+        return Command("status", "/status")
+    return None
+
+
+# ---------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    """What ``/status`` shows: where the session stands against its thresholds (tokens projected now)."""
+
+    session_key: str
+    session_id: str
+    tokens: int
+    context_window: int
+    flush_threshold: int
+    compaction_threshold: int
+    compaction_count: int
+    flushed_this_cycle: bool
+    memory_flush_at: int | None
+    memory_flush_compaction_count: int | None
+    total_tokens: int | None  # the provider's last reported prompt size, from sessions.json
+    transcript: str
+    model: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessionKey": self.session_key,
+            "sessionId": self.session_id,
+            "tokens": self.tokens,
+            "contextWindow": self.context_window,
+            "flushThreshold": self.flush_threshold,
+            "compactionThreshold": self.compaction_threshold,
+            "compactionCount": self.compaction_count,
+            "flushedThisCycle": self.flushed_this_cycle,
+            "memoryFlushAt": self.memory_flush_at,
+            "memoryFlushCompactionCount": self.memory_flush_compaction_count,
+            "totalTokens": self.total_tokens,
+            "transcript": self.transcript,
+            "model": self.model,
+        }
+
+
+def session_status(session: Session) -> SessionStatus:
+    """The status of ``session``, counters read fresh from sessions.json (another process may write)."""
+    stored = session.runner.store.get(session.key)
+    entry = stored if stored is not None else session.entry
+    data = entry.to_json_dict()
+    cfg = session.runner.agent.compaction
+    return SessionStatus(
+        session_key=session.key,
+        session_id=entry.session_id,
+        tokens=session.projection().tokens,
+        context_window=session.context_window,
+        flush_threshold=flush_threshold(session.context_window, cfg),
+        compaction_threshold=compaction_threshold(session.context_window, cfg),
+        compaction_count=entry.compaction_count,
+        flushed_this_cycle=cycle_flushed(data),
+        memory_flush_at=entry.memory_flush_at,
+        memory_flush_compaction_count=entry.memory_flush_compaction_count,
+        total_tokens=entry.total_tokens,
+        transcript=str(session.transcript.path),
+        model=str(getattr(session.runner.model, "name", "") or ""),
+    )
+
+
+def format_status(status: SessionStatus) -> str:
+    """Human lines for ``/status``."""
+    pct = 100.0 * status.tokens / status.context_window if status.context_window else 0.0
+    if status.flushed_this_cycle:
+        when = _format_ms(status.memory_flush_at)
+        flush = f"done this cycle{f' ({when})' if when else ''}"
+    elif status.memory_flush_compaction_count is not None:
+        flush = f"not yet this cycle (last flush in cycle {status.memory_flush_compaction_count})"
+    else:
+        flush = "not yet this cycle"
+    return "\n".join(
+        [
+            f"Session {status.session_key} · id {status.session_id}",
+            f"Model: {status.model or 'unknown'}",
+            f"Tokens: {status.tokens:,} / {status.context_window:,} ({pct:.1f}%) · "
+            f"flush at {status.flush_threshold:,} · compaction at {status.compaction_threshold:,}",
+            f"Compactions: {status.compaction_count} · memory flush: {flush}",
+            f"Transcript: {status.transcript}",
+        ]
+    )
+
+
+def _format_ms(ms: int | None) -> str:
+    if not ms:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def compact_reply(result: CompactionResult) -> str:
+    """OpenClaw's ``/compact`` replies: ``Compacted (X → Y)``, ``Compaction skipped``, ``… failed``."""
+    flushed = " · memory flushed first" if result.flushed else ""
+    if result.ok:
+        return f"Compacted ({result.tokens_before:,} → {result.tokens_after:,} tokens){flushed}"
+    if result.error == "nothing to compact":
+        return f"Compaction skipped: nothing to compact{flushed}"
+    return f"Compaction failed: {result.error}{flushed}"
+
+
+# ---------------------------------------------------------------------------- dispatch
+
+
+async def before_turn(session: Session, text: str) -> TurnResult | str:
+    """Run what must happen before a user turn: freshness, then the command in ``text`` if any.
+
+    Returns the finished :class:`TurnResult` when the message was wholly a command, else the text
+    to run as an ordinary turn (``"/new hello"`` rotates, then ``"hello"`` is the turn).
+    """
+    from sessionmem.session.lifecycle import rotate, stale_reason
+
+    command = parse_command(text, session.runner.config.session.reset_triggers)
+    if command is not None and command.name in ("new", "reset"):
+        rotation = await rotate(session, command.name)
+        if command.rest:
+            return command.rest
+        return _command_result(session, command, rotation.reply())
+    reason = stale_reason(session)
+    if reason is not None:
+        await rotate(session, reason)
+    if command is None:
+        return text
+    if command.name == "compact":
+        result = await session.compact(command.rest or None)
+        return _command_result(session, command, compact_reply(result))
+    return _command_result(session, command, format_status(session_status(session)))
+
+
+def _command_result(session: Session, command: Command, reply: str) -> TurnResult:
+    from sessionmem.session.runner import TurnResult
+
+    return TurnResult(reply, (), Usage(), tuple(session._events), command=command.name)

@@ -1,0 +1,380 @@
+"""Session rotation end to end with the scripted model and real files: /new and /reset through the gate
+and the session-memory hook, archives, sessions.json counters, daily and idle resets, failing hooks."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from freezegun import freeze_time
+
+from sessionmem.config import Config, ResetConfig, merge
+from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
+from sessionmem.model.scripted import ScriptedModel
+from sessionmem.session.events import MemoryWriteEvent, NewSessionEvent
+from sessionmem.session.lifecycle import archive_name, daily_boundary, rotated_entry, stale_reason_at
+from sessionmem.session.store import SessionEntry
+from tests.scenarios.harness import FLUSH_MARKER, make_runner, small_config, store_entry, transcript_lines
+
+NO_REPLY = "NO_REPLY"
+
+
+def config_with(**session: Any) -> Config:
+    return merge(small_config(), {"session": session}) if session else small_config()
+
+
+def purposes(model: ScriptedModel) -> list[str]:
+    return [c.purpose for c in model.calls]
+
+
+def new_events(recorder: Any) -> list[NewSessionEvent]:
+    return [e for e in recorder.events if isinstance(e, NewSessionEvent)]
+
+
+def memory_files(workspace: Path) -> list[Path]:
+    return sorted(p for p in (workspace / "memory").glob("*.md"))
+
+
+def archives(runner: Any) -> list[Path]:
+    return sorted(runner.store.sessions_dir.glob("*.jsonl.reset.*"))
+
+
+# ---------------------------------------------------------------------------- /new and /reset
+
+
+@freeze_time("2026-03-01 10:00:00")
+def test_new_flushes_then_saves_memory_then_archives_and_resets_counters(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = ScriptedModel(["Noted: Postgres for billing.", NO_REPLY, "billing-db"])
+    runner, recorder = make_runner(model, tmp_path, workspace)
+    session = runner.open()
+    session.run_turn_sync("We picked Postgres for the billing service")
+    old_id = session.entry.session_id
+    old_path = session.transcript.path
+
+    result = session.run_turn_sync("/new")
+
+    # The flush ran first (this cycle had none), then the slug request of the hook.
+    assert purposes(model) == ["turn", "flush", "slug"]
+    assert FLUSH_MARKER in model.calls[1].messages[-1].content
+    assert "We picked Postgres" in model.calls[2].messages[-1].content
+    model.assert_complete()
+
+    memory = workspace / "memory" / "2026-03-01-billing-db.md"
+    text = memory.read_text(encoding="utf-8")
+    assert "# Session: 2026-03-01 10:00:00 UTC" in text
+    assert f"- **Session ID**: {old_id}" in text
+    assert "user: We picked Postgres for the billing service" in text
+    assert "assistant: Noted: Postgres for billing." in text
+
+    assert not old_path.exists()
+    archived = old_path.with_name(old_path.name + ".reset.2026-03-01T10-00-00.000Z")
+    assert archives(runner) == [archived]
+    assert "We picked Postgres" in archived.read_text(encoding="utf-8")
+
+    entry = store_entry(runner)
+    assert entry["sessionId"] == session.entry.session_id != old_id
+    assert entry["compactionCount"] == 0
+    for cleared in ("memoryFlushCompactionCount", "memoryFlushAt", "totalTokens", "inputTokens"):
+        assert cleared not in entry
+    assert entry["sessionFile"] == str(session.transcript.path)
+    assert [line["type"] for line in transcript_lines(session.transcript.path)] == ["session"]
+    assert session.context == []
+
+    assert result.command == "new"
+    assert result.reply is not None and session.entry.session_id in result.reply
+    (event,) = new_events(recorder)
+    assert (event.reason, event.previous_session_id, event.session_id) == ("new", old_id, entry["sessionId"])
+    assert event.archived_path == str(archived)
+    assert event.memory_file == str(memory)
+    assert event.flushed is True
+    writes = [e for e in recorder.events if isinstance(e, MemoryWriteEvent)]
+    assert [(w.path, w.mode) for w in writes] == [("memory/2026-03-01-billing-db.md", "create")]
+    assert recorder.kinds("flush", "memory_write", "new") == ["flush", "memory_write", "new"]
+
+
+def test_new_with_text_runs_it_as_the_first_turn_of_the_new_session(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["Blue it is.", NO_REPLY, "colour-choice", "Hi! Fresh start."])
+    runner, _ = make_runner(model, tmp_path, workspace)
+    session = runner.open()
+    session.run_turn_sync("My favourite colour is blue")
+    result = session.run_turn_sync("/new   what can you do?")
+    assert purposes(model) == ["turn", "flush", "slug", "turn"]
+    assert result.reply == "Hi! Fresh start."
+    assert result.command is None
+    last = model.calls[-1]
+    assert last.messages[-1].content == "what can you do?"
+    assert all("blue" not in m.content for m in last.messages[1:])
+    lines = transcript_lines(session.transcript.path)
+    first = next(line["message"]["content"] for line in lines if line["type"] == "message")
+    assert first == "what can you do?"
+    assert len(memory_files(workspace)) == 1
+    assert [e.kind for e in result.events].count("new") == 1
+
+
+@pytest.mark.parametrize("text", ["/RESET", "  /Reset  "])
+def test_triggers_are_case_insensitive_and_reset_emits_command_reset(
+    tmp_path: Path, workspace: Path, text: str
+) -> None:
+    seen: list[str] = []
+    registry = HookRegistry()
+    registry.register("command", lambda event: seen.append(event.name), name="spy")
+    model = ScriptedModel(["ok", NO_REPLY])
+    runner, recorder = make_runner(model, tmp_path, workspace, hooks=registry)
+    session = runner.open()
+    session.run_turn_sync("hello")
+    result = session.run_turn_sync(text)
+    assert seen == ["command:reset"]
+    assert result.command == "reset"
+    assert new_events(recorder)[0].reason == "reset"
+    assert result.reply is not None and result.reply.startswith("Session reset")
+
+
+def test_configured_triggers_replace_the_defaults(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["ok", NO_REPLY, "x", "echo /new"])
+    runner, recorder = make_runner(
+        model, tmp_path, workspace, config_with(resetTriggers=["/fresh"]), hooks=HookRegistry()
+    )
+    session = runner.open()
+    session.run_turn_sync("hello")
+    first_id = session.entry.session_id
+    session.run_turn_sync("/FRESH")
+    assert session.entry.session_id != first_id
+    second_id = session.entry.session_id
+    session.run_turn_sync("/new")  # not a trigger any more: an ordinary message
+    assert session.entry.session_id == second_id
+    assert len(new_events(recorder)) == 1
+
+
+def test_already_flushed_cycle_is_not_flushed_again(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["ok", "slugged"])
+    runner, _ = make_runner(model, tmp_path, workspace)
+    session = runner.open()
+    session.run_turn_sync("remember the deploy window is Friday")
+    runner.store.patch(session.key, memory_flush_compaction_count=0)
+    session.run_turn_sync("/new")
+    assert purposes(model) == ["turn", "slug"]
+    assert [p.name.endswith("-slugged.md") for p in memory_files(workspace)] == [True]
+
+
+def test_hook_reads_the_live_transcript_after_the_flush(tmp_path: Path, workspace: Path) -> None:
+    """DESIGN 6: the hook sees the live file (not yet archived), and runs after the flush."""
+    model = ScriptedModel(["ok", NO_REPLY, "live"])
+    seen: dict[str, Any] = {}
+
+    def spy(event: HookEvent) -> None:
+        assert event.transcript_path is not None
+        seen["exists"] = event.transcript_path.is_file()
+        seen["name"] = event.transcript_path.name
+        seen["calls_before_hook"] = purposes(model)
+
+    registry = load_hooks(small_config(), workspace)
+    registry.register("command:new", spy, name="spy")
+    runner, _ = make_runner(model, tmp_path, workspace, hooks=registry)
+    session = runner.open()
+    session.run_turn_sync("hello")
+    live_name = session.transcript.path.name
+    session.run_turn_sync("/new")
+    assert seen == {"exists": True, "name": live_name, "calls_before_hook": ["turn", "flush", "slug"]}
+
+
+def test_failing_hook_does_not_break_the_turn(tmp_path: Path, workspace: Path) -> None:
+    def broken(event: HookEvent) -> None:
+        raise RuntimeError("disk on fire")
+
+    registry = HookRegistry()
+    registry.register("command:new", broken, name="broken")
+    load_hooks(small_config(), workspace, registry=registry)  # session-memory after the broken one
+    model = ScriptedModel(["ok", NO_REPLY, "after-failure", "fresh reply"])
+    runner, recorder = make_runner(model, tmp_path, workspace, hooks=registry)
+    session = runner.open()
+    session.run_turn_sync("hello")
+    result = session.run_turn_sync("/new carry on")
+    assert result.reply == "fresh reply"
+    (event,) = new_events(recorder)
+    assert any("disk on fire" in err for err in event.hook_errors)
+    assert [p.name for p in memory_files(workspace)] == [f"{_today()}-after-failure.md"]
+
+
+def test_new_on_an_empty_session_writes_no_memory_file(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel([])
+    runner, recorder = make_runner(model, tmp_path, workspace)
+    session = runner.open()
+    first = session.entry.session_id
+    result = session.run_turn_sync("/new")
+    assert model.calls == []
+    assert memory_files(workspace) == []
+    assert session.entry.session_id != first
+    assert result.reply is not None and result.reply.startswith("New session started")
+    assert new_events(recorder)[0].flushed is False
+
+
+def _today() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+# ---------------------------------------------------------------------------- /compact and /status
+
+
+def test_compact_with_instructions_goes_through_the_gate(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(
+        ["one", "two", "three", NO_REPLY, "## Decisions\n- postgres"],
+    )
+    runner, recorder = make_runner(model, tmp_path, workspace, small_config(keep=20))
+    session = runner.open()
+    for n in ("first " * 40, "second " * 40, "third " * 40):
+        session.run_turn_sync(n)
+    result = session.run_turn_sync("/compact focus on the database decision")
+    assert purposes(model) == ["turn", "turn", "turn", "flush", "compaction"]
+    assert "Additional focus: focus on the database decision" in model.calls[-1].messages[-1].content
+    assert result.command == "compact"
+    assert result.reply is not None and result.reply.startswith("Compacted (")
+    assert "memory flushed first" in result.reply
+    assert store_entry(runner)["compactionCount"] == 1
+    assert recorder.kinds("flush", "compaction") == ["flush", "compaction"]
+
+
+def test_status_reports_tokens_thresholds_and_flush_state(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["hello back"])
+    runner, _ = make_runner(model, tmp_path, workspace)
+    session = runner.open()
+    session.run_turn_sync("hello")
+    result = session.run_turn_sync("/status")
+    assert result.command == "status"
+    assert len(model.calls) == 1  # no model call for /status
+    text = result.reply or ""
+    assert "/ 8,000" in text
+    assert "flush at 6,500" in text and "compaction at 7,000" in text
+    assert "Compactions: 0" in text
+    assert "memory flush: not yet this cycle" in text
+    runner.store.patch(session.key, memory_flush_compaction_count=0, memory_flush_at=1_772_359_200_000)
+    assert "memory flush: done this cycle" in (session.run_turn_sync("/status").reply or "")
+
+
+# ---------------------------------------------------------------------------- freshness
+
+
+def test_daily_reset_crossing_four_am_rotates_with_flush_and_hook(tmp_path: Path, workspace: Path) -> None:
+    config = config_with(reset={"mode": "daily", "atHour": 4})
+    model = ScriptedModel(["late night reply", "still before four", NO_REPLY, "night-notes", "morning!"])
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    with freeze_time("2026-03-01 03:50:00") as clock:
+        session = runner.open()
+        session.run_turn_sync("working late on the migration")
+        old_id = session.entry.session_id
+        clock.move_to("2026-03-01 03:59:00")
+        session.run_turn_sync("one more thing")
+        assert session.entry.session_id == old_id
+        clock.move_to("2026-03-01 04:10:00")
+        result = session.run_turn_sync("good morning")
+    assert result.reply == "morning!"
+    assert purposes(model) == ["turn", "turn", "flush", "slug", "turn"]
+    (event,) = new_events(recorder)
+    assert event.reason == "daily" and event.previous_session_id == old_id
+    memory = workspace / "memory" / "2026-03-01-night-notes.md"
+    body = memory.read_text(encoding="utf-8")
+    assert "user: working late on the migration" in body
+    assert "- **Source**: daily" in body
+    assert all("migration" not in m.content for m in model.calls[-1].messages[1:])
+    entry = store_entry(runner)
+    assert entry["sessionId"] == event.session_id != old_id
+    assert len(archives(runner)) == 1
+
+
+def test_idle_expiry_rotates(tmp_path: Path, workspace: Path) -> None:
+    config = config_with(reset={"mode": "idle", "idleMinutes": 30})
+    model = ScriptedModel(["a", "b", NO_REPLY, "idle-chat", "c"])
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    with freeze_time("2026-03-01 10:00:00") as clock:
+        session = runner.open()
+        session.run_turn_sync("first")
+        clock.move_to("2026-03-01 10:29:00")
+        session.run_turn_sync("second")  # 29 minutes idle: fresh
+        assert new_events(recorder) == []
+        clock.move_to("2026-03-01 11:00:00")
+        session.run_turn_sync("third")  # 31 minutes idle: stale
+    (event,) = new_events(recorder)
+    assert event.reason == "idle"
+    assert (workspace / "memory" / "2026-03-01-idle-chat.md").is_file()
+    assert purposes(model) == ["turn", "turn", "flush", "slug", "turn"]
+
+
+def test_reset_mode_off_never_rotates(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(["a", "b"])
+    runner, recorder = make_runner(model, tmp_path, workspace)
+    with freeze_time("2026-03-01 03:00:00") as clock:
+        session = runner.open()
+        session.run_turn_sync("first")
+        clock.move_to("2026-03-09 12:00:00")
+        session.run_turn_sync("second")
+    assert new_events(recorder) == []
+
+
+# ---------------------------------------------------------------------------- pure pieces
+
+
+def test_daily_boundary_in_the_users_zone() -> None:
+    zone = ZoneInfo("America/New_York")
+    now = datetime(2026, 3, 1, 8, 30, tzinfo=UTC)  # 03:30 in New York: before today's 04:00
+    assert daily_boundary(now, 4, zone) == datetime(2026, 2, 28, 9, 0, tzinfo=UTC)
+    now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)  # exactly 04:00 in New York
+    assert daily_boundary(now, 4, zone) == now
+
+
+def test_stale_reason_at() -> None:
+    utc = ZoneInfo("UTC")
+    daily = ResetConfig(mode="daily", at_hour=4)
+    now = datetime(2026, 3, 1, 4, 0, tzinfo=UTC)
+    just_before = int(datetime(2026, 3, 1, 3, 59, 59, tzinfo=UTC).timestamp() * 1000)
+    assert stale_reason_at(just_before, now, daily, utc) == "daily"
+    assert stale_reason_at(int(now.timestamp() * 1000), now, daily, utc) is None
+    both = ResetConfig(mode="daily", at_hour=4, idle_minutes=10)
+    at_noon = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    eleven_ago = int(at_noon.timestamp() * 1000) - 11 * 60_000
+    assert stale_reason_at(eleven_ago, at_noon, both, utc) == "idle"
+    idle_default = ResetConfig(mode="idle")
+    assert (
+        stale_reason_at(int(at_noon.timestamp() * 1000) - 61 * 60_000, at_noon, idle_default, utc) == "idle"
+    )
+    assert stale_reason_at(int(at_noon.timestamp() * 1000) - 59 * 60_000, at_noon, idle_default, utc) is None
+    assert stale_reason_at(1, at_noon, ResetConfig(), utc) is None
+
+
+def test_rotated_entry_keeps_identity_and_clears_counters() -> None:
+    old = SessionEntry.model_validate(
+        {
+            "sessionId": "old",
+            "sessionKey": "agent:main:main",
+            "chatType": "direct",
+            "label": "work",
+            "compactionCount": 3,
+            "memoryFlushCompactionCount": 3,
+            "memoryFlushAt": 5,
+            "totalTokens": 9000,
+            "inputTokens": 9000,
+            "contextTokens": 8000,
+        }
+    )
+    new = rotated_entry(old, "new-id", Path("sessions/new-id.jsonl")).to_json_dict()
+    assert new["sessionId"] == "new-id"
+    assert new["compactionCount"] == 0
+    assert (new["label"], new["chatType"], new["sessionKey"]) == ("work", "direct", "agent:main:main")
+    for gone in (
+        "memoryFlushCompactionCount",
+        "memoryFlushAt",
+        "totalTokens",
+        "inputTokens",
+        "contextTokens",
+    ):
+        assert gone not in new
+    json.dumps(new)
+
+
+def test_archive_name_is_openclaws() -> None:
+    when = datetime(2026, 3, 1, 10, 0, 5, 123000, tzinfo=UTC)
+    assert archive_name(Path("s/abc.jsonl"), when).name == "abc.jsonl.reset.2026-03-01T10-00-05.123Z"
