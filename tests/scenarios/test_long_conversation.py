@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from freezegun import freeze_time
 
 from sessionmem.model.base import ModelRequest
@@ -42,11 +43,15 @@ def conversation_model() -> ScriptedModel:
     return ScriptedModel(responder=respond)
 
 
+@pytest.mark.parametrize(
+    ("reserve", "floor"),
+    [(1000, 1000), (2000, 1000), (500, 1500)],  # DESIGN 3: whichever is larger is the one reserve
+)
 def test_two_hundred_turns_flush_once_per_cycle_before_each_compaction(
-    tmp_path: Path, workspace: Path
+    tmp_path: Path, workspace: Path, reserve: int, floor: int
 ) -> None:
     model = conversation_model()
-    config = small_config(window=8000, reserve=1000, floor=1000, soft=500, keep=1500, timezone="UTC")
+    config = small_config(window=8000, reserve=reserve, floor=floor, soft=500, keep=1500, timezone="UTC")
     runner, recorder = make_runner(model, tmp_path, workspace, config)
     session = runner.open()
     replies = []

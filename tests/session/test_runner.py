@@ -398,3 +398,21 @@ def test_tool_decorator_builds_a_schema() -> None:
         },
         "required": ["title"],
     }
+
+
+@pytest.mark.parametrize(("slack", "flushes"), [(0, 1), (1, 0)])
+def test_flush_threshold_is_inclusive_in_a_real_turn(
+    tmp_path: Path, workspace: Path, slack: int, flushes: int
+) -> None:
+    from sessionmem.messages import Message
+
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(20)))
+    first, _ = make_runner(model, tmp_path, workspace, BIG)
+    first.open().run_turn_sync("hello " + words(50))
+    text = "and then " + words(40)
+    projected = first.open().projection([Message.user(text)]).tokens
+    # A window where the flush threshold (window - reserve 1000 - soft 500) is exactly the projection.
+    config = small_config(window=projected + 1500 + slack, keep=60)
+    again, _ = make_runner(model, tmp_path, workspace, config)
+    again.open().run_turn_sync(text)
+    assert len(flush_prompt_requests(model.calls)) == flushes
