@@ -1,0 +1,92 @@
+"""Parsing slash commands out of user messages (reference §3.3 triggers, §2.7 /compact)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessionmem.session.commands import (
+    Command,
+    SessionStatus,
+    compact_reply,
+    format_status,
+    parse_command,
+    rotation_name,
+)
+from sessionmem.session.events import CompactionResult
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/new", Command("new", "/new")),
+        ("/NEW", Command("new", "/new")),
+        ("  /Reset \n", Command("reset", "/reset")),
+        ("/new fix the build", Command("new", "/new", "fix the build")),
+        ("/reset\nfirst line\nsecond", Command("reset", "/reset", "first line\nsecond")),
+        ("/compact", Command("compact", "/compact")),
+        ("/Compact  focus on the API  ", Command("compact", "/compact", "focus on the API")),
+        ("/status", Command("status", "/status")),
+        ("/STATUS ", Command("status", "/status")),
+    ],
+)
+def test_commands_are_recognised(text: str, expected: Command) -> None:
+    assert parse_command(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["hello", "/newish", "/new-session", "tell me about /new", "/status please", "/compacted", "/", ""],
+)
+def test_ordinary_messages_are_not_commands(text: str) -> None:
+    assert parse_command(text) is None
+
+
+def test_configured_triggers() -> None:
+    triggers = ("/fresh", "/start over")
+    assert parse_command("/FRESH", triggers) == Command("new", "/fresh")
+    assert parse_command("/start over now please", triggers) == Command("new", "/start over", "now please")
+    assert parse_command("/new", triggers) is None
+    assert parse_command("/reset", ("/reset",)) == Command("reset", "/reset")
+
+
+def test_longest_trigger_wins() -> None:
+    assert parse_command("/new chat hi", ("/new", "/new chat")) == Command("new", "/new chat", "hi")
+
+
+def test_rotation_name() -> None:
+    assert rotation_name("/reset") == "reset"
+    assert rotation_name("/RESET") == "reset"
+    assert rotation_name("/new") == "new"
+    assert rotation_name("/fresh") == "new"
+
+
+def test_compact_replies() -> None:
+    assert compact_reply(CompactionResult(True, "manual", 5000, 1200)) == "Compacted (5,000 → 1,200 tokens)"
+    skipped = CompactionResult(False, "manual", error="nothing to compact", flushed=True)
+    assert compact_reply(skipped) == "Compaction skipped: nothing to compact · memory flushed first"
+    assert (
+        compact_reply(CompactionResult(False, "manual", error="model down"))
+        == "Compaction failed: model down"
+    )
+
+
+def test_status_text() -> None:
+    status = SessionStatus(
+        session_key="agent:main:main",
+        session_id="abc",
+        tokens=2000,
+        context_window=8000,
+        flush_threshold=6500,
+        compaction_threshold=7000,
+        compaction_count=2,
+        flushed_this_cycle=False,
+        memory_flush_at=None,
+        memory_flush_compaction_count=1,
+        total_tokens=1900,
+        transcript="sessions/abc.jsonl",
+        model="openai/test",
+    )
+    text = format_status(status)
+    assert "Tokens: 2,000 / 8,000 (25.0%) · flush at 6,500 · compaction at 7,000" in text
+    assert "Compactions: 2 · memory flush: not yet this cycle (last flush in cycle 1)" in text
+    assert status.to_json()["compactionThreshold"] == 7000
