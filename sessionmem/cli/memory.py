@@ -25,11 +25,11 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.cli.root import Context
-from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+from sessionmem.memory.types import SearchRequest
 
 if TYPE_CHECKING:
     from sessionmem.memory.embedding import EmbedderSelection
-    from sessionmem.memory.index import IndexStatus, MemoryIndex, SyncReport
+    from sessionmem.memory.index import MemoryIndex, SyncReport
 
 MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
 
@@ -156,76 +156,14 @@ def search(
     if not query or not query.strip():
         raise click.UsageError(MISSING_QUERY)
     app = output.resolved(ctx)
-    request = SearchRequest(
-        query=query,
-        max_results=max_results,
-        min_score=min_score,
-        after=after,
-        before=before,
-        explain=explain,
-    )
     with open_index(app) as index:
-        response = index.search(request)
+        response = index.search(replace(defaults, query=query))
     if as_json:
-        output.echo_json(response_json(response))
+        output.echo_json(output.response_json(response))
         return
     for warning in response.warnings:
         output.echo_err(f"warning: {warning}")
-    click.echo(format_response(response, explain=explain))
-
-
-def response_json(response: SearchResponse) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "results": [result.to_json() for result in response.results],
-        "provider": response.provider,
-        "model": response.model,
-        "mode": response.mode,
-    }
-    if response.fallback:
-        out["fallback"] = dict(response.fallback)
-    if response.warnings:
-        out["warnings"] = list(response.warnings)
-    return out
-
-
-def format_response(response: SearchResponse, *, explain: bool = False) -> str:
-    """Human output: per result a header line, the snippet, a blank line; or ``No matches.``."""
-    if not response.results:
-        return "No matches."
-    blocks = [format_result(result, explain=explain) for result in response.results]
-    return "\n\n".join(blocks) + "\n"
-
-
-def format_result(result: SearchResult, *, explain: bool = False) -> str:
-    header = f"{result.score:.3f} {result.path}:{result.start_line}-{result.end_line}"
-    if result.date:
-        header += f" ({result.date})"
-    lines = [header]
-    if explain and result.explanation is not None:
-        lines.append("  " + format_explanation(result))
-    lines.append(result.snippet.rstrip("\n"))
-    return "\n".join(lines)
-
-
-def format_explanation(result: SearchResult) -> str:
-    e = result.explanation
-    if e is None:
-        return ""
-
-    def num(value: float | None) -> str:
-        return "-" if value is None else f"{value:.3f}"
-
-    parts = [
-        f"fts={num(e.text_score)}",
-        f"vector={num(e.vector_score)}",
-        f"merged={num(e.merged)}",
-        f"decay={num(e.decay_multiplier)}",
-        f"final={num(e.final)}",
-        f"mmr={'-' if e.mmr_rank is None else '#' + str(e.mmr_rank)}",
-        f"path={e.vector_path or '-'}",
-        f"source={result.source}",
-    ]
-    return " ".join(parts)
+    click.echo(output.format_response(response, explain=explain))
 
 
 # ---------------------------------------------------------------------------- --batch
@@ -305,7 +243,7 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
         request_id: Any = None
         try:
             request, request_id = parse_batch_line(raw, defaults)
-            answer = response_json(index.search(request))
+            answer = output.response_json(index.search(request))
         except (ValueError, SessionMemError) as exc:
             failures += 1
             error: dict[str, Any] = {"error": str(exc), "line": number}
@@ -393,11 +331,11 @@ def index_command(ctx: click.Context, force: bool, as_json: bool) -> None:
     with open_index(app) as index:
         report = sync_with_progress(index, app.agent_id, force=force)
     if as_json:
-        output.echo_json(sync_report_json(report, app.agent_id))
+        output.echo_json(output.sync_report_json(report, app.agent_id))
         return
     for issue in report.issues:
         output.echo_err(f"warning: {issue}")
-    click.echo(format_sync_summary(app.agent_id, report))
+    click.echo(output.format_sync_summary(app.agent_id, report))
 
 
 def sync_with_progress(index: MemoryIndex, agent_id: str, *, force: bool) -> SyncReport:
@@ -408,33 +346,6 @@ def sync_with_progress(index: MemoryIndex, agent_id: str, *, force: bool) -> Syn
             return index.sync(force=force, progress=progress, reason="cli")
     except MemoryIndexError as exc:
         raise output.CommandFailed(f"Memory index failed ({agent_id}): {exc}") from exc
-
-
-def sync_report_json(report: SyncReport, agent_id: str) -> dict[str, Any]:
-    return {
-        "agentId": agent_id,
-        "reason": report.reason,
-        "full": report.full,
-        "filesScanned": report.files_scanned,
-        "filesIndexed": report.files_indexed,
-        "filesUnchanged": report.files_unchanged,
-        "filesDeleted": report.files_deleted,
-        "chunksWritten": report.chunks_written,
-        "embedded": report.embedded,
-        "cacheHits": report.cache_hits,
-        "seconds": round(report.seconds, 3),
-        "issues": list(report.issues),
-    }
-
-
-def format_sync_summary(agent_id: str, report: SyncReport) -> str:
-    rebuilt = " (full rebuild)" if report.full else ""
-    return (
-        f"Memory index updated ({agent_id}){rebuilt}: {report.files_indexed} files indexed, "
-        f"{report.files_unchanged} unchanged, {report.files_deleted} deleted, "
-        f"{report.chunks_written} chunks, "
-        f"{report.embedded} embedded ({report.cache_hits} cached) in {report.seconds:.2f} s"
-    )
 
 
 # ---------------------------------------------------------------------------- status
@@ -479,14 +390,14 @@ def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> N
             state, mode="unavailable", issues=(f"embedding provider: {provider_error}", *state.issues)
         )
     if as_json:
-        data = status_json(state, vector_path, probe)
+        data = output.status_json(state, vector_path, probe)
         if report is not None:
-            data["sync"] = sync_report_json(report, app.agent_id)
+            data["sync"] = output.sync_report_json(report, app.agent_id)
         output.echo_json(data)
         return
     if report is not None:
-        click.echo(format_sync_summary(app.agent_id, report))
-    click.echo(format_status(state, vector_path, probe))
+        click.echo(output.format_sync_summary(app.agent_id, report))
+    click.echo(output.format_status(state, vector_path, probe))
 
 
 def probe_embeddings(selection: EmbedderSelection) -> dict[str, Any]:
@@ -513,108 +424,3 @@ def current_vector_path(index: MemoryIndex, *, warm: bool) -> dict[str, str]:
     except AttributeError:  # pragma: no cover - a different index implementation
         return {"name": "unknown", "reason": "the index does not report its vector path"}
     return {"name": str(path.name), "reason": str(path.reason)}
-
-
-def status_json(
-    state: IndexStatus, vector_path: dict[str, str], probe: dict[str, Any] | None
-) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "agentId": state.agent_id,
-        "provider": state.provider,
-        "requestedProvider": state.provider_requested,
-        "model": state.model,
-        "mode": state.mode,
-        "fallback": (
-            {"from": state.fallback_from, "reason": state.fallback_reason} if state.fallback_from else None
-        ),
-        "providerUnavailableReason": state.fallback_reason if state.mode == "fts-only" else None,
-        "sources": list(state.sources),
-        "extraPaths": list(state.extra_paths),
-        "files": state.files,
-        "chunks": state.chunks,
-        "bySource": {
-            source: {
-                "files": state.files_by_source.get(source, 0),
-                "chunks": state.chunks_by_source.get(source, 0),
-            }
-            for source in sorted({*state.sources, *state.files_by_source, *state.chunks_by_source})
-        },
-        "dirty": state.dirty,
-        "store": state.store_path,
-        "workspace": state.workspace,
-        "vector": {
-            "loaded": state.vector_loaded,
-            "driver": state.vector_driver,
-            "version": state.vector_version,
-            "reason": state.vector_reason,
-            "dims": state.vector_dims,
-            "path": vector_path["name"],
-            "pathReason": vector_path["reason"],
-        },
-        "fts": {"available": state.fts_available, "error": state.fts_error},
-        "cache": {"entries": state.cache_entries, "maxEntries": state.cache_max_entries},
-        "issues": list(state.issues),
-    }
-    if probe is not None:
-        data["embeddingProbe"] = probe
-    return data
-
-
-def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[str, Any] | None) -> str:
-    """The human status block (reference §12's lines, plus the vector path and FTS-only mode)."""
-    fts_only = state.mode == "fts-only"
-    lines = [
-        f"Memory Search ({state.agent_id})",
-        f"Provider: {state.provider} (requested: {state.provider_requested})",
-        f"Model: {state.model}",
-    ]
-    if state.mode == "unavailable":
-        lines.append("Mode: unavailable — the configured embedding provider cannot be created (see Issues)")
-    elif fts_only:
-        why = f": {state.fallback_reason}" if state.fallback_reason else ""
-        lines.append(f"Mode: fts-only — keyword search only, no embedding provider{why}")
-    else:
-        lines.append("Mode: hybrid (keywords + vectors)")
-    lines += [
-        f"Sources: {', '.join(state.sources) or '(none)'}",
-        f"Extra paths: {', '.join(state.extra_paths) or '(none)'}",
-        f"Indexed: {state.files} files · {state.chunks} chunks",
-    ]
-    by_source = sorted({*state.sources, *state.files_by_source, *state.chunks_by_source})
-    if by_source:
-        lines.append("By source:")
-        for source in by_source:
-            files = state.files_by_source.get(source, 0)
-            chunks = state.chunks_by_source.get(source, 0)
-            lines.append(f"  {source} · {files} files · {chunks} chunks")
-    lines += [
-        f"Dirty: {'yes' if state.dirty else 'no'}",
-        f"Store: {state.store_path}",
-        f"Workspace: {state.workspace}",
-    ]
-    if state.mode == "unavailable":
-        lines.append("Embeddings: unavailable (see Issues)")
-    elif probe is not None:
-        if probe.get("ok"):
-            lines.append(f"Embeddings: ready ({probe['dims']} dims, probe {probe['ms']:.0f} ms)")
-        else:
-            lines.append(f"Embeddings: unavailable ({probe.get('error')})")
-    if state.provider == "none":
-        lines.append(f"Vector: disabled (no embedding provider; store: {state.vector_reason})")
-    else:
-        lines.append(f"Vector: {'ready' if state.vector_loaded else 'unavailable'} ({state.vector_reason})")
-    lines.append(f"Vector path: {vector_path['name']} ({vector_path['reason']})")
-    if state.vector_dims is not None:
-        lines.append(f"Vector dims: {state.vector_dims}")
-    fts = "ready" if state.fts_available else f"unavailable ({state.fts_error})"
-    lines.append(f"FTS: {fts}")
-    cap = "unlimited" if state.cache_max_entries is None else str(state.cache_max_entries)
-    lines.append(f"Embedding cache: {state.cache_entries} entries (cap: {cap})")
-    if state.fallback_from:
-        lines.append(f"Fallback: from {state.fallback_from} ({state.fallback_reason or 'no reason given'})")
-    if state.issues:
-        lines.append("Issues:")
-        lines += ["  - " + issue.replace("\n", "\n    ") for issue in state.issues]
-    else:
-        lines.append("Issues: none")
-    return "\n".join(lines)
