@@ -228,16 +228,13 @@ class Session:
     async def _preflight(self, pending: Message) -> None:
         projected = self.projection([pending]).tokens
         cfg = self.runner.agent.compaction
-        if cfg.enabled and projected >= compaction_threshold(self.context_window, cfg) > 0:
-            await compact_through_gate(self, "threshold")
+        guards = self._guards()
+        may_compact = cfg.enabled and not guards["heartbeat"] and not guards["provider_owns_compaction"]
+        if may_compact and projected >= compaction_threshold(self.context_window, cfg) > 0:
+            await compact_through_gate(self, "threshold")  # the gate flushes first
             return
         decision = should_flush(
-            projected,
-            self.context_window,
-            cfg,
-            self._entry_dict(),
-            self.transcript.size_bytes(),
-            **self._guards(),
+            projected, self.context_window, cfg, self._entry_dict(), self.transcript.size_bytes(), **guards
         )
         if decision.skipped:
             await self._emit(FlushSkippedEvent(session_key=self.key, reason=decision.reason))

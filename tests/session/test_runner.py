@@ -416,3 +416,17 @@ def test_flush_threshold_is_inclusive_in_a_real_turn(
     again, _ = make_runner(model, tmp_path, workspace, config)
     again.open().run_turn_sync(text)
     assert len(flush_prompt_requests(model.calls)) == flushes
+
+
+def test_provider_that_owns_compaction_gets_neither_flush_nor_compaction(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(30)))
+    config = small_config(
+        window=3000, reserve=500, floor=500, soft=300, keep=400, models={"scripted": {"ownsCompaction": True}}
+    )
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    chat(runner.open(), 20)
+    assert recorder.kinds("flush", "compaction") == []
+    assert {e.reason for e in recorder.events if e.kind == "flush_skipped"} == {"provider owns compaction"}
+    assert [c.purpose for c in model.calls] == ["turn"] * 20
