@@ -430,3 +430,31 @@ def test_provider_that_owns_compaction_gets_neither_flush_nor_compaction(
     assert recorder.kinds("flush", "compaction") == []
     assert {e.reason for e in recorder.events if e.kind == "flush_skipped"} == {"provider owns compaction"}
     assert [c.purpose for c in model.calls] == ["turn"] * 20
+
+
+def test_flush_cannot_write_elsewhere_and_sees_only_memory_tools(tmp_path: Path, workspace: Path) -> None:
+    from freezegun import freeze_time
+
+    (workspace / "MEMORY.md").write_text("# Memory\n- keep me\n")
+    model = ScriptedModel(
+        responder=flush_aware(lambda r: "ok", flush=flush_write("MEMORY.md", "overwritten"))
+    )
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[lookup])
+    session = runner.open()
+    chat(session, 3)
+    with freeze_time("2026-11-22 23:59:00"):
+        session.compact_sync()
+    flush_calls = [c for c in model.calls if c.purpose == "flush"]
+    assert {t["function"]["name"] for t in flush_calls[0].tools} == {
+        "memory_get",
+        "memory_search",
+        "write",
+        "memory_append_daily",
+    } - ({"memory_search"} if runner.memory_index is None else set())
+    refusal = flush_calls[1].messages[-1]
+    assert refusal.is_error
+    assert (
+        refusal.content == "Memory flush writes are restricted to memory/2026-11-22.md; use that path only."
+    )
+    assert (workspace / "MEMORY.md").read_text() == "# Memory\n- keep me\n"
+    assert "memory/2026-11-22.md" in flush_calls[0].messages[0].content  # the flush system prompt
