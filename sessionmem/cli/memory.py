@@ -106,7 +106,7 @@ def open_index(app: Context, selection: EmbedderSelection | None = None) -> Iter
 # ---------------------------------------------------------------------------- search
 
 
-@memory.command()
+@memory.command(short_help="Search memory by keywords (and meaning, with a provider).")
 @click.argument("query", required=False)
 @click.option("--max-results", type=click.IntRange(min=1), help="At most N results (default: config).")
 @click.option("--min-score", type=click.FloatRange(0.0, 1.0), help="Drop results under X (default: config).")
@@ -244,9 +244,12 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
         try:
             request, request_id = parse_batch_line(raw, defaults)
             answer = output.response_json(index.search(request))
-        except (ValueError, SessionMemError) as exc:
+        except Exception as exc:
+            # Malformed lines (ValueError) and failing searches (SessionMemError) say what went wrong;
+            # anything else is named by its type. Either way the next line is still answered.
             failures += 1
-            error: dict[str, Any] = {"error": str(exc), "line": number}
+            message = str(exc) if isinstance(exc, (ValueError, SessionMemError)) else repr(exc)
+            error: dict[str, Any] = {"error": message, "line": number}
             if request_id is not None:
                 error["id"] = request_id
             output.echo_line_json(error)
@@ -261,7 +264,7 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
 # ---------------------------------------------------------------------------- get
 
 
-@memory.command()
+@memory.command(short_help="Print a memory file or a window of its lines.")
 @click.argument("path")
 @click.option("--from", "start", type=click.IntRange(min=1), help="First line to print (1-based).")
 @click.option("--lines", "count", type=click.IntRange(min=1), help="How many lines to print.")
@@ -313,7 +316,7 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
 # ---------------------------------------------------------------------------- index
 
 
-@memory.command("index")
+@memory.command("index", short_help="Update the index from changed Markdown files.")
 @click.option("--force", is_flag=True, help="Rebuild from every file, not only the changed ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as one JSON object.")
 @click.pass_context
@@ -351,7 +354,7 @@ def sync_with_progress(index: MemoryIndex, agent_id: str, *, force: bool) -> Syn
 # ---------------------------------------------------------------------------- status
 
 
-@memory.command()
+@memory.command(short_help="Show provider, index contents, vector path and issues.")
 @click.option("--deep", is_flag=True, help="Also probe the embedding provider (one embed call) and vectors.")
 @click.option("--index", "sync_first", is_flag=True, help="Sync the index first (with progress).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

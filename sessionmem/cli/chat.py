@@ -1,0 +1,235 @@
+"""``sessionmem chat``: talk to an agent through the session runner, one stdin line per message.
+
+The model is a real provider through litellm (``--model openai/gpt-4o-mini``; API keys are read by
+litellm from the environment as usual, or given with ``--api-key``; ``--api-base`` points at any
+OpenAI-compatible server). The agent's memory index is opened so the model has ``memory_search`` and
+``memory_get``. The runner does the rest: token projection, the silent flush, compaction, the
+transcript and sessions.json.
+
+Commands typed as messages: ``/new`` and ``/reset`` (or ``session.resetTriggers``; the session-memory
+hook saves the conversation first), ``/compact [focus]``, ``/status``, and ``/quit`` (or end of input).
+
+Output: replies on stdout; notes about flushes, compactions and new sessions on stderr. With
+``--json``, one JSON object per line on stdout for every event (``turn`` with the reply, ``flush``,
+``compaction``, ``new``, ``memory_write``, ``tool_call``, ...), plus ``status`` and ``command`` objects
+for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
+
+Examples::
+
+    sessionmem chat --model openai/gpt-4o-mini
+    printf 'hello\\n/status\\n/new\\n' | sessionmem chat --model openai/gpt-4o-mini --json
+    sessionmem chat --model openai/llama3 --api-base http://127.0.0.1:8080/v1 --api-key none
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import IO, TYPE_CHECKING, Any
+
+import click
+
+from sessionmem.cli import output
+from sessionmem.errors import SessionMemError
+
+if TYPE_CHECKING:
+    from sessionmem.cli.root import Context
+    from sessionmem.session.events import Event
+    from sessionmem.session.runner import Session
+
+QUIT_COMMANDS = frozenset({"/quit", "/exit"})
+
+
+# ---------------------------------------------------------------------------- formatting (pure)
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as a JSON-ready dict, ``kind`` first."""
+    data = dataclasses.asdict(event)
+    return {"kind": data.pop("kind"), **data}
+
+
+def event_note(event: Event) -> str | None:
+    """A one-line human note for events worth telling about on stderr, else None."""
+    kind = event.kind
+    data = event_json(event)
+    if kind == "flush":
+        failed = f" failed: {data['error']}" if data.get("error") else ""
+        return f"· memory flush ({data.get('path')}){failed}"
+    if kind == "compaction":
+        return (
+            f"· compacted ({data.get('tokens_before', 0):,} → {data.get('tokens_after', 0):,} tokens, "
+            f"count {data.get('compaction_count')})"
+        )
+    if kind == "compaction_failed":
+        return f"· compaction failed: {data.get('error')}"
+    if kind == "new":
+        saved = f", saved {data['memory_file']}" if data.get("memory_file") else ""
+        return f"· new session {data.get('session_id')} ({data.get('reason')}{saved})"
+    if kind == "memory_write":
+        return f"· memory {data.get('mode')}: {data.get('path')}"
+    if kind == "tool_call":
+        return f"· tool {data.get('name')}{' (error)' if data.get('is_error') else ''}"
+    return None
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+class ChatPrinter:
+    """Where the chat writes: replies and JSON lines on stdout, notes on stderr."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def on_event(self, event: Event) -> None:
+        if self.as_json:
+            output.echo_line_json(event_json(event))
+            return
+        note = event_note(event)
+        if note is not None:
+            output.echo_err(note)
+
+    def reply(self, text: str | None) -> None:
+        if not self.as_json and text:
+            click.echo(text)
+
+    def command(self, session: Session, name: str, reply: str | None) -> None:
+        if not self.as_json:
+            self.reply(reply)
+            return
+        if name == "status":
+            from sessionmem.session.commands import session_status
+
+            output.echo_line_json({"kind": "status", **session_status(session).to_json()})
+            return
+        output.echo_line_json({"kind": "command", "command": name, "reply": reply})
+
+    def error(self, exc: BaseException) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        if self.as_json:
+            output.echo_line_json({"kind": "error", "error": message})
+        else:
+            output.echo_err(f"error: {message}")
+
+
+async def chat_loop(
+    session: Session,
+    read_line: Callable[[], str],
+    printer: ChatPrinter,
+    *,
+    prompt: Callable[[], None] | None = None,
+) -> int:
+    """Run turns for each line until ``/quit`` or end of input; returns the number of messages sent.
+
+    ``read_line`` blocks (stdin), so it runs in a thread; one event loop serves the whole chat, so
+    litellm's async clients stay bound to a live loop.
+    """
+    sent = 0
+    while True:
+        if prompt is not None:
+            prompt()
+        line = await asyncio.to_thread(read_line)
+        if not line:  # end of input
+            return sent
+        text = line.strip()
+        if not text:
+            continue
+        if text.lower() in QUIT_COMMANDS:
+            return sent
+        sent += 1
+        try:
+            result = await session.run_turn(text)
+        except SessionMemError as exc:  # a failed turn is reported; the chat goes on
+            printer.error(exc)
+            continue
+        if result.command is not None:
+            printer.command(session, result.command, result.reply)
+        else:
+            printer.reply(result.reply)
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+@contextmanager
+def _memory_index(app: Context, printer: ChatPrinter) -> Iterator[Any]:
+    """The agent's memory index, or None (with a warning) when it cannot be opened."""
+    from sessionmem.cli.memory import open_index
+
+    stack = ExitStack()
+    index = None
+    if app.agent.memory_search.enabled:
+        try:
+            index = stack.enter_context(open_index(app))
+        except SessionMemError as exc:
+            printer.error(exc)
+            output.echo_err("warning: memory index unavailable; chatting without memory_search")
+    with stack:
+        yield index
+
+
+@click.command()
+@click.option("--model", "model_name", metavar="MODEL", help="litellm model, e.g. openai/gpt-4o-mini.")
+@click.option("--session", "session_key", metavar="KEY", help="Session key. Default: agent:<agentId>:main.")
+@click.option("--api-base", metavar="URL", help="Base URL of the provider (an OpenAI-compatible server).")
+@click.option("--api-key", metavar="KEY", help="API key. Default: what litellm finds in the environment.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per event, one per line.")
+@click.pass_context
+def chat(
+    ctx: click.Context,
+    model_name: str | None,
+    session_key: str | None,
+    api_base: str | None,
+    api_key: str | None,
+    as_json: bool,
+) -> None:
+    """Chat with the agent; one message per line on stdin.
+
+    \b
+    In the chat: /new, /reset, /compact [focus], /status, /quit.
+    Examples:
+      sessionmem chat --model openai/gpt-4o-mini
+      printf 'hello\\n/status\\n' | sessionmem chat --model openai/gpt-4o-mini --json
+    """
+    app = output.resolved(ctx)
+    name = model_name or app.agent.model
+    if not name:
+        raise click.UsageError(
+            "No model: pass --model (e.g. openai/gpt-4o-mini) or set agents.defaults.model."
+        )
+
+    from sessionmem.model.litellm import LiteLLMModel
+    from sessionmem.session.runner import SessionRunner
+
+    model = LiteLLMModel(name, api_base=api_base, api_key=api_key)
+    (app.workspace / "memory").mkdir(parents=True, exist_ok=True)
+    printer = ChatPrinter(as_json)
+    stdin = sys.stdin
+    interactive = _isatty(stdin)
+    with _memory_index(app, printer) as index:
+        runner = SessionRunner(
+            model,
+            config=app.config,
+            agent_id=app.agent_id,
+            workspace=app.workspace,
+            state_dir=app.state_dir,
+            on_event=printer.on_event,
+            memory_index=index,
+            command_source="cli",
+        )
+        session = runner.open(session_key)
+        if interactive and not as_json:
+            output.echo_err(f"sessionmem chat · {session.key} · {name} · /status /compact /new /quit")
+        prompt = (lambda: click.echo("> ", nl=False, err=True)) if interactive and not as_json else None
+        asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
