@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import heapq
 import logging
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from sessionmem.memory.db import VectorSupport
+from sessionmem.memory.db import VectorSupport, connect
 
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 4096
 VEC0_MAX_K = 4096  # sqlite-vec's limit on k
+SYNC_RELOAD_ROWS = 20_000  # up to this many chunks the matrix loads in the query (tens of ms)
 
 Hits = list[tuple[str, float]]
 
@@ -68,98 +71,137 @@ def _placeholders(n: int) -> str:
 # ---------------------------------------------------------------------------- matrix
 
 
+@dataclass(frozen=True)
+class _MatrixState:
+    """One loaded snapshot; replaced whole, so a reader never sees half of a reload."""
+
+    model: str
+    token: tuple[int, int]  # the searching connection's write token when the snapshot was taken
+    ids: list[str]
+    sources: np.ndarray  # object array parallel to ids
+    matrix: np.ndarray  # (len(ids), dims) float32, C-contiguous
+    masks: dict[frozenset[str], np.ndarray | None] = field(default_factory=dict)
+
+    def mask(self, wanted: frozenset[str]) -> np.ndarray | None:
+        """Rows whose source is wanted, cached per source set; None when every row qualifies."""
+        if wanted not in self.masks:
+            present = frozenset(self.sources.tolist())
+            self.masks[wanted] = None if present <= wanted else np.isin(self.sources, list(wanted))
+        return self.masks[wanted]
+
+
+def write_token(conn: Any) -> tuple[int, int]:
+    """Changes whenever another connection commits (``data_version``) or ``conn`` itself writes."""
+    (version,) = conn.execute("PRAGMA data_version").fetchone()
+    return int(version), int(conn.total_changes)
+
+
+def read_matrix(conn: Any, model: str) -> tuple[list[str], list[str], np.ndarray]:
+    """Every embedding of ``model`` read through ``conn`` into one preallocated matrix, in one pass.
+
+    Capacity is ``count(*)`` of all chunks (instant; counting one model's rows would scan the
+    table a second time). The dimension is the first row's; rows of another dimension (a
+    half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
+    """
+    (capacity,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
+    cur = conn.execute(
+        "SELECT id, source, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL", (model,)
+    )
+    matrix = np.empty((0, 0), dtype=np.float32)
+    ids: list[str] = []
+    sources: list[str] = []
+    size = 0
+    skipped = 0
+    while True:
+        batch = cur.fetchmany(BATCH_ROWS)
+        if not batch:
+            break
+        if not size:
+            size = len(batch[0][2])
+            matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
+        rows = [r for r in batch if len(r[2]) == size]
+        skipped += len(batch) - len(rows)
+        at = len(ids)
+        rows = rows[: matrix.shape[0] - at]  # rows written since the count wait for the next load
+        if not rows:
+            continue
+        matrix[at : at + len(rows)] = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(
+            len(rows), -1
+        )
+        ids += [r[0] for r in rows]
+        sources += [r[1] for r in rows]
+    if skipped:
+        log.warning("memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4)
+    n = len(ids)
+    return ids, sources, matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
+
+
 class MatrixVectors:
-    """All embeddings of one model in one contiguous float32 matrix, with parallel id/source arrays."""
+    """All embeddings of one model in one contiguous float32 matrix, with parallel id/source arrays.
+
+    Valid only while nothing was written since the snapshot: the write token of the searching
+    connection must be unchanged, and ``invalidate()`` (the index's signal) drops validity at once.
+    """
 
     name = "matrix"
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
-        self._model: str | None = None
-        self._ids: list[str] = []
-        self._sources = np.empty(0, dtype=object)
-        self._present: frozenset[str] = frozenset()
-        self._masks: dict[frozenset[str], np.ndarray] = {}
-        self._matrix = np.empty((0, 0), dtype=np.float32)
-        self._token: tuple[int, int] | None = None
-        self._stale = True
+        self._state: _MatrixState | None = None
+        self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
 
     def write_token(self) -> tuple[int, int]:
-        """Changes whenever any connection commits a write (data_version) or this one writes."""
-        (version,) = self._conn.execute("PRAGMA data_version").fetchone()
-        return int(version), int(self._conn.total_changes)
+        return write_token(self._conn)
+
+    @property
+    def generation(self) -> int:
+        return self._generation
 
     @property
     def loaded_model(self) -> str | None:
-        return self._model
+        return self._state.model if self._state is not None else None
 
     @property
     def rows(self) -> int:
-        return len(self._ids)
+        return len(self._state.ids) if self._state is not None else 0
 
     @property
     def nbytes(self) -> int:
-        return int(self._matrix.nbytes)
+        return int(self._state.matrix.nbytes) if self._state is not None else 0
 
     def invalidate(self) -> None:
-        self._stale = True
+        self._generation += 1
+        self._state = None
 
     def is_valid(self, model: str) -> bool:
         """Loaded for ``model`` and nothing written to the database since."""
-        if self._stale or self._model != model or self._token is None:
+        state = self._state
+        if state is None or state.model != model:
             return False
-        if self.write_token() != self._token:
-            self._stale = True
+        if self.write_token() != state.token:
+            self._state = None
             return False
         return True
 
-    def load(self, model: str) -> None:
-        """(Re)load every embedding of ``model`` into one preallocated matrix, in one pass.
+    def install(
+        self,
+        model: str,
+        token: tuple[int, int],
+        loaded: tuple[list[str], list[str], np.ndarray],
+        *,
+        generation: int | None = None,
+    ) -> bool:
+        """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
+        if generation is not None and generation != self._generation:
+            return False
+        ids, sources, matrix = loaded
+        self._state = _MatrixState(model, token, ids, np.array(sources, dtype=object), matrix)
+        return True
 
-        Capacity is ``count(*)`` of all chunks (instant; counting one model's rows would scan the
-        table a second time). The dimension is the first row's; rows of another dimension (a
-        half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
-        """
+    def load(self, model: str) -> None:
+        """(Re)load now, through the searching connection."""
         token = self.write_token()
-        (capacity,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
-        cur = self._conn.execute(
-            "SELECT id, source, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL", (model,)
-        )
-        matrix = np.empty((0, 0), dtype=np.float32)
-        ids: list[str] = []
-        sources: list[str] = []
-        size = 0
-        skipped = 0
-        while True:
-            batch = cur.fetchmany(BATCH_ROWS)
-            if not batch:
-                break
-            if not size:
-                size = len(batch[0][2])
-                matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
-            rows = [r for r in batch if len(r[2]) == size]
-            skipped += len(batch) - len(rows)
-            at = len(ids)
-            rows = rows[: matrix.shape[0] - at]  # rows written since the count wait for the next load
-            if not rows:
-                continue
-            block = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
-            matrix[at : at + len(rows)] = block
-            ids += [r[0] for r in rows]
-            sources += [r[1] for r in rows]
-        if skipped:
-            log.warning(
-                "memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4
-            )
-        n = len(ids)
-        self._matrix = matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
-        self._ids = ids
-        self._sources = np.array(sources, dtype=object)
-        self._present = frozenset(sources)
-        self._masks = {}
-        self._model = model
-        self._token = token
-        self._stale = False
+        self.install(model, token, read_matrix(self._conn, model))
 
     def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
         if not self.is_valid(model):
@@ -167,30 +209,18 @@ class MatrixVectors:
         return self.scan(query_vec, k, sources=sources)
 
     def scan(self, query_vec: np.ndarray, k: int, *, sources: Sequence[str]) -> Hits:
-        """The product and top-k over what is loaded, without touching the database.
-
-        Safe to run in a worker thread while the caller queries SQLite: it reads the loaded
-        arrays once, and only ``load`` (never called concurrently by the searcher) replaces them.
-        """
-        ids, matrix = self._ids, self._matrix
-        if not ids:
+        """The product and top-k over the current snapshot, without touching the database."""
+        state = self._state
+        if state is None or not state.ids:
             return []
         q = _normalise(query_vec)
-        if q.shape[0] != matrix.shape[1]:
+        if q.shape[0] != state.matrix.shape[1]:
             return []
-        scores = matrix @ q
-        mask = self._mask(frozenset(sources))
-        if mask is not None and mask.shape[0] == scores.shape[0]:
+        scores = state.matrix @ q
+        mask = state.mask(frozenset(sources))
+        if mask is not None:
             scores = np.where(mask, scores, -np.inf)
-        return _top_k(ids, scores, k)
-
-    def _mask(self, wanted: frozenset[str]) -> np.ndarray | None:
-        """Rows whose source is wanted, cached per source set; None when every row qualifies."""
-        if self._present <= wanted:
-            return None
-        if wanted not in self._masks:
-            self._masks[wanted] = np.isin(self._sources, list(wanted))
-        return self._masks[wanted]
+        return _top_k(state.ids, scores, k)
 
 
 # ---------------------------------------------------------------------------- sqlite-vec
@@ -294,18 +324,32 @@ class VectorRouter:
     """Serves each query from the fastest valid path and keeps the matrix fresh.
 
     Trigger: a query arrives while the matrix is stale (an index write happened) or not loaded.
-    Why: reloading 100k vectors costs a few hundred ms, more than one sqlite-vec query.
-    Outcome: with ``preload=True`` (default) the matrix is (re)loaded before serving, so every
-    query after the first pays only the matrix scan; with ``preload=False`` stale queries are served
-    by sqlite-vec or brute force and the matrix is only loaded by ``warm()``.
+    Why: loading 100k vectors takes ~0.5-1 s, several sqlite-vec queries' worth; a small index
+    loads in a few ms.
+    Outcome: an index of at most ``sync_reload_rows`` chunks (or an in-memory database) is loaded
+    before serving; a larger one is loaded by a background thread through its own connection
+    while sqlite-vec (or brute force) answers, and the matrix serves as soon as it is installed.
+    ``preload=False`` never loads on its own: only ``warm()`` does.
     """
 
-    def __init__(self, conn: Any, vector_support: VectorSupport, *, preload: bool = True) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        vector_support: VectorSupport,
+        *,
+        preload: bool = True,
+        sync_reload_rows: int = SYNC_RELOAD_ROWS,
+    ) -> None:
         self.matrix = MatrixVectors(conn)
         self.sqlite_vec = SqliteVecVectors(conn)
         self.brute_force = BruteForceVectors(conn)
+        self._conn = conn
         self._support = vector_support
         self._preload = preload
+        self._sync_reload_rows = sync_reload_rows
+        self._db_path = _database_file(conn)
+        self._reload: threading.Thread | None = None
+        self._reload_error: str | None = None
         self.last_path: VectorPath | None = None
 
     def invalidate(self) -> None:
@@ -314,32 +358,82 @@ class VectorRouter:
     def warm(self, model: str) -> None:
         self.matrix.load(model)
 
+    def wait_for_reload(self, timeout: float | None = None) -> bool:
+        """Block until a background reload finishes; True when none is running afterwards."""
+        thread = self._reload
+        if thread is not None:
+            thread.join(timeout)
+        return self._reload is None or not self._reload.is_alive()
+
     def current_path(self, model: str) -> VectorPath:
-        return choose_vector_path(
+        path = choose_vector_path(
             matrix_valid=self.matrix.is_valid(model),
             vector_support=self._support,
             vec_table=self._support.loaded and self.sqlite_vec.table_exists(),
         )
+        if path.name != "matrix" and self._reload is not None and self._reload.is_alive():
+            return VectorPath(path.name, f"{path.reason}; the in-memory matrix is loading in the background")
+        if path.name != "matrix" and self._reload_error:
+            return VectorPath(path.name, f"{path.reason}; last matrix load failed: {self._reload_error}")
+        return path
 
     def prepare(self, model: str) -> VectorPath:
-        """Reload a stale matrix when preloading, then choose (and remember) the path to serve from."""
+        """Refresh a stale matrix (now or in the background), then choose and remember the path."""
         if self._preload and not self.matrix.is_valid(model):
+            self._refresh(model)
+        self.last_path = self.current_path(model)
+        return self.last_path
+
+    def _refresh(self, model: str) -> None:
+        if self._reload is not None and self._reload.is_alive():
+            return
+        (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
+        if self._db_path is None or int(rows) <= self._sync_reload_rows:
             try:
                 self.matrix.load(model)
             except MemoryError:  # pragma: no cover - only on machines short of memory
-                log.warning("memory vectors: not enough memory for the in-memory matrix; using SQL paths")
-        self.last_path = self.current_path(model)
-        return self.last_path
+                self._reload_error = "not enough memory"
+            return
+        token, generation = self.matrix.write_token(), self.matrix.generation
+        self._reload = threading.Thread(
+            target=self._reload_in_background,
+            args=(model, token, generation),
+            name="sessionmem-matrix-load",
+            daemon=True,
+        )
+        self._reload.start()
+
+    def _reload_in_background(self, model: str, token: tuple[int, int], generation: int) -> None:
+        """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers)."""
+        assert self._db_path is not None
+        try:
+            conn, _ = connect(self._db_path, load_vector=False)
+            try:
+                loaded = read_matrix(conn, model)
+            finally:
+                conn.close()
+            self.matrix.install(model, token, loaded, generation=generation)
+            self._reload_error = None
+        except Exception as exc:  # reported by status; queries keep using the SQL paths
+            log.warning("memory vectors: background matrix load failed: %s", exc)
+            self._reload_error = str(exc)
 
     def serve(
         self, path: VectorPath, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]
     ) -> Hits:
-        index: VectorIndex = {
-            "matrix": self.matrix,
-            "sqlite-vec": self.sqlite_vec,
-            "brute-force": self.brute_force,
-        }[path.name]  # type: ignore[assignment]
+        """Answer from ``path`` (as chosen by ``prepare``); the matrix scans without touching SQL."""
+        if path.name == "matrix":
+            return self.matrix.scan(query_vec, k, sources=sources)
+        index: VectorIndex = self.sqlite_vec if path.name == "sqlite-vec" else self.brute_force
         return index.knn(query_vec, k, model=model, sources=sources)
 
     def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
         return self.serve(self.prepare(model), query_vec, k, model=model, sources=sources)
+
+
+def _database_file(conn: Any) -> Path | None:
+    """The main database's file, or None for an in-memory or temporary database."""
+    for row in conn.execute("PRAGMA database_list").fetchall():
+        if row[1] == "main":
+            return Path(row[2]) if row[2] else None
+    return None

@@ -17,6 +17,7 @@ from sessionmem.memory.vectors import (
     VectorIndex,
     VectorRouter,
     choose_vector_path,
+    read_matrix,
 )
 from tests.memory.test_search import add_chunk
 
@@ -158,3 +159,40 @@ def test_choose_vector_path_prefers_fastest_valid() -> None:
     assert no_ext.name == "brute-force" and "cannot load extensions" in no_ext.reason
     no_table = choose_vector_path(matrix_valid=False, vector_support=loaded, vec_table=False)
     assert no_table.name == "brute-force" and "no vector table" in no_table.reason
+
+
+def test_large_index_loads_the_matrix_in_the_background(
+    filled: tuple[Any, VectorSupport, dict[str, int]],
+) -> None:
+    conn, support, row_of = filled
+    router = VectorRouter(conn, support, sync_reload_rows=100)  # N rows is "large" here
+    q = np.ones(DIMS, dtype=np.float32)
+    first = router.prepare(MODEL)
+    assert first.name == "sqlite-vec"
+    assert router.wait_for_reload(timeout=30)
+    hits_sql = router.serve(first, q, 5, model=MODEL, sources=("memory", "sessions"))
+    second = router.prepare(MODEL)
+    assert second.name == "matrix" and router.matrix.rows == N
+    hits_matrix = router.serve(second, q, 5, model=MODEL, sources=("memory", "sessions"))
+    assert [cid for cid, _ in hits_matrix] == [cid for cid, _ in hits_sql]
+    assert [s for _, s in hits_matrix] == pytest.approx([s for _, s in hits_sql], abs=1e-5)
+    # a write makes it stale again; the next query is served by SQL while the reload runs
+    add_chunk(conn, "memory/late.md", "late", model=MODEL, embedding=q)
+    assert router.prepare(MODEL).name == "sqlite-vec"
+    assert router.wait_for_reload(timeout=30)
+    assert router.prepare(MODEL).name == "matrix" and router.matrix.rows == N + 1
+    assert set(row_of) < {cid for cid, _ in router.knn(q, N + 1, model=MODEL, sources=("memory", "sessions"))}
+
+
+def test_reload_started_before_an_invalidation_is_discarded(
+    filled: tuple[Any, VectorSupport, dict[str, int]],
+) -> None:
+    conn, _, _ = filled
+    matrix = MatrixVectors(conn)
+    token, generation = matrix.write_token(), matrix.generation
+    loaded = read_matrix(conn, MODEL)
+    matrix.invalidate()
+    assert not matrix.install(MODEL, token, loaded, generation=generation)
+    assert not matrix.is_valid(MODEL)
+    assert matrix.install(MODEL, token, loaded, generation=matrix.generation)
+    assert matrix.is_valid(MODEL)
