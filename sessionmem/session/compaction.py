@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sessionmem.errors import SessionMemError
+from sessionmem.errors import ContextWindowExceeded, SessionMemError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model, ModelRequest
 from sessionmem.session.projection import ContextItem, TokenCounter
@@ -213,13 +213,46 @@ def summary_request(
     )
 
 
+MAX_SPLIT_DEPTH = 3  # an overflowing summary request is split in halves at most this deep (8 parts)
+
+
 async def summarize(
     model: Model, plan: CompactionPlan, *, instructions: str | None = None, reserve_tokens: int = 16_384
 ) -> str:
-    """One model call with purpose "compaction"; an exception or an empty answer -> CompactionFailed."""
-    request = summary_request(plan, instructions=instructions, reserve_tokens=reserve_tokens)
+    """One model call with purpose "compaction"; an exception or an empty answer -> CompactionFailed.
+
+    If the request itself is over the provider's window (the overflow path, when the configured window
+    is larger than the real one), the messages are summarised in two halves, the first half's summary
+    becoming the second's ``<previous-summary>``; halves are split again up to MAX_SPLIT_DEPTH.
+    """
+    return await _summarize_part(
+        model, plan.summarize, plan.previous_summary, instructions, reserve_tokens, depth=0
+    )
+
+
+async def _summarize_part(
+    model: Model,
+    items: Sequence[ContextItem],
+    previous: str | None,
+    instructions: str | None,
+    reserve_tokens: int,
+    *,
+    depth: int,
+) -> str:
+    part = CompactionPlan(tuple(items), (), previous, 0)
+    request = summary_request(part, instructions=instructions, reserve_tokens=reserve_tokens)
     try:
         reply = await model.complete(request)
+    except ContextWindowExceeded as exc:
+        if depth >= MAX_SPLIT_DEPTH or len(items) < 2:
+            raise CompactionFailed(f"summarisation request is over the context window: {exc}") from exc
+        middle = len(items) // 2
+        first = await _summarize_part(
+            model, items[:middle], previous, instructions, reserve_tokens, depth=depth + 1
+        )
+        return await _summarize_part(
+            model, items[middle:], first, instructions, reserve_tokens, depth=depth + 1
+        )
     except Exception as exc:
         raise CompactionFailed(f"summarisation failed: {type(exc).__name__}: {exc}") from exc
     summary = reply.message.content.strip()

@@ -147,3 +147,33 @@ def test_failed_or_empty_summary_raises_compaction_failed() -> None:
     with pytest.raises(CompactionFailed, match="empty"):
         asyncio.run(summarize(ScriptedModel(["   "]), plan))
     assert asyncio.run(summarize(ScriptedModel(["## Decisions\nNone"]), plan)) == "## Decisions\nNone"
+
+
+def test_an_overflowing_summary_request_is_split_and_chained() -> None:
+    from sessionmem.errors import ContextWindowExceeded
+    from sessionmem.model.base import ModelRequest
+    from sessionmem.model.scripted import count_request_tokens
+
+    plan = plan_compaction(history(8), TokenCounter(), 100)
+    assert plan is not None
+
+    def respond(request: ModelRequest) -> str:
+        if count_request_tokens(request) > 700:
+            raise ContextWindowExceeded("too long for the summariser")
+        text = request.messages[1].content
+        earlier = text.split("<previous-summary>\n")[1].split("\n")[0] if "<previous-summary>" in text else ""
+        first = text.split("[User]: question ")[1].split(" ")[0] if "[User]: question " in text else "-"
+        return f"{earlier}|{first}".strip("|")
+
+    model = ScriptedModel(responder=respond)
+    summary = asyncio.run(summarize(model, plan))
+    assert len(model.calls) > 2  # the first request overflowed, its halves did not
+    assert summary.startswith("0|")  # the chain starts with the oldest part
+    with pytest.raises(CompactionFailed, match="over the context window"):
+        asyncio.run(summarize(ScriptedModel(responder=lambda r: _raise()), plan))
+
+
+def _raise() -> str:
+    from sessionmem.errors import ContextWindowExceeded
+
+    raise ContextWindowExceeded("always too long")
