@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -161,14 +162,28 @@ def test_choose_vector_path_prefers_fastest_valid() -> None:
     assert no_table.name == "brute-force" and "no vector table" in no_table.reason
 
 
+class GatedRouter(VectorRouter):
+    """Holds each background reload until the test opens the gate, so the race is the test's choice."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = threading.Event()
+
+    def _reload_in_background(self, model: str, token: tuple[int, int], generation: int) -> None:
+        self.gate.wait(30)
+        self.gate.clear()
+        super()._reload_in_background(model, token, generation)
+
+
 def test_large_index_loads_the_matrix_in_the_background(
     filled: tuple[Any, VectorSupport, dict[str, int]],
 ) -> None:
     conn, support, row_of = filled
-    router = VectorRouter(conn, support, sync_reload_rows=100)  # N rows is "large" here
+    router = GatedRouter(conn, support, sync_reload_rows=100)  # N rows is "large" here
     q = np.ones(DIMS, dtype=np.float32)
     first = router.prepare(MODEL)
-    assert first.name == "sqlite-vec"
+    assert first.name == "sqlite-vec" and "loading in the background" in first.reason
+    router.gate.set()
     assert router.wait_for_reload(timeout=30)
     hits_sql = router.serve(first, q, 5, model=MODEL, sources=("memory", "sessions"))
     second = router.prepare(MODEL)
@@ -179,6 +194,7 @@ def test_large_index_loads_the_matrix_in_the_background(
     # a write makes it stale again; the next query is served by SQL while the reload runs
     add_chunk(conn, "memory/late.md", "late", model=MODEL, embedding=q)
     assert router.prepare(MODEL).name == "sqlite-vec"
+    router.gate.set()
     assert router.wait_for_reload(timeout=30)
     assert router.prepare(MODEL).name == "matrix" and router.matrix.rows == N + 1
     assert set(row_of) < {cid for cid, _ in router.knn(q, N + 1, model=MODEL, sources=("memory", "sessions"))}
