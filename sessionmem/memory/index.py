@@ -516,13 +516,31 @@ class MemoryIndex:
         on a dirty index start a background sync and answer from what is indexed."""
         if self._closed:
             raise MemoryIndexError(f"memory index {self.path} is closed")
-        if not self._bootstrapped:
-            self._bootstrapped = True
-            if self._count("files") == 0:
-                self.sync(reason="search")
-        if self._dirty and self.settings.sync.on_search:
-            self.sync_in_background("search")
-        return self._get_searcher().search(request)
+        try:
+            if not self._bootstrapped:
+                self._bootstrapped = True
+                if self._count("files") == 0:
+                    self.sync(reason="search")
+            if self._dirty and self.settings.sync.on_search:
+                self.sync_in_background("search")
+            response: SearchResponse = self._get_searcher().search(request)
+            return response
+        except Exception as error:
+            if not _caused_by_corruption(error):
+                raise
+            exc = error
+        # Trigger: the file went bad under us. Why: an incremental sync would not notice (it reads no
+        # chunk pages). Outcome: a forced rebuild overwrites every page (or, if even that cannot read
+        # the old file, moves it aside); then fresh connections answer once more.
+        self._issues.append(f"search found the index damaged ({exc}); rebuilt from the Markdown files")
+        self.sync(force=True, reason="recover")
+        with self._read_lock:
+            with contextlib.suppress(*DB_ERRORS):
+                self._reader.close()
+            self._reader, _ = self._connect(self.path)
+            self._searcher = None
+        response = self._get_searcher().search(request)
+        return response
 
     def _get_searcher(self) -> Any:
         if self._searcher is None:
@@ -548,17 +566,26 @@ class MemoryIndex:
         """What the index holds and how it runs, with every problem worth a user's attention."""
         sel = self.selection
         embedder = sel.embedder
-        with self._read_lock:
-            files_by = dict(
-                self._reader.execute("SELECT source, COUNT(*) FROM files GROUP BY source").fetchall()
-            )
-            chunks_by = dict(
-                self._reader.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source").fetchall()
-            )
-            (cache_entries,) = self._reader.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
-            meta = read_meta(self._reader) or {}
-            file_issues = read_json(self._reader, FILE_ISSUES_KEY) or {}
-            dims = vec_dims(self._reader) or meta.get("vectorDims")
+        unreadable: str | None = None
+        files_by: dict[str, int] = {}
+        chunks_by: dict[str, int] = {}
+        cache_entries, file_issues, dims = 0, {}, None
+        try:
+            with self._read_lock:
+                reader = self._reader
+                files_by = dict(
+                    reader.execute("SELECT source, COUNT(*) FROM files GROUP BY source").fetchall()
+                )
+                chunks_by = dict(
+                    reader.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source").fetchall()
+                )
+                (cache_entries,) = reader.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
+                meta = read_meta(reader) or {}
+                file_issues = read_json(reader, FILE_ISSUES_KEY) or {}
+                dims = vec_dims(reader) or meta.get("vectorDims")
+        except DB_ERRORS as exc:
+            self._dirty = True
+            unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
         return IndexStatus(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
@@ -585,7 +612,7 @@ class MemoryIndex:
             fts_error=self._fts_error,
             cache_entries=int(cache_entries),
             cache_max_entries=self.settings.cache.max_entries,
-            issues=tuple(self._collect_issues(file_issues)),
+            issues=tuple(self._collect_issues(file_issues) + ([unreadable] if unreadable else [])),
         )
 
     def _collect_issues(self, file_issues: dict[str, str]) -> list[str]:
@@ -604,6 +631,17 @@ class MemoryIndex:
                 )
         issues.extend(file_issues[path] for path in sorted(file_issues))
         return issues
+
+
+def _caused_by_corruption(exc: BaseException | None) -> bool:
+    """True when ``exc`` or an exception it was raised from means the database file is damaged."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if is_corruption(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def read_json_attached(conn: Any) -> dict[str, Any] | None:

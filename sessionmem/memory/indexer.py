@@ -63,7 +63,8 @@ def is_corruption(exc: BaseException) -> bool:
     """True for errors meaning the file is not a usable database (not for 'locked' or 'busy')."""
     text = str(exc).lower()
     return isinstance(exc, DB_ERRORS) and any(
-        word in text for word in ("not a database", "malformed", "corrupt", "disk image")
+        word in text
+        for word in ("not a database", "malformed", "corrupt", "disk image", "vtable constructor failed")
     )
 
 

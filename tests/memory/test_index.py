@@ -369,6 +369,54 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(workspace: Path, state: Pat
     assert rows(index, "SELECT path FROM files") == [("memory/a.md",)]
 
 
+def test_corruption_found_during_sync_is_recovered(workspace: Path, state: Path, open_index: Any) -> None:
+    for i in range(40):
+        write(workspace / "memory" / f"n{i:02d}.md", long_note(f"topic{i}", 10))
+    first = open_index()
+    first.sync()
+    first.close()
+    conn, _ = connect(first.path)
+    ((root,),) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'files'").fetchall()
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    with open(first.path, "r+b") as handle:  # scribble over the files table's root page
+        handle.seek((root - 1) * page_size)
+        handle.write(b"\xde\xad\xbe\xef" * (page_size // 4))
+    index = open_index()  # the header and meta are intact, so opening succeeds
+    assert any("unreadable" in issue for issue in index.status().issues)
+    report = index.sync()
+    assert report.files_indexed == 40
+    assert len(list(first.path.parent.glob("main.sqlite.corrupt-*"))) == 1
+    assert any("corrupt" in issue for issue in index.status().issues)
+    assert rows(index, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_search_on_a_damaged_index_rebuilds_and_answers(workspace: Path, open_index: Any) -> None:
+    for i in range(40):
+        write(workspace / "memory" / f"n{i:02d}.md", long_note(f"topic{i}", 10))
+    write(workspace / "memory" / "target.md", "The spare key is under the blue flowerpot.\n")
+    first = open_index()
+    first.sync()
+    first.close()
+    conn, _ = connect(first.path)
+    roots = [
+        r[0]
+        for r in conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name LIKE 'chunks_fts%' AND rootpage > 0"
+        )
+    ]
+    conn.close()
+    with open(first.path, "r+b") as handle:
+        for root in roots:
+            handle.seek((root - 1) * 4096)
+            handle.write(b"\x00\xff" * 2048)
+    index = open_index()
+    response = index.search(SearchRequest("flowerpot spare key"))
+    assert [r.path for r in response.results][:1] == ["memory/target.md"]
+    assert any("damaged" in issue and "rebuilt" in issue for issue in index.status().issues)
+    assert rows(index, "PRAGMA integrity_check") == [("ok",)]
+
+
 def test_other_schema_version_is_moved_aside(workspace: Path, state: Path, open_index: Any) -> None:
     write(workspace / "memory" / "a.md", "schema words\n")
     first = open_index()
