@@ -569,7 +569,8 @@ class MemoryIndex:
         unreadable: str | None = None
         files_by: dict[str, int] = {}
         chunks_by: dict[str, int] = {}
-        cache_entries, file_issues, dims = 0, {}, None
+        file_issues: dict[str, str] = {}
+        cache_entries, dims = 0, None
         try:
             with self._read_lock:
                 reader = self._reader
