@@ -162,16 +162,16 @@ class Searcher:
             path_name = path.name
             hits = self._vectors.serve(path, query_vec, k, model=self.model, sources=sources)
             vector_hits = self._as_candidates(hits)
-        keyword_hits = self._keyword_search(query, limit, sources, request)
-
         use_vectors = query_vec is not None
+        keyword_hits: list[Candidate] = []
         if not use_vectors:
             vw, tw = 0.0, 1.0
+            keyword_hits = self._keyword_search(query, limit, sources, request)
         elif not hybrid.enabled or not self._fts_available():
-            vw, tw = 1.0, 0.0
-            keyword_hits = []
+            vw, tw = 1.0, 0.0  # vector results alone, filtered by minScore (reference §9 step 6)
         else:
             vw, tw = hybrid.normalized_weights()
+            keyword_hits = self._keyword_search(query, limit, sources, request)
         merged = ranking.merge_hybrid(keyword_hits, vector_hits, vector_weight=vw, text_weight=tw)
         merged = self._hydrate(merged)
         merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]

@@ -553,3 +553,14 @@ def test_hybrid_date_range_applies_to_vector_hits(tmp_path: Path) -> None:
 def test_fts_only_honours_an_explicit_min_score(notes: tuple[Any, VectorSupport]) -> None:
     assert paths(fts_search(*notes, "billing cutover")) == ["memory/2026-03-02.md"]
     assert fts_search(*notes, "billing cutover", min_score=0.999).results == ()
+
+
+def test_hybrid_disabled_serves_vector_results_only(
+    hybrid_db: tuple[Any, VectorSupport, dict[str, str]],
+) -> None:
+    conn, support, _ = hybrid_db
+    emb = FixedEmbedder({"invoice cutover": axis(0)})
+    settings = cfg(hybrid={"enabled": False})
+    resp = Searcher(conn, emb, settings, support).search(SearchRequest("invoice cutover", explain=True))
+    assert paths(resp) == ["memory/vec.md", "memory/both.md"]  # kw.md matches by keyword only
+    assert all(r.explanation is not None and r.explanation.text_score is None for r in resp.results)
