@@ -472,44 +472,11 @@ def test_vector_path_reported_and_matrix_invalidated_by_writes(tmp_path: Path) -
 # ---------------------------------------------------------------------------- real model
 
 
-class GgufEmbedder:
-    """The real MiniLM GGUF through llama-cpp-python (mean pooling), L2-normalised."""
-
-    provider = "local"
-    max_input_tokens = 256
-
-    def __init__(self, model_path: Path) -> None:
-        import llama_cpp
-
-        self.model = model_path.name
-        self.provider_key = model_path.name
-        self._llm = llama_cpp.Llama(
-            model_path=str(model_path), embedding=True, pooling_type=1, verbose=False, n_ctx=512
-        )
-
-    @property
-    def dims(self) -> int:
-        return 384
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return unit(self._llm.embed(text))
-
-    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
-        return np.stack([self.embed_query(t) for t in texts])
-
-
-def _real_embedder(gguf_model: Path) -> Any:
-    try:
-        from sessionmem.memory.embed_local import LocalEmbedder  # written by another helper
-
-        return LocalEmbedder(str(gguf_model))
-    except (ImportError, TypeError):  # not written yet, or another constructor
-        return GgufEmbedder(gguf_model)
-
-
 @pytest.mark.local_model
 def test_real_embeddings_rank_the_meaning_first(tmp_path: Path, gguf_model: Path) -> None:
-    emb = _real_embedder(gguf_model)
+    from sessionmem.memory.embed_local import LocalEmbedder
+
+    emb: Any = LocalEmbedder(str(gguf_model))  # its max_input_tokens is a read-only property
     conn, support = make_db(tmp_path, dims=384)
     notes = {
         "memory/2026-03-02.md": "Billing cutover: customers move to the new invoicing platform on March 14.",
