@@ -103,9 +103,10 @@ def plan_compaction(
     start = _budget_start(body, counter, keep_recent_tokens)
     if start is None:  # everything fits in the recent budget
         return None
-    cut = next((i for i in range(min(start, len(body) - 1), 0, -1) if is_clean_cut(body, i)), None)
+    spans = tool_spans(body)
+    cut = next((i for i in range(min(start, len(body) - 1), 0, -1) if is_clean_cut(body, i, spans)), None)
     if cut is None:
-        cut = next((i for i in range(max(start, 1), len(body)) if is_clean_cut(body, i)), None)
+        cut = next((i for i in range(max(start, 1), len(body)) if is_clean_cut(body, i, spans)), None)
     if cut is None:
         return None
     return CompactionPlan(tuple(body[:cut]), tuple(body[cut:]), previous, tokens_before)
@@ -121,17 +122,43 @@ def _budget_start(body: Sequence[ContextItem], counter: TokenCounter, keep: int)
     return None
 
 
-def is_clean_cut(body: Sequence[ContextItem], index: int) -> bool:
+def tool_spans(body: Sequence[ContextItem]) -> list[tuple[int, int]]:
+    """``(call index, result index)`` of every tool result, paired with the nearest earlier assistant
+    message calling its id (positional, so ids reused across turns still pair correctly)."""
+    last_call: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    for index, (_, message) in enumerate(body):
+        for call in message.tool_calls:
+            last_call[call.id] = index
+        if message.role == "tool" and message.tool_call_id in last_call:
+            spans.append((last_call[message.tool_call_id], index))
+    return spans
+
+
+def is_clean_cut(
+    body: Sequence[ContextItem], index: int, spans: Sequence[tuple[int, int]] | None = None
+) -> bool:
     """True when keeping ``body[index:]`` separates no tool call from its result."""
     if index <= 0 or index >= len(body) or body[index][1].role not in ("user", "assistant"):
         return False
-    before_calls = {call.id for _, m in body[:index] for call in m.tool_calls}
-    after_results = {m.tool_call_id for _, m in body[index:] if m.role == "tool"}
-    if before_calls & after_results:
-        return False
-    before_results = {m.tool_call_id for _, m in body[:index] if m.role == "tool"}
-    after_calls = {call.id for _, m in body[index:] for call in m.tool_calls}
-    return not (after_calls & before_results)
+    spans = tool_spans(body) if spans is None else spans
+    return not any(call < index <= result for call, result in spans)
+
+
+def recent_within(context: Sequence[ContextItem], counter: TokenCounter, budget: int) -> list[ContextItem]:
+    """The newest messages that fit in ``budget`` tokens, starting at a clean cut (never mid tool
+    exchange); at least the last clean tail, even if it is over the budget."""
+    start = _budget_start(context, counter, budget + 1)
+    if start is None:
+        return list(context)
+    spans = tool_spans(context)
+    for index in range(start + 1, len(context)):
+        if is_clean_cut(context, index, spans):
+            return list(context[index:])
+    for index in range(start, 0, -1):
+        if is_clean_cut(context, index, spans):
+            return list(context[index:])
+    return list(context)
 
 
 def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:

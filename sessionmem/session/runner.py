@@ -28,7 +28,7 @@ from sessionmem.errors import ContextWindowExceeded, UsageError
 from sessionmem.messages import Message, Usage
 from sessionmem.model.base import Model, ModelRequest
 from sessionmem.session import keys
-from sessionmem.session.compaction import repair_tool_pairs
+from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import (
     CompactionResult,
     Event,
@@ -74,6 +74,8 @@ class _TurnState:
     last: Message | None = None  # the last assistant message
     model_calls: int = 0
     stopped: str | None = None
+    trim_to: int | None = None  # send only the newest messages within this many tokens (flush overflow)
+    compacted: bool = False  # this turn already compacted after an overflow
 
 
 class SessionRunner:
@@ -283,35 +285,47 @@ class Session:
     async def _call_model(
         self, kind: TurnKind, tools: dict[str, Tool], system_extra: str, state: _TurnState
     ) -> Any:
-        """One model call; a context overflow compacts (through the gate for user turns) and retries once."""
-        for attempt in (1, 2):
-            request = self._request(kind, tools, system_extra)
+        """One model call. On a context overflow: a flush first retries on the newest half of the context
+        (verbatim notes beat a summary); otherwise, or if that fails too, compact through the gate and
+        retry once. A second overflow after compacting is raised."""
+        for _ in range(3):
+            request = self._request(kind, tools, system_extra, state.trim_to)
             try:
                 reply = await self.runner.model.complete(request)
             except ContextWindowExceeded as exc:
-                if not self.runner.agent.compaction.enabled:
-                    raise
-                if attempt == 2:
-                    raise ContextWindowExceeded(
-                        f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
-                        status_code=exc.status_code,
-                    ) from exc
-                # In a flush the cycle is already marked flushed, so the gate goes straight to compacting.
-                result = await compact_through_gate(self, "overflow")
-                if not result.ok:
-                    raise ContextWindowExceeded(
-                        f"context window exceeded and compaction failed ({result.error}): {exc}",
-                        status_code=exc.status_code,
-                    ) from exc
+                await self._recover_overflow(exc, kind, state)
                 continue
             state.model_calls += 1
             state.usage = state.usage + (reply.message.usage or Usage())
             return reply
-        raise AssertionError("unreachable")
+        raise ContextWindowExceeded("context overflow recovery gave up after three attempts")
 
-    def _request(self, kind: TurnKind, tools: dict[str, Tool], system_extra: str) -> ModelRequest:
+    async def _recover_overflow(self, exc: ContextWindowExceeded, kind: TurnKind, state: _TurnState) -> None:
+        if not self.runner.agent.compaction.enabled:
+            raise exc
+        if kind == "flush" and state.trim_to is None and not state.compacted:
+            state.trim_to = max(1, self.counter.count_all(self.context) // 2)
+            return
+        if state.compacted:
+            raise ContextWindowExceeded(
+                f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
+                status_code=exc.status_code,
+            ) from exc
+        # In a flush the cycle is already marked flushed, so the gate goes straight to compacting.
+        result = await compact_through_gate(self, "overflow")
+        if not result.ok:
+            raise ContextWindowExceeded(
+                f"context window exceeded and compaction failed ({result.error}): {exc}",
+                status_code=exc.status_code,
+            ) from exc
+        state.compacted, state.trim_to = True, None
+
+    def _request(
+        self, kind: TurnKind, tools: dict[str, Tool], system_extra: str, trim_to: int | None = None
+    ) -> ModelRequest:
         system = self.system_prompt + (f"\n\n{system_extra}" if system_extra else "")
-        messages = repair_tool_pairs([m for _, m in self.context])
+        context = self.context if trim_to is None else recent_within(self.context, self.counter, trim_to)
+        messages = repair_tool_pairs([m for _, m in context])
         return ModelRequest(
             messages=(Message.system(system), *messages),
             tools=tuple(t.schema() for t in tools.values()),
@@ -320,6 +334,8 @@ class Session:
         )
 
     def _append(self, message: Message, state: _TurnState | None = None, **meta: Any) -> None:
+        if state is not None and state.kind == "flush":  # marked so the /new memory file leaves it out
+            meta.setdefault("provenance", {"kind": "memory_flush"})
         entry_id = self.transcript.append_message(message, **meta)
         self.context.append((entry_id, message))
         if state is not None:

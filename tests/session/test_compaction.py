@@ -177,3 +177,23 @@ def _raise() -> str:
     from sessionmem.errors import ContextWindowExceeded
 
     raise ContextWindowExceeded("always too long")
+
+
+def test_reused_tool_call_ids_pair_with_the_nearest_call() -> None:
+    # Some providers (and scripted flushes) reuse ids like "call_0" every turn.
+    body = [item for i in range(6) for item in tool_turn(0)]
+    body = [(f"{entry}-{n}", message) for n, (entry, message) in enumerate(body)]
+    assert is_clean_cut(body, 4) and is_clean_cut(body, 8)
+    plan = plan_compaction(body, TokenCounter(), 100)
+    assert plan is not None and len(plan.kept) <= 8  # the reused id does not drag the cut back
+
+
+def test_recent_within_keeps_the_newest_clean_tail() -> None:
+    from sessionmem.session.compaction import recent_within
+
+    counter = TokenCounter()
+    context = history(8)
+    tail = recent_within(context, counter, 200)
+    assert counter.count_all(tail) <= 200
+    assert tail[-1] == context[-1] and tail[0][1].role in ("user", "assistant")
+    assert recent_within(context, counter, 10**6) == context

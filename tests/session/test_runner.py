@@ -11,10 +11,15 @@ from typing import Any
 
 import pytest
 
-from sessionmem.errors import ContextWindowExceeded, ModelError, UsageError
+from sessionmem.errors import ContextWindowExceeded, UsageError
 from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
-from sessionmem.model.scripted import ScriptedModel, count_request_tokens, flush_aware, flush_write
+from sessionmem.model.scripted import (
+    ScriptedModel,
+    count_request_tokens,
+    flush_aware,
+    flush_write,
+)
 from sessionmem.session.events import CompactionEvent, FlushEvent, ToolCallEvent, TurnEvent
 from sessionmem.session.tools import tool
 from tests.scenarios.harness import (
@@ -182,45 +187,67 @@ def test_manual_compact_flushes_first_and_records_the_cycle(tmp_path: Path, work
     assert sent[1].content.startswith("The conversation history before this point was compacted")
 
 
-def overflow_model(limit: int, today: str, summary_fails: bool = False) -> ScriptedModel:
+def overflow_model(limit: int, today: str, *, flush_needs_compaction: bool = False) -> ScriptedModel:
+    """Overflows past ``limit`` prompt tokens; with ``flush_needs_compaction`` a flush request overflows
+    until the context has been compacted (even when trimmed), forcing a compaction in mid-flush."""
+
     def respond(request: ModelRequest) -> Any:
         if request.purpose == "compaction":
-            if summary_fails:
-                raise ModelError("summariser down")
             return "## Decisions\n- keep going"
         if count_request_tokens(request) > limit:
             raise ContextWindowExceeded(f"prompt over {limit}")
         if request.purpose == "flush":
+            compacted = request.messages[1].content.startswith("The conversation history before this point")
+            if flush_needs_compaction and not compacted:
+                raise ContextWindowExceeded("flush prompt too long until compacted")
             return flush_write(today, "- overflow fact\n")(request)
         return "ok " + words(10)
 
     return ScriptedModel(responder=respond)
 
 
-def test_overflow_compacts_through_the_gate_and_the_next_cycle_flushes_again(
-    tmp_path: Path, workspace: Path
-) -> None:
-    today = "memory/2026-11-22.md"
-    model = overflow_model(1500, today)
-    config = small_config(window=100_000, keep=300, timezone="UTC")
-    runner, recorder = make_runner(model, tmp_path, workspace, config)
-    session = runner.open()
+def run_overflowing_chat(tmp_path: Path, workspace: Path, model: ScriptedModel, turns: int = 30) -> Any:
     from freezegun import freeze_time
 
+    runner, recorder = make_runner(model, tmp_path, workspace, small_config(window=100_000, keep=300))
+    session = runner.open()
     with freeze_time("2026-11-22 10:00:00"):
-        replies = [session.run_turn_sync(f"turn {i}: " + words(60)).reply for i in range(30)]
+        replies = [session.run_turn_sync(f"turn {i}: " + words(60)).reply for i in range(turns)]
     assert all(r and r.startswith("ok ") for r in replies)  # every user turn was answered
     flushes = [e for e in recorder.events if isinstance(e, FlushEvent)]
     compactions = [e for e in recorder.events if isinstance(e, CompactionEvent)]
-    assert len(compactions) >= 3
-    assert all(c.reason == "overflow" for c in compactions)
-    # The flush's own call overflows and is compacted; the flush still belongs to the cycle it started in,
-    # so every cycle gets its flush (OpenClaw #12590 skipped every other one).
-    assert [f.compaction_count for f in flushes] == list(range(len(compactions)))
+    assert len(compactions) >= 3 and all(c.reason == "overflow" for c in compactions)
+    assert store_entry(runner)["compactionCount"] == len(compactions)
+    return recorder, flushes, compactions
+
+
+def test_overflow_flushes_then_compacts_through_the_gate(tmp_path: Path, workspace: Path) -> None:
+    today = "memory/2026-11-22.md"
+    model = overflow_model(1500, today)
+    recorder, flushes, compactions = run_overflowing_chat(tmp_path, workspace, model)
+    # Every overflow cycle: the flush (on the newest half of the context, verbatim), then the compaction.
+    order = recorder.kinds("flush", "compaction")
+    assert order[: 2 * len(compactions)] == ["flush", "compaction"] * len(compactions)
+    assert [f.compaction_count for f in flushes][: len(compactions)] == list(range(len(compactions)))
     assert all(f.error is None for f in flushes)
+    trimmed = [c for c in flush_prompt_requests(model.calls) if count_request_tokens(c) <= 1500]
+    assert len(trimmed) == len(flushes)  # each flush ran on the trimmed context, not on a summary
+    assert all(not c.messages[1].content.startswith("The conversation history") for c in trimmed)
     assert (workspace / today).read_text().count("- overflow fact") == 1  # repeated notes not duplicated
-    entry = store_entry(runner)
-    assert entry["compactionCount"] == len(compactions)
+
+
+def test_compaction_during_the_flush_does_not_skip_the_next_cycles_flush(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = overflow_model(1500, "memory/2026-11-22.md", flush_needs_compaction=True)
+    recorder, flushes, compactions = run_overflowing_chat(tmp_path, workspace, model)
+    # The flush's own call overflows (also when trimmed), so it compacts mid-flush; the flush still belongs
+    # to the cycle it started in, so every cycle gets its flush (OpenClaw #12590 skipped every other one).
+    order = recorder.kinds("flush", "compaction")
+    assert order[: 2 * len(compactions)] == ["compaction", "flush"] * len(compactions)  # events at flush end
+    assert [f.compaction_count for f in flushes] == list(range(len(flushes)))
+    assert len(flushes) >= len(compactions)
+    assert all(f.error is None for f in flushes)
 
 
 def test_second_overflow_is_a_clear_error(tmp_path: Path, workspace: Path) -> None:
