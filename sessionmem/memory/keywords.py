@@ -246,8 +246,13 @@ def extract_keywords(query: str) -> list[str]:
 
 
 def _quote(term: str) -> str | None:
-    """One FTS5 string: CJK characters spaced like the indexed text, inner quotes removed."""
-    spaced = " ".join(fts_text(term.replace('"', " ")).split())
+    """One FTS5 string: CJK characters spaced exactly like the indexed text, inner quotes removed.
+
+    The exact spacing (``fts_text`` puts a space on each side of every CJK character, so two
+    between neighbours) matters for the ``trigram`` tokenizer, which matches substrings;
+    ``unicode61`` ignores it.
+    """
+    spaced = fts_text(term.replace('"', " ")).strip()
     if not any(ch.isalnum() for ch in spaced):
         return None  # would be an empty phrase: matches nothing and would void an AND
     return f'"{spaced}"'

@@ -66,7 +66,7 @@ def test_build_fts_query_quotes_every_term() -> None:
 
 def test_cjk_terms_become_phrases_of_the_indexed_form() -> None:
     q = build_fts_query("金银价格")
-    assert q == '"金 银" AND "银 价" AND "价 格"'
+    assert q == '"金  银" AND "银  价" AND "价  格"'
     conn, _ = connect(":memory:", load_vector=False)
     conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
     for cid, text in (("hit", "今天金银价格上涨"), ("miss", "金价上涨，银行放假")):

@@ -25,11 +25,13 @@ DIMS = 8
 # ---------------------------------------------------------------------------- index helpers
 
 
-def make_db(tmp_path: Path, *, dims: int | None = DIMS) -> tuple[Any, VectorSupport]:
+def make_db(
+    tmp_path: Path, *, dims: int | None = DIMS, tokenizer: str = "unicode61"
+) -> tuple[Any, VectorSupport]:
     """A fresh index file with the real schema; the vec0 table when sqlite-vec loaded."""
     conn, support = connect(tmp_path / "index.sqlite")
     conn.executescript(schema.TABLES)
-    conn.executescript(schema.FTS_TABLE.format(tokenizer="unicode61"))
+    conn.executescript(schema.FTS_TABLE.format(tokenizer=tokenizer))
     if dims is not None and support.loaded:
         conn.execute(schema.vec_table_sql(dims))
     return conn, support
@@ -199,6 +201,18 @@ def test_cjk_keyword_search_finds_the_right_chunk(
 def test_fts_syntax_in_queries_never_raises(notes: tuple[Any, VectorSupport], query: str) -> None:
     resp = fts_search(*notes, query)
     assert "memory/2026-03-02.md" in paths(resp)
+
+
+def test_trigram_tokenizer_finds_cjk_and_latin_keywords(tmp_path: Path) -> None:
+    conn, support = make_db(tmp_path, tokenizer="trigram")
+    add_filler(conn)
+    add_chunk(conn, "memory/zh.md", "我们决定把数据库迁移到新的服务器。")
+    add_chunk(conn, "memory/en.md", "Billing cutover to the new invoicing system is set for March 14.")
+    add_chunk(conn, "memory/ko.md", "어제 배포 후 서버 에러가 발생해서 롤백했습니다.")
+    searcher = Searcher(conn, None, cfg(), support)
+    assert paths(searcher.search(SearchRequest("数据库迁移")))[:1] == ["memory/zh.md"]
+    assert paths(searcher.search(SearchRequest("when is the billing cutover")))[:1] == ["memory/en.md"]
+    assert paths(searcher.search(SearchRequest("서버에서 에러가")))[:1] == ["memory/ko.md"]
 
 
 def test_max_results_and_snippet_length(tmp_path: Path) -> None:
