@@ -206,6 +206,7 @@ def chat(
     from sessionmem.session.runner import SessionRunner
 
     model = LiteLLMModel(name, api_base=api_base, api_key=api_key)
+    _quiet_litellm()
     (app.workspace / "memory").mkdir(parents=True, exist_ok=True)
     printer = ChatPrinter(as_json)
     stdin = sys.stdin
@@ -226,6 +227,17 @@ def chat(
             output.echo_err(f"sessionmem chat · {session.key} · {name} · /status /compact /new /quit")
         prompt = (lambda: click.echo("> ", nl=False, err=True)) if interactive and not as_json else None
         asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+
+
+def _quiet_litellm() -> None:
+    """litellm prints a "Give Feedback / Get Help" banner on stdout when a call fails, which would
+    corrupt --json output and the chat transcript; errors are reported by the chat itself."""
+    from sessionmem.tokens import configure_offline_environment
+
+    configure_offline_environment()
+    import litellm
+
+    litellm.suppress_debug_info = True
 
 
 def _isatty(stream: IO[str]) -> bool:

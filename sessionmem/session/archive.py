@@ -82,8 +82,9 @@ def conversation_lines(entries: Iterable[Any]) -> list[str]:
         if role not in ("user", "assistant") or not message.get("content"):
             continue
         provenance = message.get("provenance")
-        if role == "user" and isinstance(provenance, dict) and provenance.get("kind") == "inter_session":
-            continue
+        kind = provenance.get("kind") if isinstance(provenance, dict) else None
+        if (role == "user" and kind == "inter_session") or kind == "memory_flush":
+            continue  # relayed from another session, or the silent flush turn (prompt and reply)
         text = _first_text(message.get("content"))
         if not text or text.lstrip().startswith("/"):
             continue

@@ -337,9 +337,13 @@ class Transcript:
         provider: str | None = None,
         model: str | None = None,
         stop_reason: str | None = None,
+        provenance: dict[str, Any] | None = None,
     ) -> str:
-        """Append a ``message`` entry; returns its id."""
+        """Append a ``message`` entry; returns its id. ``provenance`` (e.g. ``{"kind": "memory_flush"}``
+        for the silent flush turn) is stored on the message so readers can leave such messages out."""
         data = message_to_dict(msg, provider=provider, model=model, stop_reason=stop_reason)
+        if provenance:
+            data["provenance"] = provenance
         return self._append("message", {"message": data})
 
     def append_compaction(

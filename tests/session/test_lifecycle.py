@@ -71,11 +71,17 @@ def test_new_flushes_then_saves_memory_then_archives_and_resets_counters(
     assert f"- **Session ID**: {old_id}" in text
     assert "user: We picked Postgres for the billing service" in text
     assert "assistant: Noted: Postgres for billing." in text
+    # The flush turn (prompt and NO_REPLY) is in the transcript, marked, and left out of the memory file.
+    assert FLUSH_MARKER not in text and NO_REPLY not in text
+    assert FLUSH_MARKER not in model.calls[2].messages[-1].content
 
     assert not old_path.exists()
     archived = old_path.with_name(old_path.name + ".reset.2026-03-01T10-00-00.000Z")
     assert archives(runner) == [archived]
-    assert "We picked Postgres" in archived.read_text(encoding="utf-8")
+    archived_lines = transcript_lines(archived)
+    assert "We picked Postgres" in archived_lines[1]["message"]["content"]
+    flush_messages = [line for line in archived_lines if FLUSH_MARKER in str(line.get("message", ""))]
+    assert [line["message"]["provenance"] for line in flush_messages] == [{"kind": "memory_flush"}]
 
     entry = store_entry(runner)
     assert entry["sessionId"] == session.entry.session_id != old_id

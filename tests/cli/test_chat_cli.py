@@ -1,0 +1,133 @@
+"""``sessionmem chat`` end to end: litellm over HTTP to the loopback OpenAI-compatible server, piped
+stdin, real sessions.json / transcripts / memory files under a temporary state folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sessionmem.cli import cli
+from sessionmem.cli.chat import event_json, event_note
+from sessionmem.session.events import CompactionEvent, NewSessionEvent
+from tests.support.openai_server import OpenAIServer, text_reply
+
+FLUSH_MARKER = "Pre-compaction memory flush."
+SLUG_MARKER = "Based on this conversation, generate a short"
+
+
+def last_user(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def route(body: dict[str, Any]) -> Any:
+    """Flush turns stay silent, the slug request gets a slug; everything else falls through to echo."""
+    text = last_user(body)
+    if SLUG_MARKER in text:
+        return text_reply("greeting-chat", prompt_tokens=80, completion_tokens=3)
+    if FLUSH_MARKER in text:
+        return text_reply("NO_REPLY", prompt_tokens=300, completion_tokens=2)
+    return None
+
+
+@pytest.fixture
+def chat_args(openai_server: OpenAIServer, tmp_path: Path) -> list[str]:
+    openai_server.chat.handler = route
+    return [
+        "--workspace",
+        str(tmp_path / "ws"),
+        "chat",
+        "--model",
+        "openai/test-model",
+        "--api-base",
+        openai_server.base_url,
+        "--api-key",
+        "sk-test",
+    ]
+
+
+def sessions_dir(state: Path) -> Path:
+    return state / "agents" / "main" / "sessions"
+
+
+def test_piped_chat_with_status_and_new(
+    chat_args: list[str], openai_server: OpenAIServer, isolated_env: Path, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(cli, chat_args, input="hello there\n/status\n/new\n")
+    assert result.exit_code == 0, result.output + str(result.exception)
+    out = result.stdout
+    assert "echo: hello there" in out
+    assert "Tokens:" in out and "Compactions: 0" in out and "memory flush: not yet this cycle" in out
+    assert "New session started" in out
+    assert "· new session" in result.stderr and "memory flush" in result.stderr
+
+    store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
+    entry = store["agent:main:main"]
+    assert entry["compactionCount"] == 0
+    assert Path(entry["sessionFile"]).is_file()
+    archived = list(sessions_dir(isolated_env).glob("*.jsonl.reset.*"))
+    assert len(archived) == 1 and "hello there" in archived[0].read_text(encoding="utf-8")
+    (memory,) = (tmp_path / "ws" / "memory").glob("*-greeting-chat.md")
+    body = memory.read_text(encoding="utf-8")
+    assert "user: hello there" in body and "assistant: echo: hello there" in body
+    assert "- **Source**: cli" in body
+
+    first = openai_server.chat.requests[0]
+    assert first.body["model"] == "test-model"
+    assert first.headers["authorization"] == "Bearer sk-test"
+    tool_names = {t["function"]["name"] for t in first.body.get("tools", [])}
+    assert {"memory_search", "memory_get"} <= tool_names
+
+
+def test_json_lines_parse(chat_args: list[str], isolated_env: Path) -> None:
+    result = CliRunner().invoke(cli, [*chat_args, "--json"], input="hi\n/status\n/new\n/quit\nnever sent\n")
+    assert result.exit_code == 0, result.output + str(result.exception)
+    objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    kinds = [o["kind"] for o in objects]
+    assert kinds[0] == "turn" and objects[0]["reply"] == "echo: hi"
+    status = objects[kinds.index("status")]
+    assert status["compactionCount"] == 0 and status["tokens"] > 0
+    assert status["contextWindow"] >= status["compactionThreshold"] > status["flushThreshold"] > 0
+    assert "flush" in kinds and "memory_write" in kinds
+    new = objects[kinds.index("new")]
+    assert new["reason"] == "new" and new["memory_file"].endswith("-greeting-chat.md")
+    assert kinds.index("flush") < kinds.index("memory_write") < kinds.index("new")
+    assert objects[-1] == {"kind": "command", "command": "new", "reply": objects[-1]["reply"]}
+    assert "never sent" not in result.stdout
+
+
+def test_missing_model_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--workspace", str(tmp_path / "ws"), "chat"], input="hi\n")
+    assert result.exit_code == 2
+    assert "No model" in result.output
+
+
+def test_a_failed_turn_is_reported_and_the_chat_goes_on(
+    chat_args: list[str], openai_server: OpenAIServer
+) -> None:
+    from tests.support.openai_server import server_error
+
+    openai_server.chat.push(server_error(), server_error(), server_error())
+    args = [*chat_args[:-2], "--api-key", "sk-test"]
+    result = CliRunner().invoke(cli, [*args, "--json"], input="first\nsecond\n")
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert objects[0]["kind"] == "error"
+    assert objects[-1]["kind"] == "turn" and objects[-1]["reply"] == "echo: second"
+
+
+def test_event_formatting() -> None:
+    event = CompactionEvent(
+        session_key="k", reason="manual", tokens_before=5000, tokens_after=900, compaction_count=1
+    )
+    assert event_json(event)["kind"] == "compaction"
+    assert event_note(event) == "· compacted (5,000 → 900 tokens, count 1)"
+    new = NewSessionEvent(session_key="k", reason="daily", session_id="abc", memory_file="memory/x.md")
+    assert event_note(new) == "· new session abc (daily, saved memory/x.md)"
