@@ -80,18 +80,39 @@ def merge_hybrid(
     normalised already (``HybridConfig.normalized_weights()``). Order: keyword hits first, then
     vector-only hits, each in the order given; callers sort afterwards.
     """
-    by_id: dict[str, Candidate] = {}
-    for hit in vector_hits:
-        by_id[hit.id] = replace(hit, text_score=None)
+    vector_by_id = {hit.id: hit for hit in vector_hits}
+    merged: list[Candidate] = []
+    seen: set[str] = set()
     for hit in keyword_hits:
-        prior = by_id.get(hit.id)
-        vector_score = prior.vector_score if prior is not None else None
-        by_id[hit.id] = replace(hit, vector_score=vector_score)
-    merged = []
-    for cand in by_id.values():
-        score = vector_weight * (cand.vector_score or 0.0) + text_weight * (cand.text_score or 0.0)
-        merged.append(replace(cand, merged=score))
+        if hit.id in seen:
+            continue
+        seen.add(hit.id)
+        prior = vector_by_id.get(hit.id)
+        merged.append(
+            _merged(hit, hit.text_score, prior.vector_score if prior else None, vector_weight, text_weight)
+        )
+    for hit in vector_by_id.values():
+        if hit.id not in seen:
+            merged.append(_merged(hit, None, hit.vector_score, vector_weight, text_weight))
     return merged
+
+
+def _merged(
+    base: Candidate, text: float | None, vector: float | None, vector_weight: float, text_weight: float
+) -> Candidate:
+    # The constructor, not dataclasses.replace: this runs for every candidate of every query.
+    return Candidate(
+        id=base.id,
+        path=base.path,
+        source=base.source,
+        start_line=base.start_line,
+        end_line=base.end_line,
+        text=base.text,
+        date=base.date,
+        text_score=text,
+        vector_score=vector,
+        merged=vector_weight * (vector or 0.0) + text_weight * (text or 0.0),
+    )
 
 
 def sort_by_score(cands: Iterable[Candidate]) -> list[Candidate]:

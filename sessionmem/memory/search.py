@@ -287,8 +287,19 @@ class Searcher:
             if r is None:  # removed between the two queries
                 continue
             out.append(
-                replace(
-                    c, path=r[1], source=r[2], start_line=int(r[3]), end_line=int(r[4]), text=r[5], date=r[6]
+                Candidate(
+                    id=c.id,
+                    path=r[1],
+                    source=r[2],
+                    start_line=int(r[3]),
+                    end_line=int(r[4]),
+                    text=r[5],
+                    date=r[6],
+                    text_score=c.text_score,
+                    vector_score=c.vector_score,
+                    merged=c.merged,
+                    decay=c.decay,
+                    mmr_rank=c.mmr_rank,
                 )
             )
         return out
