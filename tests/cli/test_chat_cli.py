@@ -131,3 +131,22 @@ def test_event_formatting() -> None:
     assert event_note(event) == "· compacted (5,000 → 900 tokens, count 1)"
     new = NewSessionEvent(session_key="k", reason="daily", session_id="abc", memory_file="memory/x.md")
     assert event_note(new) == "· new session abc (daily, saved memory/x.md)"
+
+
+def test_session_option_picks_the_key(chat_args: list[str], isolated_env: Path) -> None:
+    args = [*chat_args, "--session", "agent:main:Work", "--json"]
+    result = CliRunner().invoke(cli, args, input="hello work\n")
+    assert result.exit_code == 0, result.output
+    turn = json.loads(result.stdout.splitlines()[0])
+    assert turn["session_key"] == "agent:main:work"
+    store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
+    assert list(store) == ["agent:main:work"]
+    assert "hello work" in Path(store["agent:main:work"]["sessionFile"]).read_text(encoding="utf-8")
+
+
+def test_chat_is_listed_in_help() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert "chat" in result.output
+    result = CliRunner().invoke(cli, ["chat", "--help"])
+    assert "--api-base" in result.output and "/compact" in result.output
