@@ -8,7 +8,11 @@ The flow of one query:
    (``keywords.fts_queries``). BM25 via ``bm25(chunks_fts)``, limited to ``candidates`` rows.
 4. Hybrid: the query is embedded and the nearest ``candidates`` chunks fetched from the fastest
    valid vector path (skipped for an all-zero vector); both lists merged by chunk id.
-5. Date range, decay, sort, min-score (strict, then relaxed for keyword hits), MMR, top N.
+5. Date range, decay, sort, min-score (strict, then relaxed for keyword hits; compared with the
+   undecayed score, see ``ranking``), MMR (greedy for the first N picks), top N.
+
+A date range is pushed into the keyword SQL; for vectors, 8x the candidates are fetched and then
+filtered (a range that excludes almost every near neighbour can return fewer results).
 
 FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
 (OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
