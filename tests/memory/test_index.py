@@ -496,7 +496,11 @@ def test_session_transcripts_are_indexed_with_jsonl_line_numbers(
     sessions = state / "agents" / "main" / "sessions"
     lines = [
         {"type": "session", "version": 3, "id": "s1"},
-        {"type": "message", "message": {"role": "user", "content": "Where is the spare key?"}},
+        {
+            "type": "message",
+            "timestamp": "2025-11-03T09:00:00Z",
+            "message": {"role": "user", "content": "Where is the spare key?"},
+        },
         {"type": "custom", "data": 1},
         {
             "type": "message",
@@ -511,6 +515,7 @@ def test_session_transcripts_are_indexed_with_jsonl_line_numbers(
     assert got == [
         ("sessions/s1.jsonl", "sessions", 2, 4, "User: Where is the spare key?\nAssistant: Under the mat.")
     ]
+    assert rows(index, "SELECT date FROM chunks WHERE source = 'sessions'") == [("2025-11-03",)]
     assert index.status().files_by_source == {"sessions": 1}
     # Without the experimental flag, sessions are not a source (reference §5) and the rows go.
     plain = open_index(config=settings(sources=["memory", "sessions"]))
