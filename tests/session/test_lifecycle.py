@@ -384,3 +384,37 @@ def test_rotated_entry_keeps_identity_and_clears_counters() -> None:
 def test_archive_name_is_openclaws() -> None:
     when = datetime(2026, 3, 1, 10, 0, 5, 123000, tzinfo=UTC)
     assert archive_name(Path("s/abc.jsonl"), when).name == "abc.jsonl.reset.2026-03-01T10-00-05.123Z"
+
+
+def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, workspace: Path) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    registry = HookRegistry()
+    for name in ("memory:flush", "compaction:after", "command:new", "session:end", "session:start"):
+        registry.register(
+            name, lambda event: seen.append((event.name, dict(event.extra))), name=f"spy-{name}"
+        )
+    model = ScriptedModel(["one", "two", NO_REPLY, "summary", NO_REPLY, "three"])
+    runner, _ = make_runner(model, tmp_path, workspace, small_config(keep=20), hooks=registry)
+    session = runner.open()
+    session.run_turn_sync("alpha " * 40)
+    session.run_turn_sync("beta " * 40)
+    session.run_turn_sync("/compact")
+    old_id = session.entry.session_id
+    session.run_turn_sync("/new gamma")
+    # The compaction opened a new cycle, so /new flushes it again before the session ends.
+    assert purposes(model) == ["turn", "turn", "flush", "compaction", "flush", "turn"]
+    names = [name for name, _ in seen]
+    assert names == [
+        "memory:flush",
+        "compaction:after",
+        "memory:flush",
+        "command:new",
+        "session:end",
+        "session:start",
+    ]
+    assert seen[0][1]["path"].startswith("memory/") and seen[0][1]["compaction_count"] == 0
+    assert seen[1][1]["reason"] == "manual" and seen[1][1]["compaction_count"] == 1
+    assert seen[2][1]["compaction_count"] == 1
+    assert seen[3][1]["reason"] == "new"
+    assert seen[4][1]["next_session_id"] == session.entry.session_id
+    assert seen[5][1]["resumed_from"] == old_id
