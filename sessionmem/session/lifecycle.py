@@ -287,7 +287,11 @@ async def rotate(session: Session, reason: RotationReason, *, command_source: st
         )
     memory_file = _memory_file(outcomes, runner.workspace)
 
-    archived = archive_transcript(old_path, datetime.now(UTC))
+    try:
+        archived = archive_transcript(old_path, datetime.now(UTC))
+    except OSError as exc:  # the new session must still start; the old file simply keeps its name
+        log.warning("could not archive transcript %s: %s", old_path, exc)
+        archived = None
     entry = runner.store.update(
         session.key, lambda current: rotated_entry(current or previous, new_id, new_path)
     )

@@ -334,21 +334,21 @@ def test_daily_boundary_in_the_users_zone() -> None:
 
 def test_stale_reason_at() -> None:
     utc = ZoneInfo("UTC")
-    daily = ResetConfig(mode="daily", at_hour=4)
+    daily = ResetConfig.model_validate({"mode": "daily", "atHour": 4})
     now = datetime(2026, 3, 1, 4, 0, tzinfo=UTC)
     just_before = int(datetime(2026, 3, 1, 3, 59, 59, tzinfo=UTC).timestamp() * 1000)
     assert stale_reason_at(just_before, now, daily, utc) == "daily"
     assert stale_reason_at(int(now.timestamp() * 1000), now, daily, utc) is None
-    both = ResetConfig(mode="daily", at_hour=4, idle_minutes=10)
+    both = ResetConfig.model_validate({"mode": "daily", "atHour": 4, "idleMinutes": 10})
     at_noon = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     eleven_ago = int(at_noon.timestamp() * 1000) - 11 * 60_000
     assert stale_reason_at(eleven_ago, at_noon, both, utc) == "idle"
-    idle_default = ResetConfig(mode="idle")
+    idle_default = ResetConfig.model_validate({"mode": "idle"})
     assert (
         stale_reason_at(int(at_noon.timestamp() * 1000) - 61 * 60_000, at_noon, idle_default, utc) == "idle"
     )
     assert stale_reason_at(int(at_noon.timestamp() * 1000) - 59 * 60_000, at_noon, idle_default, utc) is None
-    assert stale_reason_at(1, at_noon, ResetConfig(), utc) is None
+    assert stale_reason_at(1, at_noon, ResetConfig.model_validate({}), utc) is None
 
 
 def test_rotated_entry_keeps_identity_and_clears_counters() -> None:
