@@ -11,8 +11,8 @@ The flow of one query:
 5. Date range, decay, sort, min-score (strict, then relaxed for keyword hits; compared with the
    undecayed score, see ``ranking``), MMR (greedy for the first N picks), top N.
 
-A date range is pushed into the keyword SQL; for vectors, 8x the candidates are fetched and then
-filtered (a range that excludes almost every near neighbour can return fewer results).
+A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
+the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
 
 FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
 (OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 200
 FTS_ONLY_MODEL = "fts-only"
-DATE_RANGE_OVERFETCH = 8  # vector neighbours fetched per candidate when a date range filters them
 
 
 def candidate_count(max_results: int, multiplier: int) -> int:
@@ -161,10 +160,14 @@ class Searcher:
         vector_hits: list[Candidate] = []
         path_name: str | None = None
         if query_vec is not None:  # first: it (re)loads the matrix the keyword filters consult
-            k = min(limit * DATE_RANGE_OVERFETCH, 2000) if dated else limit
+            dates = (
+                ((request.after or date.min).isoformat(), (request.before or date.max).isoformat())
+                if dated
+                else None
+            )
             path = self._vectors.prepare(self.model)
             path_name = path.name
-            hits = self._vectors.serve(path, query_vec, k, model=self.model, sources=sources)
+            hits = self._vectors.serve(path, query_vec, limit, model=self.model, sources=sources, dates=dates)
             vector_hits = self._as_candidates(hits)
         use_vectors = query_vec is not None
         keyword_hits: list[Candidate] = []

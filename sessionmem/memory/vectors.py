@@ -36,12 +36,15 @@ VEC0_MAX_K = 4096  # sqlite-vec's limit on k
 SYNC_RELOAD_ROWS = 20_000  # up to this many chunks the matrix loads in the query (tens of ms)
 
 Hits = list[tuple[str, float]]
+DateRange = tuple[str, str] | None  # inclusive (after, before) as YYYY-MM-DD; undated rows excluded
 
 
 class VectorIndex(Protocol):
     name: str
 
-    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits: ...
+    def knn(
+        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+    ) -> Hits: ...
 
 
 def _normalise(query_vec: np.ndarray) -> np.ndarray:
@@ -79,6 +82,7 @@ class _MatrixState:
     token: tuple[int, int]  # the searching connection's write token when the snapshot was taken
     ids: list[str]
     sources: np.ndarray  # object array parallel to ids
+    dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
     matrix: np.ndarray  # (len(ids), dims) float32, C-contiguous
     masks: dict[frozenset[str], np.ndarray | None] = field(default_factory=dict)
 
@@ -96,7 +100,10 @@ def write_token(conn: Any) -> tuple[int, int]:
     return int(version), int(conn.total_changes)
 
 
-def read_matrix(conn: Any, model: str) -> tuple[list[str], list[str], np.ndarray]:
+Loaded = tuple[list[str], list[str], list[str], np.ndarray]  # ids, sources, dates, matrix
+
+
+def read_matrix(conn: Any, model: str) -> Loaded:
     """Every embedding of ``model`` read through ``conn`` into one preallocated matrix, in one pass.
 
     Capacity is ``count(*)`` of all chunks (instant; counting one model's rows would scan the
@@ -105,11 +112,12 @@ def read_matrix(conn: Any, model: str) -> tuple[list[str], list[str], np.ndarray
     """
     (capacity,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
     cur = conn.execute(
-        "SELECT id, source, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL", (model,)
+        "SELECT id, source, embedding, date FROM chunks WHERE model = ? AND embedding IS NOT NULL", (model,)
     )
     matrix = np.empty((0, 0), dtype=np.float32)
     ids: list[str] = []
     sources: list[str] = []
+    dates: list[str] = []
     size = 0
     skipped = 0
     while True:
@@ -130,10 +138,12 @@ def read_matrix(conn: Any, model: str) -> tuple[list[str], list[str], np.ndarray
         )
         ids += [r[0] for r in rows]
         sources += [r[1] for r in rows]
+        dates += [r[3] or "" for r in rows]
     if skipped:
         log.warning("memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4)
     n = len(ids)
-    return ids, sources, matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
+    final = matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
+    return ids, sources, dates, final
 
 
 class MatrixVectors:
@@ -187,15 +197,17 @@ class MatrixVectors:
         self,
         model: str,
         token: tuple[int, int],
-        loaded: tuple[list[str], list[str], np.ndarray],
+        loaded: Loaded,
         *,
         generation: int | None = None,
     ) -> bool:
         """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
         if generation is not None and generation != self._generation:
             return False
-        ids, sources, matrix = loaded
-        self._state = _MatrixState(model, token, ids, np.array(sources, dtype=object), matrix)
+        ids, sources, dates, matrix = loaded
+        self._state = _MatrixState(
+            model, token, ids, np.array(sources, dtype=object), np.array(dates, dtype="<U10"), matrix
+        )
         return True
 
     def load(self, model: str) -> None:
@@ -203,12 +215,14 @@ class MatrixVectors:
         token = self.write_token()
         self.install(model, token, read_matrix(self._conn, model))
 
-    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
+    def knn(
+        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+    ) -> Hits:
         if not self.is_valid(model):
             self.load(model)
-        return self.scan(query_vec, k, sources=sources)
+        return self.scan(query_vec, k, sources=sources, dates=dates)
 
-    def scan(self, query_vec: np.ndarray, k: int, *, sources: Sequence[str]) -> Hits:
+    def scan(self, query_vec: np.ndarray, k: int, *, sources: Sequence[str], dates: DateRange = None) -> Hits:
         """The product and top-k over the current snapshot, without touching the database."""
         state = self._state
         if state is None or not state.ids:
@@ -218,6 +232,9 @@ class MatrixVectors:
             return []
         scores = state.matrix @ q
         mask = state.mask(frozenset(sources))
+        if dates is not None:
+            in_range = (state.dates >= dates[0]) & (state.dates <= dates[1]) & (state.dates != "")
+            mask = in_range if mask is None else mask & in_range
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         return _top_k(state.ids, scores, k)
@@ -238,7 +255,11 @@ class SqliteVecVectors:
         row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
         return row is not None
 
-    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
+    def knn(
+        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+    ) -> Hits:
+        """Nearest ``k`` after the filters. vec0 holds no model, source or date, so the KNN asks for
+        more neighbours until the joined filter leaves ``k`` (up to sqlite-vec's limit of 4096)."""
         if k <= 0 or not self.table_exists():
             return []
         q = _normalise(query_vec).astype("<f4").tobytes()
@@ -247,12 +268,16 @@ class SqliteVecVectors:
             "SELECT v.id, v.distance FROM ("
             " SELECT id, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
             ") AS v JOIN chunks c ON c.id = v.id"
-            f" WHERE c.model = ? AND c.source IN ({_placeholders(len(src))}) ORDER BY v.distance"
+            f" WHERE c.model = ? AND c.source IN ({_placeholders(len(src))})"
         )
-        # vec0 has no model/source columns: ask for more neighbours until the filter leaves k.
+        params: list[Any] = [model, *src]
+        if dates is not None:
+            sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
+            params += list(dates)
+        sql += " ORDER BY v.distance"
         fetch = min(VEC0_MAX_K, max(k, 16) * 2)
         while True:
-            rows = self._conn.execute(sql, (q, fetch, model, *src)).fetchall()
+            rows = self._conn.execute(sql, (q, fetch, *params)).fetchall()
             if len(rows) >= k or fetch >= VEC0_MAX_K or not self._may_have_more(fetch):
                 break
             fetch = min(VEC0_MAX_K, fetch * 4)
@@ -274,16 +299,22 @@ class BruteForceVectors:
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
-    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
+    def knn(
+        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+    ) -> Hits:
         if k <= 0:
             return []
         q = _normalise(query_vec)
         src = list(sources)
-        cur = self._conn.execute(
+        sql = (
             "SELECT id, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL"
-            f" AND source IN ({_placeholders(len(src))})",
-            (model, *src),
+            f" AND source IN ({_placeholders(len(src))})"
         )
+        params: list[Any] = [model, *src]
+        if dates is not None:
+            sql += " AND date IS NOT NULL AND date >= ? AND date <= ?"
+            params += list(dates)
+        cur = self._conn.execute(sql, params)
         best: Hits = []
         while True:
             batch = cur.fetchmany(BATCH_ROWS)
@@ -419,16 +450,25 @@ class VectorRouter:
             self._reload_error = str(exc)
 
     def serve(
-        self, path: VectorPath, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]
+        self,
+        path: VectorPath,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
     ) -> Hits:
         """Answer from ``path`` (as chosen by ``prepare``); the matrix scans without touching SQL."""
         if path.name == "matrix":
-            return self.matrix.scan(query_vec, k, sources=sources)
+            return self.matrix.scan(query_vec, k, sources=sources, dates=dates)
         index: VectorIndex = self.sqlite_vec if path.name == "sqlite-vec" else self.brute_force
-        return index.knn(query_vec, k, model=model, sources=sources)
+        return index.knn(query_vec, k, model=model, sources=sources, dates=dates)
 
-    def knn(self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str]) -> Hits:
-        return self.serve(self.prepare(model), query_vec, k, model=model, sources=sources)
+    def knn(
+        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+    ) -> Hits:
+        return self.serve(self.prepare(model), query_vec, k, model=model, sources=sources, dates=dates)
 
 
 def _database_file(conn: Any) -> Path | None:

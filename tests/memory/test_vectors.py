@@ -47,7 +47,10 @@ def filled(tmp_path: Path, data: tuple[np.ndarray, list[str]]) -> tuple[Any, Vec
     row_of: dict[str, int] = {}
     conn.execute("BEGIN")
     for i, (vec, source) in enumerate(zip(vecs, sources, strict=True)):
-        cid = add_chunk(conn, f"memory/n{i}.md", f"note {i}", source=source, model=MODEL, embedding=vec)
+        day = None if i % 7 == 0 else f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}"
+        cid = add_chunk(
+            conn, f"memory/n{i}.md", f"note {i}", source=source, model=MODEL, embedding=vec, day=day
+        )
         row_of[cid] = i
     # another model's rows must never come back
     add_chunk(conn, "memory/other.md", "other", model="other-model", embedding=vecs[0])
@@ -92,6 +95,22 @@ def test_paths_filter_by_source_even_when_it_is_rare(
     expected = exact(vecs, q, 20, keep)
     for path in (MatrixVectors(conn), SqliteVecVectors(conn), BruteForceVectors(conn)):
         hits = path.knn(q, 20, model=MODEL, sources=("sessions",))
+        assert [row_of[cid] for cid, _ in hits] == expected, path.name
+
+
+def test_paths_agree_within_a_date_range(
+    filled: tuple[Any, VectorSupport, dict[str, int]], data: tuple[np.ndarray, list[str]]
+) -> None:
+    conn, _, row_of = filled
+    vecs, _ = data
+    days = [None if i % 7 == 0 else f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}" for i in range(N)]
+    keep = np.array([d is not None and "2026-03-01" <= d <= "2026-04-30" for d in days])
+    q = vecs[5] + 0.05
+    expected = exact(vecs, q, 15, keep)
+    for path in (MatrixVectors(conn), SqliteVecVectors(conn), BruteForceVectors(conn)):
+        hits = path.knn(
+            q, 15, model=MODEL, sources=("memory", "sessions"), dates=("2026-03-01", "2026-04-30")
+        )
         assert [row_of[cid] for cid, _ in hits] == expected, path.name
 
 
