@@ -150,3 +150,26 @@ def test_chat_is_listed_in_help() -> None:
     assert "chat" in result.output
     result = CliRunner().invoke(cli, ["chat", "--help"])
     assert "--api-base" in result.output and "/compact" in result.output
+
+
+def test_the_model_can_search_memory_during_the_chat(
+    chat_args: list[str], openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    from tests.support.openai_server import tool_call_reply
+
+    (tmp_path / "ws" / "memory").mkdir(parents=True)
+    (tmp_path / "ws" / "MEMORY.md").write_text(
+        "# Notes\n\nThe billing cutover is on Friday.\n", encoding="utf-8"
+    )
+    openai_server.chat.push(
+        tool_call_reply([("memory_search", {"query": "billing cutover"})]), text_reply("It is on Friday.")
+    )
+    result = CliRunner().invoke(cli, [*chat_args, "--json"], input="when is the billing cutover?\n")
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    (call,) = [o for o in objects if o["kind"] == "tool_call"]
+    assert call["name"] == "memory_search" and not call["is_error"]
+    assert "Friday" in call["result"] and "MEMORY.md" in call["result"]
+    assert objects[-1]["kind"] == "turn" and objects[-1]["reply"] == "It is on Friday."
+    second = openai_server.chat.requests[1].body["messages"]
+    assert any(m.get("role") == "tool" and "Friday" in str(m.get("content")) for m in second)
