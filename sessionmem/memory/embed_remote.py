@@ -1,0 +1,421 @@
+"""Remote embedding providers through litellm: OpenAI (and any OpenAI-compatible endpoint),
+Gemini, Voyage, Mistral and Ollama.
+
+What this module guarantees on top of a bare ``litellm.embedding`` call:
+
+- Batches are bounded by summed UTF-8 bytes (OpenClaw's ``EMBEDDING_BATCH_MAX_TOKENS = 8000``, which
+  it measures in bytes); a single text over the bound goes alone.
+- Batches run on a small thread pool (``concurrency``), results come back in input order.
+- Transient failures (429 / rate-limit messages / 5xx) are retried with exponential backoff
+  (500 ms doubling, capped at 8 s, jitter ×1..1.2; 3 attempts in all). Anything else fails at once:
+  a bad key or a bad request does not get better by asking again. litellm's own retries are off
+  (``max_retries=0``) so the policy here is the only one.
+- Responses are validated: the vector count matches the input count, every vector has the same
+  width (and the width seen before), values are finite, and no vector is all zeros.
+  **Zero vectors raise** :class:`EmbeddingError`: a zero vector cannot be normalised, and stored as
+  is it would score 0 (or NaN) against every query, silently hiding its chunk from vector search.
+  OpenClaw stores them; we prefer an error that names the input, so the index can keep the chunk
+  FTS-only and say why.
+- Rows come back float32 and L2-normalised (OpenAI-style providers already are; others may not be).
+
+litellm is imported only when a request is made, so creating an embedder is free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sessionmem.errors import EmbeddingError, UsageError
+from sessionmem.memory.embedding import Progress
+
+if TYPE_CHECKING:
+    import numpy as np
+
+REMOTE_PROVIDERS = ("openai", "openai-compatible", "gemini", "voyage", "mistral", "ollama")
+
+DEFAULT_MODELS: Mapping[str, str] = {
+    "openai": "text-embedding-3-small",
+    "openai-compatible": "text-embedding-3-small",
+    "gemini": "gemini-embedding-001",
+    "voyage": "voyage-4-large",
+    "mistral": "mistral-embed",
+    "ollama": "nomic-embed-text",
+}
+
+DEFAULT_BASE_URLS: Mapping[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "gemini": "https://generativelanguage.googleapis.com/v1beta",
+    "voyage": "https://api.voyageai.com/v1",
+    "mistral": "https://api.mistral.ai/v1",
+    "ollama": "http://127.0.0.1:11434",
+}
+
+# Input limits in the provider's tokens; the index splits longer chunks before embedding.
+_MAX_INPUT_TOKENS: Mapping[str, int] = {
+    "openai": 8191,
+    "openai-compatible": 8191,
+    "gemini": 2048,
+    "voyage": 32000,
+    "mistral": 8192,
+    "ollama": 2048,
+}
+
+# litellm's route prefix per provider; an OpenAI-compatible endpoint is litellm's "openai" route.
+_LITELLM_PREFIX: Mapping[str, str] = {"openai-compatible": "openai"}
+
+EMBEDDING_BATCH_MAX_BYTES = 8000
+
+# Providers litellm sends through the OpenAI SDK (see RemoteEmbedder._openai_client).
+_OPENAI_SDK_PROVIDERS = frozenset({"openai", "openai-compatible", "mistral"})
+
+# Header names that carry credentials: never part of the provider key.
+_SECRET_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|cookie", re.IGNORECASE)
+# Provider messages that mean "slow down" even when the status code got lost on the way.
+_RATE_LIMIT_MESSAGE = re.compile(
+    r"rate[_ ]limit|too many requests|resource has been exhausted|tokens per day", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff for transient failures. ``attempts`` counts the first try."""
+
+    attempts: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    jitter: float = 0.2  # each delay is multiplied by uniform(1, 1 + jitter)
+
+    def delay_s(self, retry: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        base = min(self.base_delay_s * (2**retry), self.max_delay_s)
+        return base * (1.0 + (rng or random).random() * self.jitter)
+
+
+# ---------------------------------------------------------------------------- pure helpers
+
+
+def batch_by_bytes(texts: Sequence[str], max_bytes: int = EMBEDDING_BATCH_MAX_BYTES) -> list[list[int]]:
+    """Group text indices, in order, so each group's summed UTF-8 size is at most ``max_bytes``.
+
+    A text larger than ``max_bytes`` on its own forms a group of one.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i, text in enumerate(texts):
+        n = len(text.encode("utf-8"))
+        if current and size + n > max_bytes:
+            batches.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += n
+    if current:
+        batches.append(current)
+    return batches
+
+
+def public_headers(headers: Mapping[str, str] | None) -> list[list[str]]:
+    """Headers without credentials, sorted by name (case-insensitively): the part safe to fingerprint."""
+    kept = [[k, v] for k, v in (headers or {}).items() if not _SECRET_HEADER.search(k)]
+    return sorted(kept, key=lambda kv: (kv[0].lower(), kv[1]))
+
+
+def provider_key(
+    provider: str,
+    model: str,
+    *,
+    base_url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    dimensions: int | None = None,
+) -> str:
+    """sha256 of the provider identity (§7): provider, endpoint, model, non-secret headers.
+
+    The API key and any credential header are left out, so rotating a key keeps the index and its
+    embedding cache; changing the endpoint, model or a routing header rebuilds them.
+    """
+    payload: dict[str, Any] = {
+        "provider": provider,
+        "baseUrl": (base_url or DEFAULT_BASE_URLS.get(provider, "")).rstrip("/"),
+        "model": model,
+        "headers": public_headers(headers),
+    }
+    if dimensions is not None:
+        payload["outputDimensionality"] = dimensions
+    encoded = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def validate_vectors(
+    rows: Sequence[Sequence[float]], expected_count: int, expected_dims: int | None, source: str
+) -> np.ndarray:
+    """Check a provider's vectors and return them float32, L2-normalised; raise naming the problem."""
+    import numpy as np
+
+    if len(rows) != expected_count:
+        raise EmbeddingError(f"{source} returned {len(rows)} vectors for {expected_count} inputs")
+    if not rows:
+        return np.zeros((0, expected_dims or 0), dtype=np.float32)
+    widths = {len(row) for row in rows}
+    if len(widths) != 1:
+        raise EmbeddingError(f"{source} returned vectors of mixed dimensions {sorted(widths)} in one batch")
+    dims = widths.pop()
+    if dims == 0:
+        raise EmbeddingError(f"{source} returned empty vectors")
+    if expected_dims is not None and dims != expected_dims:
+        raise EmbeddingError(
+            f"{source} returned {dims}-dimensional vectors, expected {expected_dims} like its earlier ones"
+        )
+    matrix = np.asarray(rows, dtype=np.float64)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise EmbeddingError(f"{source} returned a vector with NaN or infinite values (input {bad})")
+    norms = np.linalg.norm(matrix, axis=1)
+    if (norms < 1e-10).any():
+        bad = int(np.flatnonzero(norms < 1e-10)[0])
+        raise EmbeddingError(
+            f"{source} returned an all-zero vector (input {bad}); it cannot be normalised or searched"
+        )
+    return (matrix / norms[:, None]).astype(np.float32)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a provider error is transient: rate limits and server-side (5xx) failures only."""
+    import litellm
+
+    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
+        return False  # litellm labels these 408/500; neither is the provider saying "try again"
+    if isinstance(
+        exc,
+        litellm.RateLimitError
+        | litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError,
+    ):
+        return True
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return True
+    return bool(_RATE_LIMIT_MESSAGE.search(str(exc)))
+
+
+# ---------------------------------------------------------------------------- the embedder
+
+
+class RemoteEmbedder:
+    """An :class:`~sessionmem.memory.embedding.Embedder` calling a provider's embeddings API via litellm."""
+
+    def __init__(
+        self,
+        provider: str,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        batch_max_bytes: int = EMBEDDING_BATCH_MAX_BYTES,
+        concurrency: int = 2,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy = RetryPolicy(),
+        dimensions: int | None = None,
+    ) -> None:
+        if provider not in REMOTE_PROVIDERS:
+            raise UsageError(f"unknown remote embedding provider {provider!r} (one of {REMOTE_PROVIDERS})")
+        if provider == "openai-compatible" and not base_url:
+            raise UsageError("provider 'openai-compatible' needs a base_url (memorySearch.remote.baseUrl)")
+        self.provider = provider
+        self.model = model or DEFAULT_MODELS[provider]
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self._api_key = api_key
+        self.headers = dict(headers or {})
+        self.batch_max_bytes = max(1, batch_max_bytes)
+        self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_s
+        self.retry = retry
+        self.dimensions = dimensions
+        self.max_input_tokens = _MAX_INPUT_TOKENS[provider]
+        self.provider_key = provider_key(
+            provider,
+            self.model,
+            base_url=self.base_url,
+            headers=self.headers,
+            dimensions=dimensions if provider == "gemini" else None,
+        )
+        self._dims: int | None = dimensions
+        self._dims_lock = threading.Lock()
+        self._sleep: Callable[[float], None] = time.sleep
+        self._client: Any = None
+
+    def __repr__(self) -> str:  # no key in reprs or logs
+        where = f", base_url={self.base_url!r}" if self.base_url else ""
+        return f"RemoteEmbedder({self.provider!r}, {self.model!r}{where})"
+
+    @property
+    def dims(self) -> int | None:
+        return self._dims
+
+    # -- the protocol
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed_batch([text], query=True)[0]
+
+    def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        import numpy as np
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._dims or 0), dtype=np.float32)
+        batches = batch_by_bytes(texts, self.batch_max_bytes)
+        out: list[np.ndarray | None] = [None] * len(batches)
+        if len(batches) == 1 or self.concurrency == 1:
+            for b, indices in enumerate(batches):
+                out[b] = self._embed_batch([texts[i] for i in indices], query=False)
+                if progress is not None:
+                    progress(len(indices))
+        else:
+            self._run_concurrently(texts, batches, out, progress)
+        return np.concatenate([rows for rows in out if rows is not None], axis=0)
+
+    # -- internals
+
+    def _run_concurrently(
+        self,
+        texts: list[str],
+        batches: list[list[int]],
+        out: list[np.ndarray | None],
+        progress: Progress | None,
+    ) -> None:
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="embed") as pool:
+            futures: dict[Future[np.ndarray], int] = {
+                pool.submit(self._embed_batch, [texts[i] for i in indices], query=False): b
+                for b, indices in enumerate(batches)
+            }
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    error = future.exception()
+                    if error is not None:
+                        for other in pending:
+                            other.cancel()
+                        raise error
+                    b = futures[future]
+                    out[b] = future.result()
+                    if progress is not None:
+                        progress(len(batches[b]))
+
+    def _embed_batch(self, batch: list[str], *, query: bool) -> np.ndarray:
+        rows = self._request_with_retry(batch, query=query)
+        with self._dims_lock:
+            vectors = validate_vectors(rows, len(batch), self._dims, self._label)
+            if self._dims is None:
+                self._dims = int(vectors.shape[1])
+        return vectors
+
+    @property
+    def _label(self) -> str:
+        return f"{self.provider} embeddings ({self.model})"
+
+    def _request_with_retry(self, batch: list[str], *, query: bool) -> list[list[float]]:
+        for attempt in range(self.retry.attempts):
+            try:
+                return self._request(batch, query=query)
+            except EmbeddingError:
+                raise
+            except Exception as exc:
+                retryable = is_retryable(exc)
+                if not retryable or attempt + 1 >= self.retry.attempts:
+                    tries = f" after {attempt + 1} attempts" if retryable else ""
+                    raise EmbeddingError(f"{self._label} failed{tries}: {_describe(exc)}") from exc
+                self._sleep(self.retry.delay_s(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _request(self, batch: list[str], *, query: bool) -> list[list[float]]:
+        from sessionmem.tokens import configure_offline_environment
+
+        configure_offline_environment()
+        import litellm
+
+        litellm.suppress_debug_info = True
+        kwargs: dict[str, Any] = {
+            "model": f"{_LITELLM_PREFIX.get(self.provider, self.provider)}/{self.model}",
+            "input": batch,
+            "timeout": self.timeout_s,
+            "max_retries": 0,
+        }
+        api_key = self._api_key
+        if api_key is None and self.provider == "openai-compatible":
+            api_key = "no-key"  # keyless local servers; the OpenAI client refuses to send without one
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+        if self.base_url:
+            kwargs["api_base"] = self.base_url
+        if self.headers:
+            kwargs["extra_headers"] = dict(self.headers)
+        if self.provider in _OPENAI_SDK_PROVIDERS:
+            kwargs["client"] = self._openai_client(api_key)
+        if self.dimensions is not None:
+            kwargs["dimensions"] = self.dimensions
+        if self.provider == "voyage":
+            kwargs["input_type"] = "query" if query else "document"
+        elif self.provider == "gemini":
+            kwargs["task_type"] = "RETRIEVAL_QUERY" if query else "RETRIEVAL_DOCUMENT"
+        response = litellm.embedding(**kwargs)
+        return [_vector_of(item) for item in sorted(response.data, key=_index_of)]
+
+    def _openai_client(self, api_key: str | None) -> Any:
+        """An OpenAI SDK client whose retries stay off, reused across calls (it is thread-safe).
+
+        Trigger: litellm 1.106's OpenAI embedding path reads ``max_retries or DEFAULT_MAX_RETRIES``
+        (so 0 becomes 2) and then sets that on any client it is given. Why: hidden SDK retries would
+        multiply ours and ignore our backoff. Outcome: a client whose ``max_retries`` is pinned to 0.
+        """
+        if self._client is None:
+            import openai
+
+            class _NoRetryOpenAI(openai.OpenAI):
+                @property
+                def max_retries(self) -> int:
+                    return 0
+
+                @max_retries.setter
+                def max_retries(self, value: int) -> None:
+                    pass
+
+            try:
+                self._client = _NoRetryOpenAI(
+                    api_key=api_key,
+                    base_url=self.base_url or DEFAULT_BASE_URLS.get(self.provider),
+                    max_retries=0,
+                    timeout=self.timeout_s,
+                )
+            except openai.OpenAIError as exc:  # no key given and none in OPENAI_API_KEY
+                raise EmbeddingError(f"{self._label}: {exc}") from exc
+        return self._client
+
+
+def _index_of(item: Any) -> int:
+    value = item.get("index", 0) if isinstance(item, dict) else getattr(item, "index", 0)
+    return int(value or 0)
+
+
+def _vector_of(item: Any) -> list[float]:
+    value = item.get("embedding") if isinstance(item, dict) else getattr(item, "embedding", None)
+    if not isinstance(value, list):
+        raise EmbeddingError(f"embedding response item has no vector: {str(item)[:200]}")
+    return value
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"HTTP {status}: {text}" if isinstance(status, int) else f"{type(exc).__name__}: {text}"
