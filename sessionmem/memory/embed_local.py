@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'sessionmem[local]'"
 MAX_CONTEXT = 2048  # tokens per sequence we ask llama.cpp for, whatever the model was trained on
 DEFAULT_MAX_INPUT_TOKENS = 512
-_PROGRESS_EVERY = 16  # texts per llama call, so progress moves and the lock is released between calls
+_PROGRESS_EVERY = 8  # texts per llama call: progress moves, and a query waits for at most one group
 
 
 def is_remote_model_ref(ref: str) -> bool:

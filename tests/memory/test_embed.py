@@ -296,6 +296,19 @@ def test_auto_uses_remote_settings() -> None:
     assert keyless.embedder.base_url == "http://127.0.0.1:9/v1"
 
 
+def test_selected_endpoint_gets_the_configured_key_headers_and_model(openai_server: OpenAIServer) -> None:
+    remote_cfg = {"baseUrl": openai_server.base_url, "apiKey": "sk-cfg", "headers": {"X-Org": "acme"}}
+    selection = select({"OPENAI_API_KEY": "sk-env"}, provider="openai", model="my-embed", remote=remote_cfg)
+    assert selection.actual == "openai"
+    selection.embedder.embed_documents(["hello"])
+    [request] = openai_server.embeddings.requests
+    assert request.headers["authorization"] == "Bearer sk-cfg"  # remote.apiKey wins over the env
+    assert request.headers["x-org"] == "acme"
+    assert request.body["model"] == "my-embed"
+    rotated = select({}, provider="openai", model="my-embed", remote={**remote_cfg, "apiKey": "sk-new"})
+    assert rotated.embedder.provider_key == selection.embedder.provider_key
+
+
 def test_auto_prefers_an_existing_local_model_file(tmp_path: Path) -> None:
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
