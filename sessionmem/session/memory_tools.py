@@ -284,6 +284,27 @@ class SessionTools:
         except Exception:
             log.warning("memory index sync after %s failed", reason, exc_info=True)
 
+    async def after_compaction(self) -> None:
+        """``compaction.postIndexSync``: re-index session transcripts after a compaction (only when the
+        index covers ``sessions`` and ``sync.sessions.postCompactionForce`` is on)."""
+        agent = self.runner.agent
+        mode = agent.compaction.post_index_sync
+        index = self.runner.memory_index
+        search = agent.memory_search
+        if index is None or mode == "off" or "sessions" not in search.sources:
+            return
+        if not search.sync.sessions.post_compaction_force:
+            return
+        if mode == "await":
+            await self.sync_index("post-compaction")
+            return
+        background = getattr(index, "sync_in_background", None)
+        if callable(background):
+            try:
+                background("post-compaction")
+            except Exception:
+                log.warning("background memory sync after compaction failed to start", exc_info=True)
+
     def recall_section(self) -> str:
         if self.memory is None:
             return ""

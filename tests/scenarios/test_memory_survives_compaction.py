@@ -10,7 +10,7 @@ from typing import Any
 
 from freezegun import freeze_time
 
-from sessionmem.config import MemorySearchConfig
+from sessionmem.config import ExperimentalConfig, MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
@@ -65,3 +65,32 @@ def test_flushed_fact_is_searchable_after_compaction(tmp_path: Path, workspace: 
     assert any(r["path"] == TODAY and "Priya Raman" in r["snippet"] for r in found["results"])
     # The model was told about memory_search and memory_get in the system prompt.
     assert "## Memory Recall" in model.calls[-1].messages[0].content
+
+
+def test_post_compaction_sync_indexes_the_latest_turns_of_the_transcript(tmp_path: Path, workspace: Path) -> None:
+    from sessionmem.memory.types import SearchRequest
+
+    settings = MemorySearchConfig(
+        provider="none", sources=("memory", "sessions"), experimental=ExperimentalConfig(session_memory=True)
+    )
+    config = small_config(window=4000, reserve=600, floor=600, soft=400, keep=500, timezone="UTC")
+    defaults = config.agents.defaults.model_copy(
+        update={
+            "memory_search": settings,
+            "compaction": config.agents.defaults.compaction.model_copy(update={"post_index_sync": "await"}),
+        }
+    )
+    config = config.model_copy(update={"agents": config.agents.model_copy(update={"defaults": defaults})})
+    with MemoryIndex.open("main", workspace, settings, state_dir=tmp_path / "state") as index:
+        runner, recorder = make_runner(agent_model(), tmp_path, workspace, config, memory_index=index)
+        session = runner.open()
+        turns = 0
+        while "compaction" not in recorder.kinds() and turns < 40:
+            session.run_turn_sync(f"chat {turns} zebra{turns} " + " ".join(f"topic{i}" for i in range(60)))
+            turns += 1
+        # The flush synced the index before this turn's message; only the post-compaction sync has it.
+        assert recorder.kinds("flush", "compaction") == ["flush", "compaction"]
+        assert not index.dirty
+        last = f"zebra{turns - 1}"
+        response = index.search(SearchRequest(query=last, min_score=0.0))
+    assert any(r.path.startswith("sessions/") and last in r.snippet for r in response.results), response
