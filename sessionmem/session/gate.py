@@ -5,6 +5,9 @@ before one, provider context-overflow recovery, manual ``/compact``, and (flush 
 ``/new``, ``/reset``, daily and idle, whose archiving the caller does. The gate runs the flush first when
 the current compaction cycle has none, and records the flush against the cycle it *started* in, so a
 compaction that happens during the flush (its own call overflowed) does not skip the next cycle's flush.
+
+A flush that fails (model error) is reported in its ``flush`` event and still counts for its cycle: the
+user's turn goes on, and a broken flush is not retried before every turn of the cycle.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from sessionmem.session.events import (
     FlushSkippedEvent,
 )
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_prompts, guard_reason
+from sessionmem.session.lifecycle import before_compaction
 from sessionmem.session.projection import context_state
 from sessionmem.session.transcript import compaction_summary_text
 from sessionmem.tokens import count_tokens
@@ -108,6 +112,7 @@ async def compact_now(session: Session, reason: str, instructions: str | None) -
     plan = plan_compaction(session.context, session.counter, keep)
     if plan is None:
         return CompactionResult(False, reason, error="nothing to compact")
+    await before_compaction(session, reason)  # the compaction:before hook
     try:
         summary = await summarize(
             session.runner.model,

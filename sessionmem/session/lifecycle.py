@@ -225,7 +225,8 @@ async def emit_hook(session: Session, name: str, **fields: Any) -> list[HookOutc
 
 
 async def relay_event(session: Session, event: Event) -> None:
-    """Turn runner events into hook events: ``memory:flush`` after a flush, ``compaction:after``."""
+    """Turn runner events into hook events: ``memory:flush`` after a flush, ``compaction:after``
+    (``compaction:before`` is emitted by the gate through :func:`before_compaction`)."""
     from dataclasses import asdict
 
     from sessionmem.hooks import COMPACTION_AFTER, MEMORY_FLUSH
@@ -235,6 +236,19 @@ async def relay_event(session: Session, event: Event) -> None:
         return
     details = {k: v for k, v in asdict(event).items() if k not in ("kind", "session_key")}
     await emit_hook(session, name, session_entry=session.entry.to_json_dict(), extra=details)
+
+
+async def before_compaction(session: Session, reason: str) -> None:
+    """The ``compaction:before`` hook, once a compaction has something to summarise."""
+    from sessionmem.hooks import COMPACTION_BEFORE
+
+    await emit_hook(
+        session,
+        COMPACTION_BEFORE,
+        session_entry=session.entry.to_json_dict(),
+        transcript_path=session.transcript.path,
+        extra={"reason": reason, "compaction_count": session.entry.compaction_count},
+    )
 
 
 def _memory_file(outcomes: list[HookOutcome], workspace: Path) -> Path | None:

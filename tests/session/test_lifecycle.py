@@ -389,7 +389,7 @@ def test_archive_name_is_openclaws() -> None:
 def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, workspace: Path) -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
     registry = HookRegistry()
-    for name in ("memory:flush", "compaction:after", "command:new", "session:end", "session:start"):
+    for name in ("memory:flush", "compaction", "command:new", "session:end", "session:start"):
         registry.register(
             name, lambda event: seen.append((event.name, dict(event.extra))), name=f"spy-{name}"
         )
@@ -406,6 +406,7 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
     names = [name for name, _ in seen]
     assert names == [
         "memory:flush",
+        "compaction:before",
         "compaction:after",
         "memory:flush",
         "command:new",
@@ -413,8 +414,13 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
         "session:start",
     ]
     assert seen[0][1]["path"].startswith("memory/") and seen[0][1]["compaction_count"] == 0
-    assert seen[1][1]["reason"] == "manual" and seen[1][1]["compaction_count"] == 1
-    assert seen[2][1]["compaction_count"] == 1
-    assert seen[3][1]["reason"] == "new"
-    assert seen[4][1]["next_session_id"] == session.entry.session_id
-    assert seen[5][1]["resumed_from"] == old_id
+    assert seen[1][1] == {
+        "reason": "manual",
+        "compaction_count": 0,
+        "sessions_dir": seen[1][1]["sessions_dir"],
+    }
+    assert seen[2][1]["reason"] == "manual" and seen[2][1]["compaction_count"] == 1
+    assert seen[3][1]["compaction_count"] == 1
+    assert seen[4][1]["reason"] == "new"
+    assert seen[5][1]["next_session_id"] == session.entry.session_id
+    assert seen[6][1]["resumed_from"] == old_id
