@@ -14,6 +14,11 @@ Safety rules, on purpose:
   non-trivial file is refused (the model should append, or the developer edit by hand).
 - During the silent flush the only writable file is the flush's daily log (the date at flush start, or
   today's if the flush crosses midnight); every other path is refused with a tool error that names it.
+
+:class:`SessionTools` assembles what one session offers: ordinary turns get memory_search/memory_get
+(``sessionmem.memory.tools``; memory_read when memory search is off), the write tools in private sessions
+(``memoryTools`` config, default on for direct chats) and the developer's tools; the flush gets the
+reading tools and the append-only writers only. Writes mark the memory index dirty.
 """
 
 from __future__ import annotations

@@ -8,10 +8,14 @@ One turn, top to bottom (:meth:`Session.run_turn`):
 3. record usage in sessions.json;
 4. if the projection now reaches the compaction threshold, compact through the gate.
 
-A provider context-overflow compacts through the gate and retries once. Every compaction, whatever
-its reason, goes through :func:`compact_through_gate`, which runs the flush first when the current
-compaction cycle has not had one (DESIGN 1). The flush is an ordinary turn of kind "flush": same loop,
-its own prompts and tools, output never delivered.
+A provider context-overflow compacts through the gate and retries once (a second overflow is raised).
+Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
+which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
+ordinary turn of kind "flush": same loop, its own prompts and tools, output never delivered; if its own
+call overflows it retries on the newest half of the context before resorting to compaction.
+
+Blocking file work (transcript appends, sessions.json under its lock) runs inline: each is one small
+write. Memory-index syncs run in a worker thread.
 """
 
 from __future__ import annotations

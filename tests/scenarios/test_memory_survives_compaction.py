@@ -67,7 +67,9 @@ def test_flushed_fact_is_searchable_after_compaction(tmp_path: Path, workspace: 
     assert "## Memory Recall" in model.calls[-1].messages[0].content
 
 
-def test_post_compaction_sync_indexes_the_latest_turns_of_the_transcript(tmp_path: Path, workspace: Path) -> None:
+def test_post_compaction_sync_indexes_the_latest_turns_of_the_transcript(
+    tmp_path: Path, workspace: Path
+) -> None:
     from sessionmem.memory.types import SearchRequest
 
     settings = MemorySearchConfig(
