@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Literal
 
 from sessionmem.errors import MemoryPathError
+from sessionmem.memory.files import is_memory_path, normalize_extra_paths, normalize_rel_path
 
 TargetKind = Literal["memory", "extra", "session"]
 
-_ROOT_FILES = ("MEMORY.md", "memory.md")
 _SESSION_RE = re.compile(r"^sessions/([^/\\\x00]+\.jsonl)$")
 _MARKDOWN_SUFFIX = ".md"
 
@@ -40,38 +40,6 @@ class MemoryTarget:
     path: Path  # absolute, lexically normalised (no symlinks resolved)
     display: str  # workspace-relative with "/" (or "sessions/<name>.jsonl"); what results carry
     kind: TargetKind
-
-
-def normalize_rel_path(value: str) -> str:
-    """Strip whitespace and leading ``./``, and turn backslashes into ``/`` (OpenClaw's normalisation)."""
-    text = value.strip().replace("\\", "/")
-    while text.startswith("./"):
-        text = text[2:]
-    return text
-
-
-def is_memory_path(rel: str) -> bool:
-    """True for ``MEMORY.md``, ``memory.md`` and anything under ``memory/`` (reference §6.1)."""
-    norm = normalize_rel_path(rel)
-    return norm in _ROOT_FILES or norm.startswith("memory/")
-
-
-def normalize_extra_paths(workspace: Path, extra_paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Trim, drop empties, resolve relative entries against the workspace, de-duplicate (order kept)."""
-    out: list[Path] = []
-    seen: set[str] = set()
-    for raw in extra_paths:
-        text = os.fspath(raw).strip()
-        if not text:
-            continue
-        candidate = Path(text).expanduser()
-        if not candidate.is_absolute():
-            candidate = Path(workspace) / candidate
-        norm = Path(os.path.normpath(os.path.abspath(candidate)))
-        if str(norm) not in seen:
-            seen.add(str(norm))
-            out.append(norm)
-    return out
 
 
 def resolve_memory_target(
