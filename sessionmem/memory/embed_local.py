@@ -270,23 +270,26 @@ class LocalEmbedder:
         pooling = facts.get("pooling_type")
         if pooling is None or int(pooling) == llama_cpp.LLAMA_POOLING_TYPE_NONE:
             pooling = llama_cpp.LLAMA_POOLING_TYPE_MEAN  # one vector per text, whatever the file says
+        options: dict[str, Any] = {
+            "model_path": str(path),
+            "embedding": True,
+            "pooling_type": int(pooling),
+            "n_ctx": context,
+            "n_batch": context or MAX_CONTEXT,
+            "n_ubatch": context or MAX_CONTEXT,  # an encoder needs each sequence in one micro-batch
+            "n_threads": self.n_threads,
+            "n_threads_batch": self.n_threads,
+            "verbose": False,
+        }
         try:
-            llm = llama_cpp.Llama(
-                model_path=str(path),
-                embedding=True,
-                pooling_type=int(pooling),
-                n_ctx=context,
-                n_batch=context or MAX_CONTEXT,
-                n_ubatch=context or MAX_CONTEXT,
-                flash_attn=True,
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                verbose=False,
-            )
-        except Exception as exc:
-            raise EmbedderUnavailable(
-                f"Local embeddings unavailable: could not load {path.name} ({type(exc).__name__}: {exc})"
-            ) from exc
+            llm = llama_cpp.Llama(**options, flash_attn=True)
+        except Exception:
+            try:  # an architecture without flash-attention kernels: slower, but it runs
+                llm = llama_cpp.Llama(**options, flash_attn=False)
+            except Exception as exc:
+                raise EmbedderUnavailable(
+                    f"Local embeddings unavailable: could not load {path.name} ({type(exc).__name__}: {exc})"
+                ) from exc
         self._context = int(llm.n_ctx())
         self._dims = int(llm.n_embd())
         self._llm = llm
