@@ -1,0 +1,204 @@
+"""Indexing: 300 notes FTS-only, a no-op sync of 10,000 unchanged files, local-model throughput.
+
+All through ``MemoryIndex.sync`` in this process (process start-up is bench_cli.py's subject).
+The local-model part uses the real GGUF model (``--model PATH``, default
+``../shared/models/all-MiniLM-L6-v2.Q8_0.gguf`` beside the repository) and reports the whole sync's
+throughput beside the embedder's own on the same chunk texts, so the bottleneck is visible.
+See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import find_model, footer, header, parser, stats, table, verdict, write_notes
+
+FTS_300_TARGET_S = 1.0
+NOOP_10K_TARGET_S = 1.0
+LOCAL_TARGET_CPS = 10.0  # 2x the peers' 4-5 chunks/s
+
+
+def open_index(ws: Path, state: Path, embedder: Any) -> Any:
+    from sessionmem.config import MemorySearchConfig
+    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
+
+    selection = EmbedderSelection(embedder, "local" if embedder is not None else "none")
+    return MemoryIndex.open("bench", ws, MemorySearchConfig(), state_dir=state, selection=selection)
+
+
+def fts_300(tmp: Path, notes: int, reps: int) -> dict[str, Any]:
+    """A fresh FTS-only index of ``notes`` notes, ``reps`` times (a new state folder each time)."""
+    ws = tmp / "fts-ws"
+    write_notes(ws, notes)
+    times, chunks = [], 0
+    for rep in range(reps):
+        with open_index(ws, tmp / f"fts-state-{rep}", None) as index:
+            start = time.perf_counter()
+            report = index.sync()
+            times.append(time.perf_counter() - start)
+            chunks = report.chunks_written
+    return {"files": notes + 1, "chunks": chunks, "s": times}
+
+
+def noop_10k(tmp: Path, files: int, reps: int) -> dict[str, Any]:
+    """Index ``files`` small notes once, then time syncs that find nothing changed."""
+    ws = tmp / "noop-ws"
+    mem = ws / "memory"
+    mem.mkdir(parents=True)
+    for i in range(files):
+        (mem / f"2025-01-01-n{i:05d}.md").write_text(f"# note {i}\n\n- item {i} about the ledger migration\n")
+    with open_index(ws, tmp / "noop-state", None) as index:
+        start = time.perf_counter()
+        first = index.sync()
+        first_s = time.perf_counter() - start
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            report = index.sync()
+            times.append(time.perf_counter() - start)
+            assert report.files_indexed == 0 and report.files_unchanged == files, report
+    return {"files": files, "first_s": first_s, "first_indexed": first.files_indexed, "s": times}
+
+
+def local_model(tmp: Path, model: Path, notes: int) -> dict[str, Any]:
+    """Sync ``notes`` notes with the local GGUF model, then embed the same chunk texts alone."""
+    from sessionmem.memory.embed_local import LocalEmbedder
+
+    ws = tmp / "local-ws"
+    write_notes(ws, notes, seed=21)
+    embedder = LocalEmbedder(str(model))
+    start = time.perf_counter()
+    embedder.embed_query("warm up: load the model")
+    load_s = time.perf_counter() - start
+    out: dict[str, Any] = {"load_s": load_s, "threads": embedder.n_threads or os.cpu_count()}
+    with open_index(ws, tmp / "local-state", embedder) as index:
+        start = time.perf_counter()
+        report = index.sync()
+        out["sync_s"] = time.perf_counter() - start
+        out["chunks"] = report.chunks_written
+        out["embedded"] = report.embedded
+        texts = [r[0] for r in index._reader.execute("SELECT text FROM chunks ORDER BY rowid").fetchall()]
+    llm = embedder._load()
+    out["tokens"] = sum(len(llm.tokenize(t.encode("utf-8"), add_bos=True, special=False)) for t in texts)
+    # The same texts, fresh embedder instance state unchanged (no cache here: the embedder has none).
+    start = time.perf_counter()
+    embedder.embed_documents(texts)
+    out["embed_s"] = time.perf_counter() - start
+    out["texts"] = len(texts)
+    return out
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument(
+        "--model", help="GGUF embedding model (default ../shared/models/all-MiniLM-L6-v2.Q8_0.gguf)"
+    )
+    p.add_argument(
+        "--notes", type=int, default=300, help="notes for the FTS and local-model runs (default 300)"
+    )
+    p.add_argument("--noop-files", type=int, default=10_000, help="files for the no-op sync (default 10000)")
+    args = p.parse_args()
+    quick = args.quick
+    header("Indexing (bench_index.py)", args)
+    with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp_name:
+        tmp = Path(tmp_name)
+        fts = fts_300(tmp, 50 if quick else args.notes, 3 if quick else 10)
+        noop = noop_10k(tmp, 1000 if quick else args.noop_files, 3 if quick else 10)
+        model = find_model(args.model)
+        local = None
+        skip_reason = None
+        if model is None:
+            skip_reason = f"model file not found ({args.model or 'the default path'}); pass --model PATH"
+        else:
+            try:
+                import llama_cpp  # noqa: F401
+            except ImportError:
+                skip_reason = "llama-cpp-python is not installed (pip install -e '.[local]')"
+        if skip_reason is None and model is not None:
+            local = local_model(tmp, model, 20 if quick else args.notes)
+
+    print(
+        "Notes: `common.write_notes` (a heading and 12 bullets of 14 words, ~1.3 KB each, one chunk per note at"
+    )
+    print(
+        "the default chunking of 400 tokens / 80 overlap), plus MEMORY.md. Times are `MemoryIndex.sync()` wall time.\n"
+    )
+    f, n = stats(fts["s"]), stats(noop["s"])
+    print(
+        table(
+            ["operation", "files", "p50 (s)", "p95 (s)", "runs", "target"],
+            [
+                [
+                    "first index, FTS-only (fresh state each run)",
+                    fts["files"],
+                    f"{f.p50:.3f}",
+                    f"{f.p95:.3f}",
+                    f.n,
+                    f"<= {FTS_300_TARGET_S} s: {verdict(f.p95, FTS_300_TARGET_S)}",
+                ],
+                [
+                    "no-op sync, nothing changed (FTS-only)",
+                    f"{noop['files']:,}",
+                    f"{n.p50:.3f}",
+                    f"{n.p95:.3f}",
+                    n.n,
+                    f"<= {NOOP_10K_TARGET_S} s: {verdict(n.p95, NOOP_10K_TARGET_S)}",
+                ],
+            ],
+        )
+    )
+    print(
+        f"\n({fts['chunks']} chunks per FTS-only index. The {noop['files']:,}-file workspace's first index took "
+        f"{noop['first_s']:.2f} s.)\n"
+    )
+    if local is None:
+        print(f"Local model: SKIPPED - {skip_reason}.")
+        footer()
+        return
+    sync_cps = local["chunks"] / local["sync_s"]
+    embed_cps = local["texts"] / local["embed_s"]
+    avg_tokens = local["tokens"] / max(1, local["texts"])
+    print(
+        f"Local model `{model.name if model else ''}` (llama-cpp-python, {local['threads']} threads, loaded in "
+        f"{local['load_s']:.2f} s before timing), {local['chunks']} chunks of {avg_tokens:.0f} model tokens on average:\n"
+    )
+    print(
+        table(
+            ["what", "chunks", "seconds", "chunks/s", "model tokens/s", "target"],
+            [
+                [
+                    "whole sync (read, chunk, embed, write FTS + vectors)",
+                    local["chunks"],
+                    f"{local['sync_s']:.1f}",
+                    f"{sync_cps:.1f}",
+                    f"{local['tokens'] / local['sync_s']:.0f}",
+                    f">= {LOCAL_TARGET_CPS:.0f}/s: {verdict(sync_cps, LOCAL_TARGET_CPS, lower_is_better=False)}",
+                ],
+                [
+                    "embedder alone (`embed_documents` on the same texts)",
+                    local["texts"],
+                    f"{local['embed_s']:.1f}",
+                    f"{embed_cps:.1f}",
+                    f"{local['tokens'] / local['embed_s']:.0f}",
+                    "",
+                ],
+            ],
+        )
+    )
+    share = local["embed_s"] / local["sync_s"]
+    print(
+        f"\nEmbedding is {share:.0%} of the sync's time; the rest (reading, chunking, SQLite writes) is "
+        f"{max(0.0, local['sync_s'] - local['embed_s']):.1f} s. Peers on this machine (DESIGN.md): 4-5 chunks/s."
+    )
+    footer()
+
+
+if __name__ == "__main__":
+    main()

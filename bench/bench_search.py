@@ -1,0 +1,316 @@
+"""Search latency at 1k, 10k and 100k chunks: keyword (FTS5), each vector path, and hybrid.
+
+Each size runs in its own child process (so its peak RSS is its own): a synthetic workspace is
+written, indexed through ``MemoryIndex.sync`` with a hash embedder (384-d pseudo-random vectors),
+then the same queries are timed on every path. Query vectors are computed before timing, so the
+latencies exclude query embedding. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sessionmem.memory.keywords import STOP_WORDS_EN
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (
+    HashEmbedder,
+    footer,
+    header,
+    parser,
+    peak_rss_mb,
+    stats,
+    table,
+    timed_each,
+    verdict,
+    write_chunky_workspace,
+)
+
+SIZES = (1_000, 10_000, 100_000)
+QUICK_SIZES = (1_000, 5_000)
+K = 24  # candidates the default request asks each side for: min(200, maxResults 6 x multiplier 4)
+HYBRID_P95_TARGET_MS = 25.0
+QUESTIONS = (
+    "when did we talk about the {a} and the {b}?",
+    "what was decided about {a} {b}",
+    "why did the {a} need a {b}",
+    "remind me what we said about {a} for {b}",
+)
+
+
+def settings() -> Any:
+    from sessionmem.config import ChunkingConfig, MemorySearchConfig
+
+    return MemorySearchConfig(chunking=ChunkingConfig(tokens=128, overlap=0))
+
+
+def make_queries(conn: Any, n: int, embedder: HashEmbedder, seed: int = 3) -> list[str]:
+    """``n`` queries built from random chunks: half keyword pairs, half natural questions.
+
+    Each query's vector is its source chunk's vector plus noise (cosine ~0.7), registered with the
+    embedder so that timing a search never embeds.
+    """
+    rng = random.Random(seed)
+    (max_rowid,) = conn.execute("SELECT max(rowid) FROM chunks").fetchone()
+    queries: list[str] = []
+    nprng = np.random.default_rng(seed)
+    while len(queries) < n:
+        row = conn.execute(
+            "SELECT text, embedding FROM chunks WHERE rowid = ?", (rng.randint(1, max_rowid),)
+        ).fetchone()
+        if row is None:
+            continue
+        words = [w for w in re.findall(r"[a-z]{3,}", row[0].lower()) if w not in STOP_WORDS_EN]
+        if len(words) < 2:
+            continue
+        a, b = rng.sample(words, 2)
+        text = f"{a} {b}" if len(queries) % 2 == 0 else rng.choice(QUESTIONS).format(a=a, b=b)
+        vec = (
+            np.frombuffer(row[1], dtype="<f4") + nprng.standard_normal(embedder.dims).astype(np.float32) / 20
+        )
+        embedder.precompute(text, vec / np.linalg.norm(vec))
+        queries.append(text)
+    return queries
+
+
+def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool) -> dict[str, Any]:
+    """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
+
+    ``reuse`` is the second child of a size, run with one BLAS thread: it times only the matrix scan
+    and the hybrid search on the index the first child built, for the side-by-side comparison.
+    """
+    from sessionmem.memory.db import connect
+    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.search import Searcher
+    from sessionmem.memory.types import SearchRequest
+    from sessionmem.memory.vectors import VectorRouter
+
+    out: dict[str, Any] = {"size": size}
+    ws = root / "workspace"
+    if not reuse:
+        t0 = time.perf_counter()
+        out["files"] = write_chunky_workspace(ws, size)
+        out["write_s"] = time.perf_counter() - t0
+
+    embedder = HashEmbedder()
+    cfg = settings()
+    index = MemoryIndex.open(
+        "bench", ws, cfg, state_dir=root / "state", selection=EmbedderSelection(embedder, "bench")
+    )
+    try:
+        t0 = time.perf_counter()
+        report = index.sync()
+        out["index_s"] = time.perf_counter() - t0
+        out["chunks"] = report.chunks_written
+        out["db_mb"] = index.path.stat().st_size / 2**20
+
+        conn, support = connect(index.path, load_vector=True)
+        queries = make_queries(conn, n_queries, embedder)
+        vectors = [embedder.embed_query(q) for q in queries]
+        out["vector_driver"] = f"{support.driver}, sqlite-vec {support.version}"
+
+        router = VectorRouter(conn, support)
+        t0 = time.perf_counter()
+        router.warm(embedder.model)
+        out["matrix_load_ms"] = (time.perf_counter() - t0) * 1000
+        out["matrix_mb"] = router.matrix.nbytes / 2**20
+        src = ("memory",)
+        model = embedder.model
+
+        def path_timer(path: Any) -> Any:
+            return lambda v: path.knn(v, K, model=model, sources=src)
+
+        paths = {"matrix": (router.matrix, vectors)}
+        if not reuse:
+            paths["sqlite-vec"] = (router.sqlite_vec, vectors)
+            paths["brute-force"] = (router.brute_force, vectors[:brute_queries])
+        # The paths must agree on the nearest chunk (a benchmark of wrong answers is worthless).
+        for v in vectors[:5]:
+            tops = {name: p.knn(v, 1, model=model, sources=src)[0][0] for name, (p, _) in paths.items()}
+            assert len(set(tops.values())) == 1, tops
+        for name, (path, vecs) in paths.items():
+            path.knn(vecs[0], K, model=model, sources=src)  # warm caches
+            out[f"vec_{name}"] = timed_each(path_timer(path), vecs)
+
+        if not reuse:
+            fts = Searcher(conn, None, cfg, support)
+            fts.search(SearchRequest(queries[0]))
+            found = [0]
+
+            def fts_search(q: Any) -> None:
+                found[0] += bool(fts.search(SearchRequest(q)).results)
+
+            out["fts"] = timed_each(fts_search, queries)
+            out["fts_found"] = found[0]
+
+        index.search(SearchRequest(queries[0]))  # the first search loads the matrix
+        hits = [0]
+
+        def hybrid(q: Any) -> None:
+            hits[0] += bool(index.search(SearchRequest(q)).results)
+
+        out["hybrid_matrix"] = timed_each(hybrid, queries)
+        out["hybrid_found"] = hits[0]
+        if not reuse:
+            stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
+            assert stale.vector_path.name == "sqlite-vec", stale.vector_path
+            stale.search(SearchRequest(queries[0]))
+            out["hybrid_sqlite_vec"] = timed_each(lambda q: stale.search(SearchRequest(q)), queries)
+        conn.close()
+    finally:
+        index.close()
+    out["peak_rss_mb"] = peak_rss_mb()
+    return out
+
+
+def child(size: int, n_queries: int, root: Path, *, quick: bool, one_thread: bool) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--one", str(size), "--queries", str(n_queries), "--dir", str(root)]
+    env = dict(os.environ)
+    if one_thread:
+        cmd.append("--reuse")
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
+    if quick:
+        cmd.append("--quick")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"size {size} failed")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--sizes", help="comma-separated chunk counts (default 1000,10000,100000)")
+    p.add_argument("--queries", type=int, default=200, help="queries per path (default 200)")
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--dir", help=argparse.SUPPRESS)
+    p.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    n_queries = 40 if args.quick else args.queries
+    if args.one:
+        brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
+        print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse)))
+        return
+    sizes = (
+        tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
+    )
+    header("Memory search latency (bench_search.py)", args)
+    print(
+        f"Synthetic workspace: Zipf vocabulary of 20,000 words (English function words at the head), 100 chunks per file, chunking.tokens=128, "
+        f"overlap 0 (~500-character chunks); 384-d pseudo-random vectors from a hash embedder; "
+        f"{n_queries} queries (half keyword pairs, half natural questions) drawn from random chunks; "
+        f"k={K} neighbours per vector query (the default request's candidate count). Query vectors are "
+        "precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
+    )
+    results, single = [], []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+            results.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=False))
+            single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
+
+    print("### Building the index through MemoryIndex.sync\n")
+    print(
+        table(
+            [
+                "chunks",
+                "files",
+                "index build (s)",
+                "chunks/s",
+                "DB size (MB)",
+                "matrix load (ms)",
+                "matrix (MB)",
+            ],
+            [
+                [
+                    f"{r['chunks']:,}",
+                    f"{r['files']:,}",
+                    f"{r['index_s']:.1f}",
+                    f"{r['chunks'] / r['index_s']:,.0f}",
+                    f"{r['db_mb']:.0f}",
+                    f"{r['matrix_load_ms']:.0f}",
+                    f"{r['matrix_mb']:.0f}",
+                ]
+                for r in results
+            ],
+        )
+    )
+    print("\n### Query latency, ms (p50 / p95)\n")
+    names = [
+        ("fts", "keyword (FTS-only search)"),
+        ("vec_matrix", "vector: in-memory matrix"),
+        ("vec_sqlite-vec", "vector: sqlite-vec KNN"),
+        ("vec_brute-force", "vector: brute force"),
+        ("hybrid_matrix", "hybrid search (matrix path, the default)"),
+        ("hybrid_sqlite_vec", "hybrid search (sqlite-vec path, matrix stale)"),
+    ]
+    rows = []
+    for key, label in names:
+        cells = [label]
+        for r in results:
+            s = stats(r[key])
+            cells.append(f"{s.p50:.2f} / {s.p95:.2f} (n={s.n})")
+        rows.append(cells)
+    print(table(["path"] + [f"{r['chunks']:,} chunks" for r in results], rows))
+    print("\n### Memory and ratios\n")
+    rows = []
+    for r in results:
+        m, v, b = (stats(r[k]).p50 for k in ("vec_matrix", "vec_sqlite-vec", "vec_brute-force"))
+        h95 = stats(r["hybrid_matrix"]).p95
+        rows.append(
+            [
+                f"{r['chunks']:,}",
+                f"{r['peak_rss_mb']:.0f}",
+                f"{v / m:.1f}x",
+                f"{b / m:.1f}x",
+                f"{r['fts_found']}/{len(r['fts'])}",
+                f"{r['hybrid_found']}/{len(r['hybrid_matrix'])}",
+                f"{h95:.2f} ({verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f})",
+            ]
+        )
+    print(
+        table(
+            [
+                "chunks",
+                "peak RSS (MB)",
+                "sqlite-vec / matrix (p50)",
+                "brute force / matrix (p50)",
+                "FTS queries with results",
+                "hybrid queries with results",
+                "hybrid p95 ms (target)",
+            ],
+            rows,
+        )
+    )
+    print(f"\nVector driver: {results[-1]['vector_driver']}.")
+    print("\n### BLAS threads: numpy's default vs one thread (same index, same queries, run right after)\n")
+    rows = []
+    for r, o in zip(results, single, strict=True):
+        for key, label in (("vec_matrix", "matrix scan"), ("hybrid_matrix", "hybrid search")):
+            a, b = stats(r[key]), stats(o[key])
+            rows.append(
+                [f"{r['chunks']:,}", label, f"{a.p50:.2f} / {a.p95:.2f}", f"{b.p50:.2f} / {b.p95:.2f}"]
+            )
+    print(
+        table(
+            ["chunks", "what", "default threads p50 / p95 (ms)", "OPENBLAS_NUM_THREADS=1 p50 / p95 (ms)"],
+            rows,
+        )
+    )
+    footer()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Run every benchmark one after another and write their tables to ``bench/results/latest.md``.
+
+    python bench/run_all.py            # the full run (about 15-20 minutes on a 2-core machine)
+    python bench/run_all.py --quick    # a smoke run of every script (about a minute)
+    python bench/run_all.py --model PATH --only search,cli
+
+Scripts run sequentially, each in its own process, so no benchmark competes with another.
+``bench/results/`` is ignored by git: copy figures from there into documentation by hand.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import git_commit, load_average, machine, parser
+
+BENCH = Path(__file__).resolve().parent
+SCRIPTS = ("search", "cli", "index", "runner", "delta")
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--model", help="GGUF embedding model for bench_index.py")
+    p.add_argument("--only", help=f"comma-separated subset of: {', '.join(SCRIPTS)}")
+    p.add_argument("--out", default=str(BENCH / "results" / "latest.md"), help="where to write the tables")
+    args = p.parse_args()
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(SCRIPTS)
+    unknown = [n for n in names if n not in SCRIPTS]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SCRIPTS)}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    parts = [
+        "# sessionmem benchmarks\n",
+        f"- machine: {machine()}",
+        f"- commit: {git_commit()}; started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
+        f"- load average at start: {load_average()}",
+        f"- mode: {'QUICK smoke run' if args.quick else 'full run'}\n",
+    ]
+    failed = []
+    for name in names:
+        cmd = [sys.executable, str(BENCH / f"bench_{name}.py")]
+        if args.quick:
+            cmd.append("--quick")
+        if name == "index" and args.model:
+            cmd += ["--model", args.model]
+        t0 = time.perf_counter()
+        print(f"running bench_{name}.py ...", file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        took = time.perf_counter() - t0
+        print(f"  done in {took:.0f} s (exit {proc.returncode})", file=sys.stderr, flush=True)
+        parts.append(proc.stdout.rstrip() + "\n")
+        parts.append(f"_bench_{name}.py took {took:.0f} s._\n")
+        if proc.returncode != 0:
+            failed.append(name)
+            parts.append(
+                f"**bench_{name}.py FAILED (exit {proc.returncode}):**\n\n```\n{proc.stderr[-3000:]}\n```\n"
+            )
+    parts.append(f"Total: {time.perf_counter() - started:.0f} s.\n")
+    out.write_text("\n".join(parts))
+    print(f"wrote {out}", file=sys.stderr)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
