@@ -4,7 +4,8 @@ One turn, top to bottom (:meth:`Session.run_turn`):
 
 1. preflight: project the prompt size with the pending message; at the compaction threshold compact
    through the gate (which flushes first), else at the flush threshold run the silent flush;
-2. append the user message; call the model, dispatching tool calls, until it answers (bounded);
+2. call the model with the user message, dispatching tool calls, until it answers (bounded); the
+   message is written to the transcript once the model accepted it (after any overflow recovery);
 3. record usage in sessions.json;
 4. if the projection now reaches the compaction threshold, compact through the gate.
 
@@ -80,6 +81,7 @@ class _TurnState:
     stopped: str | None = None
     trim_to: int | None = None  # send only the newest messages within this many tokens (flush overflow)
     compacted: bool = False  # this turn already compacted after an overflow
+    pending: Message | None = None  # the turn's prompt, written once the model has accepted it
 
 
 class SessionRunner:
@@ -248,12 +250,17 @@ class Session:
             await run_flush(self, decision.reason)
 
     async def _turn(self, user: Message, *, kind: TurnKind, system_extra: str = "") -> _TurnState:
-        state = _TurnState(kind)
-        self._append(user, state)
+        # Trigger: the first call overflows and the gate flushes and compacts. Why: the prompt must stay
+        # the last thing the model reads, after the flush's messages. Outcome: it is appended only once
+        # the model accepted it, so the transcript reads flush, compaction, prompt, answer.
+        state = _TurnState(kind, pending=user)
         tools = self.tools.for_turn(kind)
         limit = max(1, self.runner.agent.max_tool_iterations)
         for _ in range(limit):
             reply = await self._call_model(kind, tools, system_extra, state)
+            if state.pending is not None:
+                self._append(state.pending, state)
+                state.pending = None
             self._append(
                 reply.message,
                 state,
@@ -293,7 +300,7 @@ class Session:
         (verbatim notes beat a summary); otherwise, or if that fails too, compact through the gate and
         retry once. A second overflow after compacting is raised."""
         for _ in range(3):
-            request = self._request(kind, tools, system_extra, state.trim_to)
+            request = self._request(kind, tools, system_extra, state)
             try:
                 reply = await self.runner.model.complete(request)
             except ContextWindowExceeded as exc:
@@ -325,11 +332,13 @@ class Session:
         state.compacted, state.trim_to = True, None
 
     def _request(
-        self, kind: TurnKind, tools: dict[str, Tool], system_extra: str, trim_to: int | None = None
+        self, kind: TurnKind, tools: dict[str, Tool], system_extra: str, state: _TurnState
     ) -> ModelRequest:
         system = self.system_prompt + (f"\n\n{system_extra}" if system_extra else "")
+        trim_to = state.trim_to
         context = self.context if trim_to is None else recent_within(self.context, self.counter, trim_to)
-        messages = repair_tool_pairs([m for _, m in context])
+        pending = [state.pending] if state.pending is not None else []
+        messages = repair_tool_pairs([*(m for _, m in context), *pending])
         return ModelRequest(
             messages=(Message.system(system), *messages),
             tools=tuple(t.schema() for t in tools.values()),

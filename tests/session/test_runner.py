@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sessionmem import tokens
 from sessionmem.errors import ContextWindowExceeded, UsageError
 from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
@@ -251,11 +252,18 @@ def test_compaction_during_the_flush_does_not_skip_the_next_cycles_flush(
 
 
 def test_second_overflow_is_a_clear_error(tmp_path: Path, workspace: Path) -> None:
-    model = overflow_model(50, "memory/2026-11-22.md")
-    runner, _ = make_runner(model, tmp_path, workspace, small_config(window=100_000, keep=10))
+    model = overflow_model(1500, "memory/2026-11-22.md")
+    runner, recorder = make_runner(model, tmp_path, workspace, small_config(window=100_000, keep=100))
     session = runner.open()
+    chat(session, 6)
     with pytest.raises(ContextWindowExceeded, match="after one compact-and-retry attempt"):
-        session.run_turn_sync("a long question " + words(100))
+        session.run_turn_sync("a question longer than the window " + words(1000))
+    assert recorder.kinds("flush", "compaction") == ["flush", "compaction"]
+    # The question that could not be sent is not left in the transcript.
+    assert "a question longer than the window" not in session.transcript.path.read_text()
+    fresh, _ = make_runner(overflow_model(50, "memory/2026-11-22.md"), tmp_path / "b", workspace)
+    with pytest.raises(ContextWindowExceeded, match="nothing to compact"):
+        fresh.open().run_turn_sync("hello " + words(100))
 
 
 def test_failed_summary_leaves_history_untouched(tmp_path: Path, workspace: Path) -> None:
@@ -485,3 +493,53 @@ def test_flush_cannot_write_elsewhere_and_sees_only_memory_tools(tmp_path: Path,
     )
     assert (workspace / "MEMORY.md").read_text() == "# Memory\n- keep me\n"
     assert "memory/2026-11-22.md" in flush_calls[0].messages[0].content  # the flush system prompt
+
+
+# ---------------------------------------------------------------------------- litellm over real HTTP
+
+
+def test_litellm_session_recovers_from_a_provider_context_overflow(
+    tmp_path: Path, workspace: Path, openai_server: Any
+) -> None:
+    from freezegun import freeze_time
+
+    from sessionmem.model.litellm import LiteLLMModel
+    from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
+    from tests.support.openai_server import context_length_error, text_reply, tool_call_reply
+
+    tokens.configure_offline_environment()
+    import litellm  # noqa: F401  (imported before freezegun patches datetime: pydantic models need the real one)
+
+    today = "memory/2026-11-22.md"
+
+    def handler(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        if messages[0]["content"] == SUMMARIZATION_SYSTEM_PROMPT:
+            return text_reply("## Decisions\n- ship on Friday")
+        if any("Pre-compaction memory flush." in str(m.get("content")) for m in messages[-1:]):
+            return tool_call_reply([("write", {"path": today, "content": "- ship date: Friday\n"})])
+        if messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "call_0_write":
+            return text_reply("NO_REPLY")
+        return text_reply("Got it: " + str(messages[-1]["content"])[:40])
+
+    openai_server.chat.handler = handler
+    model = LiteLLMModel(
+        "openai/test-model", api_base=openai_server.base_url, api_key="sk-test", num_retries=0
+    )
+    runner, recorder = make_runner(model, tmp_path, workspace, small_config(window=100_000, keep=40))
+    session = runner.open()
+    with freeze_time("2026-11-22 10:00:00"):
+        for i in range(4):
+            text = f"note {i}: " + words(30)
+            assert session.run_turn_sync(text).reply == "Got it: " + text[:40]
+        openai_server.chat.push(context_length_error(limit=900, used=1200))
+        result = session.run_turn_sync("we ship on Friday")
+    assert result.reply == "Got it: we ship on Friday"
+    assert recorder.kinds("flush", "compaction") == ["flush", "compaction"]
+    assert (workspace / today).read_text() == "- ship date: Friday\n"
+    entry = store_entry(runner)
+    last_prompt = openai_server.chat.requests[-1].body["messages"]
+    assert last_prompt[1]["content"].startswith("The conversation history before this point was compacted")
+    assert entry["compactionCount"] == 1 and entry["memoryFlushCompactionCount"] == 0
+    assert entry["model"] == "openai/test-model" and entry["modelProvider"] == "openai"
+    assert entry["totalTokens"] == entry["inputTokens"] > 0 and entry["totalTokensFresh"] is True
