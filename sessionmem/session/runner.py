@@ -47,6 +47,7 @@ from sessionmem.session.events import (
 from sessionmem.session.flush import (
     compaction_threshold,
     should_flush,
+    user_zone,
     workspace_writable,
 )
 from sessionmem.session.gate import compact_through_gate, flush_if_unflushed, run_flush
@@ -120,6 +121,7 @@ class SessionRunner:
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
         self.store = SessionStore.for_agent(self.state_dir, self.agent_id)
         self._sessions: dict[str, Session] = {}
+        user_zone(self.agent.user_timezone)  # a bad userTimezone fails here, not in the middle of a flush
 
     def open(self, session_key: str | None = None) -> Session:
         """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new.
@@ -350,6 +352,9 @@ class Session:
         if state is not None and state.kind == "flush":  # marked so the /new memory file leaves it out
             meta.setdefault("provenance", {"kind": "memory_flush"})
         entry_id = self.transcript.append_message(message, **meta)
+        notify = getattr(self.runner.memory_index, "notify_transcript_appended", None)
+        if callable(notify):  # cheap: the index decides later (debounced) whether the file grew enough
+            notify(self.transcript.path)
         self.context.append((entry_id, message))
         if state is not None:
             state.messages.append(message)

@@ -543,3 +543,19 @@ def test_litellm_session_recovers_from_a_provider_context_overflow(
     assert entry["compactionCount"] == 1 and entry["memoryFlushCompactionCount"] == 0
     assert entry["model"] == "openai/test-model" and entry["modelProvider"] == "openai"
     assert entry["totalTokens"] == entry["inputTokens"] > 0 and entry["totalTokensFresh"] is True
+
+
+def test_config_switches_memory_write_tools_and_rejects_a_bad_timezone(
+    tmp_path: Path, workspace: Path
+) -> None:
+    from sessionmem.errors import ConfigError
+
+    model = ScriptedModel(["a", "b"])
+    off, _ = make_runner(model, tmp_path, workspace, small_config(window=100_000, memoryTools=False))
+    off.open().run_turn_sync("hi")
+    on, _ = make_runner(model, tmp_path / "b", workspace, small_config(window=100_000, memoryTools=True))
+    on.open("agent:main:discord:group:7").run_turn_sync("hi")
+    names = [{t["function"]["name"] for t in c.tools} for c in model.calls]
+    assert "memory_write" not in names[0] and "memory_write" in names[1]
+    with pytest.raises(ConfigError, match="Mars/Olympus"):
+        make_runner(model, tmp_path, workspace, small_config(timezone="Mars/Olympus"))
