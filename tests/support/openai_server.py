@@ -12,7 +12,8 @@ Every request is recorded.
 Use (the ``openai_server`` fixture is registered in ``tests/conftest.py``)::
 
     from tests.support.openai_server import (
-        context_length_error, delay, http_error, rate_limit, text_reply, tool_call_reply,
+        context_length_error, delay, embedding_reply, http_error, rate_limit, server_error,
+        text_reply, tool_call_reply,
     )
 
     def test_something(openai_server):
@@ -21,6 +22,7 @@ Use (the ``openai_server`` fixture is registered in ``tests/conftest.py``)::
         openai_server.chat.push(text_reply("hello", prompt_tokens=120, completion_tokens=3))
         openai_server.chat.push(tool_call_reply([("memory_search", {"query": "billing"})]))
         openai_server.chat.push(rate_limit())                  # 429
+        openai_server.chat.push(server_error(503))             # or http_error(status, message)
         openai_server.chat.push(context_length_error())        # 400 context_length_exceeded
         openai_server.chat.push(delay(2.0, text_reply("late")))  # for timeouts
         openai_server.chat.handler = lambda body: text_reply("from a function")
@@ -36,8 +38,10 @@ Use (the ``openai_server`` fixture is registered in ``tests/conftest.py``)::
 
 A reply is a :class:`Reply` (status, JSON body, headers, delay). ``push`` also accepts a plain
 ``str`` (chat: assistant text), a ``dict`` (sent as the 200 JSON body as is) or, for embeddings, a
-list of vectors. litellm's own retries are the OpenAI SDK's: pass ``max_retries=0`` (or
-``num_retries=0``) when a test counts requests after an error.
+list of vectors. litellm's own retries are the OpenAI SDK's: pass ``max_retries=0`` to
+``litellm.completion`` when a test counts requests after an error. (``litellm.embedding`` turns
+``max_retries=0`` into 2; ``sessionmem.memory.embed_remote`` works around that.) litellm 1.106
+imports its MCP gateway whenever ``tools`` are passed; add ``_skip_mcp_handler=True``.
 """
 
 from __future__ import annotations
