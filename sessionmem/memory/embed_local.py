@@ -183,6 +183,7 @@ class LocalEmbedder:
         self._dims: int | None = None
         self._context: int | None = None  # the loaded model's context (tokens per sequence)
         self._limit_override: int | None = None
+        self._load_error: str | None = None
 
     def __repr__(self) -> str:
         return f"LocalEmbedder({self.model!r})"
@@ -254,8 +255,23 @@ class LocalEmbedder:
     # -- internals (called with the lock held)
 
     def _load(self) -> Any:
+        """The model, loaded once. A failure is remembered and raised as EmbeddingError on every call.
+
+        EmbeddingError (not EmbedderUnavailable) because the embedder was chosen already: search
+        treats it as "vectors unavailable, keyword results only" instead of crashing, and a model
+        that cannot be downloaded is not retried on every query.
+        """
         if self._llm is not None:
             return self._llm
+        if self._load_error is not None:
+            raise EmbeddingError(self._load_error)
+        try:
+            return self._load_model()
+        except EmbedderUnavailable as exc:
+            self._load_error = exc.reason
+            raise EmbeddingError(exc.reason) from exc
+
+    def _load_model(self) -> Any:
         try:
             import llama_cpp
         except ImportError as exc:
