@@ -49,9 +49,7 @@ FUNCTION_WORDS = tuple(
 )
 
 _SYLLABLES = tuple(
-    (
-        "ka ri to mo na se lu vi pe da zo ne shi ra go mi ta be ko fu ha ye ro su ti wa no ke zu pa"
-    ).split()
+    ("ka ri to mo na se lu vi pe da zo ne shi ra go mi ta be ko fu ha ye ro su ti wa no ke zu pa").split()
 )
 
 
