@@ -279,9 +279,16 @@ class TranscriptSource:
 
     name = "sessions"
 
-    def __init__(self, sessions_dir: Path, builder: SessionEntryBuilder | None = None) -> None:
+    def __init__(
+        self,
+        sessions_dir: Path,
+        builder: SessionEntryBuilder | None = None,
+        *,
+        only: Iterable[str] | None = None,
+    ) -> None:
         self.sessions_dir = Path(sessions_dir)
         self._builder = builder
+        self.only = None if only is None else frozenset(only)  # file names: a targeted pass
 
     def scan(self) -> list[MemoryFile]:
         out: list[MemoryFile] = []
@@ -290,6 +297,8 @@ class TranscriptSource:
         except OSError:
             return out
         for entry in entries:
+            if self.only is not None and entry.name not in self.only:
+                continue
             try:
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
@@ -298,6 +307,19 @@ class TranscriptSource:
             except OSError:
                 continue
         return out
+
+    @property
+    def append_only(self) -> bool:
+        """The index may use :meth:`plan_append` (not with a custom ``builder``: it loads whole entries)."""
+        return self._builder is None
+
+    def plan_append(
+        self, entry: MemoryFile, old_hash: str | None, tokens: int, overlap: int, default_date: str | None
+    ) -> Any:
+        """An append-only pass (``sessionmem.memory.transcript_append``): only new lines are chunked."""
+        from sessionmem.memory.transcript_append import plan_transcript
+
+        return plan_transcript(entry.abs_path, old_hash, tokens, overlap, default_date)
 
     def load(self, entry: MemoryFile) -> EntryContent:
         builder = self._builder

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,7 @@ from sessionmem.memory.indexer import (
     write_json,
 )
 from sessionmem.memory.schema import META_KEY
+from sessionmem.memory.session_sync import TranscriptDeltaScheduler, sessions_enabled
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -140,6 +141,8 @@ class MemoryIndex:
         self._read_lock = threading.Lock()
         self._inflight: Future[SyncReport] | None = None
         self._inflight_force = False
+        self._inflight_targeted = False
+        self._session_delta: TranscriptDeltaScheduler | None = None
         self._file_lock = FileLock(str(path) + ".lock")
         self._dirty = True
         self._closed = False
@@ -190,6 +193,8 @@ class MemoryIndex:
                 return
             self._closed = True
         self._stop.set()
+        if self._session_delta is not None:
+            self._session_delta.close()
         if self._watcher is not None:
             self._watcher.stop()
         for thread in list(self._threads):
@@ -255,18 +260,22 @@ class MemoryIndex:
             return self._selection
 
     def source_names(self) -> list[str]:
-        """Configured sources; ``sessions`` only with ``experimental.sessionMemory`` (reference §5)."""
-        names = {
-            s for s in self.settings.sources if s != "sessions" or self.settings.experimental.session_memory
-        }
+        """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` is not required,
+        see ``session_sync``)."""
+        names = {s for s in self.settings.sources if s != "sessions" or sessions_enabled(self.settings)}
         return sorted(names)
 
     @property
     def sessions_dir(self) -> Path:
         return self.state_dir / "agents" / self.agent_id / "sessions"
 
-    def _sources(self) -> list[EntrySource]:
-        """One entry source per configured source (a new source slots in here)."""
+    def _sources(self, session_files: list[str] | None = None) -> list[EntrySource]:
+        """One entry source per configured source (a new source slots in here); with ``session_files``
+        (names in the sessions folder) only those transcripts."""
+        if session_files is not None:
+            if "sessions" not in self.source_names():
+                return []
+            return [TranscriptSource(self.sessions_dir, only=session_files)]
         out: list[EntrySource] = []
         for name in self.source_names():
             if name == "memory":
@@ -302,10 +311,20 @@ class MemoryIndex:
         self._dirty = True
 
     def sync(
-        self, *, force: bool = False, progress: ProgressFn | None = None, reason: str = "manual"
+        self,
+        *,
+        force: bool = False,
+        progress: ProgressFn | None = None,
+        reason: str = "manual",
+        session_files: Iterable[str | os.PathLike[str]] | None = None,
     ) -> SyncReport:
         """Bring the index in line with the files. Concurrent calls share one run (a forced call
-        waits for a running unforced one, then runs)."""
+        waits for a running unforced one, then runs).
+
+        ``session_files`` (transcript paths or names in the sessions folder): a targeted pass over
+        only those transcripts (session deltas, post-compaction); it never shares another run's
+        result, and nothing else is scanned or deleted."""
+        names = None if session_files is None else sorted({Path(p).name for p in session_files})
         while True:
             with self._state_lock:
                 if self._closed:
@@ -314,14 +333,15 @@ class MemoryIndex:
                 if current is None:
                     mine: Future[SyncReport] = Future()
                     self._inflight, self._inflight_force = mine, force
+                    self._inflight_targeted = names is not None
                     break
-                share = not force or self._inflight_force
+                share = names is None and not self._inflight_targeted and (not force or self._inflight_force)
             if share:
                 return current.result()
             with contextlib.suppress(BaseException):
                 current.result()
         try:
-            report = self._run_sync(force, progress, reason)
+            report = self._run_sync(force, progress, reason, names)
         except BaseException as exc:
             mine.set_exception(exc)
             raise
@@ -332,14 +352,17 @@ class MemoryIndex:
             with self._state_lock:
                 self._inflight = None
 
-    def _run_sync(self, force: bool, progress: ProgressFn | None, reason: str) -> SyncReport:
+    def _run_sync(
+        self, force: bool, progress: ProgressFn | None, reason: str, session_files: list[str] | None = None
+    ) -> SyncReport:
         started = time.monotonic()
         report = SyncReport(reason=reason)
-        self._dirty = False
+        if session_files is None:
+            self._dirty = False
         try:
             with self._file_lock:
                 try:
-                    self._sync_locked(force, progress, report)
+                    self._sync_locked(force, progress, report, session_files)
                 except DB_ERRORS as exc:
                     if not is_corruption(exc):
                         raise
@@ -347,13 +370,15 @@ class MemoryIndex:
                     report = SyncReport(reason=reason)
                     self._sync_locked(False, progress, report)
         except BaseException as exc:
-            self._dirty = True
+            if session_files is None:
+                self._dirty = True
             self._last_error = f"last sync ({reason}) failed: {exc}"
             raise
         self._last_error = None
         report.seconds = time.monotonic() - started
         if report.wrote and self._searcher is not None:
             self._searcher.invalidate()
+        self._reset_session_deltas()
         return report
 
     def _recover_corrupt(self, error: str) -> None:
@@ -380,7 +405,13 @@ class MemoryIndex:
             progress=progress,
         )
 
-    def _sync_locked(self, force: bool, progress: ProgressFn | None, report: SyncReport) -> None:
+    def _sync_locked(
+        self,
+        force: bool,
+        progress: ProgressFn | None,
+        report: SyncReport,
+        session_files: list[str] | None = None,
+    ) -> None:
         embedder = self.selection.embedder
         desired = self._desired_meta(embedder)
         stored = read_meta(self._conn)
@@ -392,7 +423,8 @@ class MemoryIndex:
             )
             self._rebuild(embedder, desired, progress, report)
             return
-        self._indexer(self._conn, embedder, report, progress).sync(self._sources(), full=False)
+        indexer = self._indexer(self._conn, embedder, report, progress)
+        indexer.sync(self._sources(session_files), full=False, targeted=session_files is not None)
         self._finish(self._conn, desired, embedder, prune=report.wrote)
 
     def _finish(self, conn: Any, desired: dict[str, Any], embedder: Embedder | None, *, prune: bool) -> None:
@@ -489,6 +521,66 @@ class MemoryIndex:
             if self._inflight is not None or self._closed:
                 return
         self._start_thread(self._sync_quietly, reason, name="sync")
+
+    # -- session transcripts (reference §5; sessionmem.memory.session_sync) -----------------------
+
+    def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
+        """The runner appended to a transcript. Cheap (a set insert): a debounced check decides whether
+        the file grew past ``sync.sessions.deltaBytes``/``deltaMessages``; only then is that file, and only
+        its new lines, indexed in the background. Ignored unless sessions are a source."""
+        if self._closed or "sessions" not in self.source_names():
+            return
+        scheduler = self._session_delta
+        if scheduler is None:
+            with self._state_lock:
+                if self._session_delta is None:
+                    self._session_delta = TranscriptDeltaScheduler(
+                        self.sessions_dir,
+                        self.settings.sync.sessions,
+                        on_dirty=self.sync_session_files_in_background,
+                        baseline=self._indexed_size,
+                    )
+                scheduler = self._session_delta
+        scheduler.notify(path)
+
+    @property
+    def session_delta(self) -> TranscriptDeltaScheduler | None:
+        """The delta scheduler, once a transcript append was notified."""
+        return self._session_delta
+
+    def sync_session_files_in_background(
+        self, paths: Iterable[str | os.PathLike[str]], reason: str = "session-delta"
+    ) -> None:
+        """Index only ``paths`` (their new lines) in a thread; searches never wait for it."""
+        files = [os.fspath(p) for p in paths]
+        if files and not self._closed:
+            self._start_thread(self._sync_files_quietly, files, reason, name="session-sync")
+
+    def _sync_files_quietly(self, files: list[str], reason: str) -> None:
+        try:
+            self.sync(reason=reason, session_files=files)
+        except Exception as exc:
+            if not self._closed:
+                log.warning("memory index %s: %s sync failed: %s", self.agent_id, reason, exc)
+
+    def _indexed_size(self, path: Path) -> int | None:
+        with self._read_lock:
+            row = self._reader.execute(
+                "SELECT size FROM files WHERE path = ? AND source = 'sessions'", (f"sessions/{path.name}",)
+            ).fetchone()
+        return int(row[0]) if row is not None else None
+
+    def _reset_session_deltas(self) -> None:
+        """After a pass: tracked transcripts start counting growth from what is now indexed."""
+        scheduler = self._session_delta
+        if scheduler is None:
+            return
+        sizes = []
+        for path in scheduler.tracked():
+            size = self._indexed_size(path)
+            if size is not None:
+                sizes.append((path, size))
+        scheduler.indexed(sizes)
 
     def _interval_loop(self, seconds: float) -> None:
         while not self._stop.wait(seconds):

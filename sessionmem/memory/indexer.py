@@ -208,6 +208,7 @@ class _Prepared:
     content_hash: str
     date: str
     chunks: list[tuple[Chunk, str | None]]  # (chunk, its date)
+    from_line: int | None = None  # append-only pass: replace only chunks starting at/after this line
 
 
 @dataclass
@@ -229,8 +230,9 @@ class Indexer:
     def model(self) -> str:
         return self.embedder.model if self.embedder is not None else FTS_ONLY_MODEL
 
-    def sync(self, sources: Sequence[EntrySource], *, full: bool) -> None:
-        """Bring the index in line with ``sources``; ``full`` re-reads every entry."""
+    def sync(self, sources: Sequence[EntrySource], *, full: bool, targeted: bool = False) -> None:
+        """Bring the index in line with ``sources``; ``full`` re-reads every entry. ``targeted``: the
+        sources list only some of their files (a session-delta pass), so none is deleted as gone."""
         self.file_issues = dict(read_json(self.conn, FILE_ISSUES_KEY) or {})
         before = dict(self.file_issues)
         plans = []
@@ -250,7 +252,7 @@ class Indexer:
                     self.report.files_unchanged += 1
                 else:
                     todo.append((entry, old[0] if old else None))
-            gone = set(known) - {e.rel_path for e in entries}
+            gone = set() if targeted else set(known) - {e.rel_path for e in entries}
             plans.append((source, todo, gone))
         total = sum(len(todo) for _, todo, _ in plans)
         done = 0
@@ -301,6 +303,8 @@ class Indexer:
         """Read and chunk one entry; None when only its stat changed (recorded in place)."""
         mtime = entry.mtime_ns / 1e9
         date = file_date(entry.rel_path, mtime)
+        if getattr(source, "append_only", False):  # transcripts: chunk only the new lines
+            return self._prepare_append(source.plan_append, entry, None if full else old_hash, date)  # type: ignore[attr-defined]
         try:
             content = source.load(entry)
         except NotMarkdownError as exc:
@@ -333,6 +337,31 @@ class Indexer:
             limit = self.embedder.max_input_tokens
             dated = [(piece, d) for c, d in dated for piece in split_for_embedding([c], limit)]
         return _Prepared(entry, content.hash, date, dated)
+
+    def _prepare_append(
+        self, plan_append: Callable[..., Any], entry: MemoryFile, old_hash: str | None, date: str
+    ) -> _Prepared | None:
+        """A transcript pass (``transcript_append``): only lines after the last chunk's start are read."""
+        try:
+            plan = plan_append(entry, old_hash, self.chunk_tokens, self.chunk_overlap, date)
+        except OSError:
+            with atomic(self.conn):
+                self._delete_path(entry.rel_path)
+                self.conn.execute("DELETE FROM files WHERE path = ?", (entry.rel_path,))
+            return None
+        if plan.unchanged:
+            with atomic(self.conn):
+                self.conn.execute(
+                    "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?",
+                    (entry.mtime_ns, entry.size, entry.rel_path),
+                )
+            self.report.files_unchanged += 1
+            return None
+        dated = plan.chunks
+        if self.embedder is not None:
+            limit = self.embedder.max_input_tokens
+            dated = [(piece, d) for c, d in dated for piece in split_for_embedding([c], limit)]
+        return _Prepared(entry, plan.hash, date, dated, from_line=plan.from_line)
 
     # -- embedding -------------------------------------------------------------------------------
 
@@ -413,12 +442,13 @@ class Indexer:
                 ensure_vec_table(self.conn, len(next(iter(vectors.values()))) // 4)
             for prepared in pending:
                 entry = prepared.entry
-                self._delete_path(entry.rel_path)
-                seen: set[str] = set()
-                for chunk, date in prepared.chunks:
-                    cid = chunk_id(
-                        entry.source, entry.rel_path, chunk.start_line, chunk.end_line, chunk.hash, model
-                    )
+                ids = [
+                    chunk_id(entry.source, entry.rel_path, c.start_line, c.end_line, c.hash, model)
+                    for c, _ in prepared.chunks
+                ]
+                kept = self._delete_path(entry.rel_path, from_line=prepared.from_line, keep=set(ids))
+                seen: set[str] = set(kept)
+                for cid, (chunk, date) in zip(ids, prepared.chunks, strict=True):
                     if cid in seen:
                         continue  # identical chunk twice in one file: keep one (OpenClaw's ON CONFLICT)
                     seen.add(cid)
@@ -436,7 +466,7 @@ class Indexer:
                         )  # fmt: skip
                     if blob is not None and self.vectors:
                         self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (cid, blob))
-                self.report.chunks_written += len(seen)
+                self.report.chunks_written += len(seen) - len(kept)
                 self.conn.execute(
                     _UPSERT_FILE,
                     (
@@ -450,16 +480,29 @@ class Indexer:
                 )
                 self.report.files_indexed += 1
 
-    def _delete_path(self, path: str) -> None:
-        """Remove a path's chunks from chunks, chunks_fts and chunks_vec (inside the caller's transaction)."""
-        rows = self.conn.execute("SELECT rowid, id FROM chunks WHERE path = ?", (path,)).fetchall()
+    def _delete_path(
+        self, path: str, *, from_line: int | None = None, keep: set[str] | None = None
+    ) -> set[str]:
+        """Remove a path's chunks from chunks, chunks_fts and chunks_vec (inside the caller's transaction).
+
+        Append-only passes give ``from_line`` (only chunks starting there or later go) and ``keep``
+        (ids to leave in place, untouched: the same chunk again). Returns the ids kept."""
+        if from_line is None:
+            rows = self.conn.execute("SELECT rowid, id FROM chunks WHERE path = ?", (path,)).fetchall()
+        else:
+            rows = self.conn.execute(
+                "SELECT rowid, id FROM chunks WHERE path = ? AND start_line >= ?", (path, from_line)
+            ).fetchall()
+        kept = {r[1] for r in rows if keep is not None and r[1] in keep} if from_line is not None else set()
+        rows = [r for r in rows if r[1] not in kept]
         if not rows:
-            return
+            return kept
         if self.fts:
             self.conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(r[0],) for r in rows])
         if self.vectors and has_table(self.conn, "chunks_vec"):
             self.conn.executemany("DELETE FROM chunks_vec WHERE id = ?", [(r[1],) for r in rows])
-        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        self.conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r[0],) for r in rows])
+        return kept
 
 
 def _chunk_date(chunk: Chunk, content: EntryContent, default: str) -> str | None:

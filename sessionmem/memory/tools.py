@@ -426,14 +426,16 @@ class MemoryTools:
     ) -> MemoryTools:
         """The tools as the config asks: none when ``memorySearch.enabled`` is false (as OpenClaw, which
         then registers neither tool); citations from ``memory.citations``; extra paths from the agent;
-        session transcripts readable only when they are indexed (``sources`` has "sessions" and
-        ``experimental.sessionMemory`` is on), so a session hit can always be opened (DESIGN 8).
+        session transcripts readable only when they are indexed (``sources`` has "sessions"), so a
+        session hit can always be opened (DESIGN 8).
         ``sessions_dir`` defaults to the index's own ``sessions_dir``."""
         search = config.for_agent(agent_id).memory_search
         if sessions_dir is None:  # MemoryIndex knows where the agent's transcripts live
             found = getattr(index, "sessions_dir", None)
             sessions_dir = Path(found) if isinstance(found, (str, os.PathLike)) else None
-        sessions_on = "sessions" in search.sources and search.experimental.session_memory
+        from sessionmem.memory.session_sync import sessions_enabled
+
+        sessions_on = sessions_enabled(search)
         return cls(
             index=index if search.enabled else None,
             workspace=workspace,

@@ -146,7 +146,7 @@ async def compact_now(session: Session, reason: str, instructions: str | None) -
         cache_read=None,
         cache_write=None,
     )
-    await session.tools.after_compaction()
+    await session.tools.after_compaction(session.transcript.path)
     await session._emit(
         CompactionEvent(
             session_key=session.key,

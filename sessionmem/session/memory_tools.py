@@ -270,28 +270,39 @@ class SessionTools:
             from sessionmem.memory.tools import MemoryTools
         except ImportError:  # the memory layer is optional for the runner
             return None
+        from sessionmem.memory.session_sync import sessions_enabled
+
+        sessions_dir = None  # memory_get opens session hits (DESIGN 8) when transcripts are indexed
+        if sessions_enabled(agent.memory_search):
+            sessions_dir = getattr(self.runner.memory_index, "sessions_dir", None)
         return MemoryTools(
             index=self.runner.memory_index,
             workspace=self.runner.workspace,
             extra_paths=agent.memory_search.extra_paths,
+            sessions_dir=sessions_dir,
             citations=self.runner.config.memory.citations,
             session_key=self.session_key,
         )
 
-    async def sync_index(self, reason: str) -> None:
+    async def sync_index(self, reason: str, session_files: list[Path] | None = None) -> None:
         """Index what the tools wrote, so a search right after (e.g. after the compaction that follows
-        a flush) finds it. Failures are logged: the notes are safe on disk either way."""
+        a flush) finds it; with ``session_files``, only those transcripts. Failures are logged: the
+        notes are safe on disk either way."""
         sync = getattr(self.runner.memory_index, "sync", None)
         if not callable(sync):
             return
+        kwargs: dict[str, Any] = {"reason": reason}
+        if session_files is not None:
+            kwargs["session_files"] = session_files
         try:
-            await asyncio.to_thread(sync, reason=reason)
+            await asyncio.to_thread(sync, **kwargs)
         except Exception:
             log.warning("memory index sync after %s failed", reason, exc_info=True)
 
-    async def after_compaction(self) -> None:
+    async def after_compaction(self, transcript: Path | None = None) -> None:
         """``compaction.postIndexSync``: re-index session transcripts after a compaction (only when the
-        index covers ``sessions`` and ``sync.sessions.postCompactionForce`` is on)."""
+        index covers ``sessions`` and ``sync.sessions.postCompactionForce`` is on); given the compacted
+        ``transcript``, only that file (its new lines) is indexed."""
         agent = self.runner.agent
         mode = agent.compaction.post_index_sync
         index = self.runner.memory_index
@@ -300,15 +311,19 @@ class SessionTools:
             return
         if not search.sync.sessions.post_compaction_force:
             return
+        targeted = getattr(index, "sync_session_files_in_background", None)
         if mode == "await":
-            await self.sync_index("post-compaction")
+            files = [transcript] if transcript is not None and callable(targeted) else None
+            await self.sync_index("post-compaction", session_files=files)
             return
         background = getattr(index, "sync_in_background", None)
-        if callable(background):
-            try:
+        try:
+            if transcript is not None and callable(targeted):
+                targeted([transcript], "post-compaction")
+            elif callable(background):
                 background("post-compaction")
-            except Exception:
-                log.warning("background memory sync after compaction failed to start", exc_info=True)
+        except Exception:
+            log.warning("background memory sync after compaction failed to start", exc_info=True)
 
     def recall_section(self) -> str:
         if self.memory is None:

@@ -517,8 +517,10 @@ def test_session_transcripts_are_indexed_with_jsonl_line_numbers(
     ]
     assert rows(index, "SELECT date FROM chunks WHERE source = 'sessions'") == [("2025-11-03",)]
     assert index.status().files_by_source == {"sessions": 1}
-    # Without the experimental flag, sessions are not a source (reference §5) and the rows go.
-    plain = open_index(config=settings(sources=["memory", "sessions"]))
+    # Listing "sessions" is the opt-in (experimental.sessionMemory is accepted, not required).
+    assert open_index(config=settings(sources=["memory", "sessions"])).source_names() == ["memory", "sessions"]
+    # Without "sessions" in sources, the transcript rows go.
+    plain = open_index(config=settings(sources=["memory"]))
     assert plain.source_names() == ["memory"]
     assert plain.sync().full
     assert rows(plain, "SELECT COUNT(*) FROM chunks WHERE source = 'sessions'") == [(0,)]
