@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
 
 TurnKind = Literal["turn", "flush"]
+FLUSH_MAX_TOOL_ITERATIONS = 6
 
 
 @dataclass
@@ -258,6 +259,8 @@ class Session:
         state = _TurnState(kind, pending=user)
         tools = self.tools.for_turn(kind)
         limit = max(1, self.runner.agent.max_tool_iterations)
+        if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
+            limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
         for _ in range(limit):
             reply = await self._call_model(kind, tools, system_extra, state)
             if state.pending is not None:
