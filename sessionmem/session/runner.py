@@ -274,6 +274,8 @@ class Session:
                 stop_reason=reply.stop_reason,
             )
             state.last = reply.message
+            if state.trim_to is not None:  # its usage describes the trimmed prompt, not the context
+                self._stale.add(self.context[-1][0])
             if not reply.message.tool_calls:
                 break
             for call in reply.message.tool_calls:
@@ -290,7 +292,7 @@ class Session:
                     )
                 )
                 await self._drain_queued()
-        usage_source = state.last
+        usage_source = state.last if state.trim_to is None else None
         if state.last is not None and state.last.tool_calls:  # the model kept calling tools: stop it
             state.stopped = "max_tool_iterations"
             state.last = Message.assistant(self._stop_message())
