@@ -68,3 +68,13 @@ def test_context_window_resolution_order() -> None:
         context_tokens=42_000, models={"acme/large": ModelEntryConfig(context_window=8_000)}
     )
     assert resolve_context_window(per_model, model) == 8_000
+
+
+def test_litellm_models_use_litellms_model_map() -> None:
+    from sessionmem.model.litellm import LiteLLMModel
+
+    assert resolve_context_window(AgentConfig(), LiteLLMModel("openai/gpt-4o-mini")) == 128_000
+    assert resolve_context_window(AgentConfig(), LiteLLMModel("openai/no-such-model-xyz")) == 200_000
+    assert (
+        resolve_context_window(AgentConfig(context_tokens=9_000), LiteLLMModel("openai/gpt-4o-mini")) == 9_000
+    )

@@ -559,3 +559,19 @@ def test_config_switches_memory_write_tools_and_rejects_a_bad_timezone(
     assert "memory_write" not in names[0] and "memory_write" in names[1]
     with pytest.raises(ConfigError, match="Mars/Olympus"):
         make_runner(model, tmp_path, workspace, small_config(timezone="Mars/Olympus"))
+
+
+def test_without_memory_search_the_agent_reads_memory_with_memory_read(
+    tmp_path: Path, workspace: Path
+) -> None:
+    (workspace / "memory" / "notes.md").write_text("- the wifi password is on the fridge\n")
+    model = ScriptedModel(
+        [ToolCall("r1", "memory_read", {"path": "memory/notes.md"}), "It is on the fridge."]
+    )
+    config = small_config(window=100_000, memorySearch={"enabled": False})
+    runner, _ = make_runner(model, tmp_path, workspace, config)
+    assert runner.open().run_turn_sync("where is the wifi password?").reply == "It is on the fridge."
+    names = {t["function"]["name"] for t in model.calls[0].tools}
+    assert "memory_read" in names and not names & {"memory_get", "memory_search"}
+    assert "## Memory Recall" not in model.calls[0].messages[0].content
+    assert model.calls[1].messages[-1].content == "- the wifi password is on the fridge\n"
