@@ -225,7 +225,11 @@ def flush_prompts(cfg: MemoryFlushConfig, now: datetime, timezone_name: str | No
 
 
 def workspace_writable(workspace: Path) -> bool:
-    """Whether the flush can write its daily log (the workspace, or its memory/ folder, is writable)."""
-    memory = workspace / "memory"
-    target = memory if memory.is_dir() else workspace
+    """Whether the flush can write its daily log: ``memory/`` (or the nearest folder that exists on the
+    way to it, since the writer creates the rest) is writable."""
+    target = workspace / "memory"
+    while not target.exists():
+        if target.parent == target:
+            return False
+        target = target.parent
     return target.is_dir() and os.access(target, os.W_OK)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,11 @@ def test_existing_current_time_line_is_not_duplicated() -> None:
     now = datetime(2026, 2, 16, 15, 0, tzinfo=UTC)
     prompts = flush_prompts(MemoryFlushConfig(prompt="Save. Current time: whenever"), now, "UTC")
     assert prompts.prompt.count("Current time:") == 1
+
+
+def test_a_workspace_that_does_not_exist_yet_is_writable(tmp_path: Path) -> None:
+    from sessionmem.session.flush import workspace_writable
+
+    assert workspace_writable(tmp_path / "new-agent")
+    (tmp_path / "file").write_text("x")
+    assert not workspace_writable(tmp_path / "file" / "ws")
