@@ -556,6 +556,22 @@ class MemoryIndex:
         if files and not self._closed:
             self._start_thread(self._sync_files_quietly, files, reason, name="session-sync")
 
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no transcript delta check is pending and no background sync runs; False on timeout.
+        (Searches never need this; it is for shutdown and tests.)"""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            scheduler = self._session_delta
+            with self._state_lock:
+                busy = [t for t in self._threads if t.is_alive() and "-interval-" not in t.name]
+                running = self._inflight is not None
+            if not busy and not running and not (scheduler is not None and scheduler.pending):
+                return True
+            for thread in busy:
+                thread.join(max(0.0, min(0.05, deadline - time.monotonic())))
+            time.sleep(0.005)
+        return False
+
     def _sync_files_quietly(self, files: list[str], reason: str) -> None:
         try:
             self.sync(reason=reason, session_files=files)

@@ -291,3 +291,71 @@ def mmr_rerank(cands: Sequence[Candidate], *, lambda_: float, limit: int | None 
                 max_sim[i] = sim
     picks += remaining
     return [replace(ordered[i], mmr_rank=rank) for rank, i in enumerate(picks)]
+
+
+# ---------------------------------------------------------------------------- cross-source duplicates
+
+DUPLICATE_SHINGLE = 4  # words per shingle
+DUPLICATE_MIN_SHINGLES = 6  # shorter texts are never called duplicates
+DUPLICATE_CONTAINMENT = 0.6  # share of the smaller text's shingles found in the other
+_ROLE_LABEL = re.compile(r"^\s*(?:user|assistant)\s*:\s*", re.IGNORECASE | re.MULTILINE)
+
+
+def shingles(text: str, size: int = DUPLICATE_SHINGLE) -> frozenset[tuple[str, ...]]:
+    """Overlapping word ``size``-grams of ``text`` (lower-cased ``mmr``-style words, role labels dropped).
+
+    A conversation archived by ``/new`` (``user: …``) and the same conversation flattened from its
+    transcript (``User: …``, whitespace collapsed, secrets redacted) share almost all of these; a note
+    that only mentions the same facts in other words shares few.
+    """
+    words = _WORD.findall(_ROLE_LABEL.sub(" ", text).lower())
+    if len(words) < size:
+        return frozenset([tuple(words)]) if words else frozenset()
+    return frozenset(tuple(words[i : i + size]) for i in range(len(words) - size + 1))
+
+
+def near_duplicates(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]], threshold: float) -> bool:
+    """True when most of the smaller shingle set is in the larger one (containment >= ``threshold``)."""
+    return _contained(len(a & b), len(a), len(b), threshold)
+
+
+def _contained(shared: int, size_a: int, size_b: int, threshold: float) -> bool:
+    small = min(size_a, size_b)
+    return small >= DUPLICATE_MIN_SHINGLES and shared / small >= threshold
+
+
+def collapse_cross_source(
+    cands: Sequence[Candidate], *, threshold: float = DUPLICATE_CONTAINMENT
+) -> list[Candidate]:
+    """Drop a hit whose text nearly duplicates a better hit from *another* source.
+
+    One conversation can come back twice: as the ``memory/YYYY-MM-DD-slug.md`` file the ``/new`` hook
+    wrote and as chunks of its transcript (source ``sessions``). The higher-scoring hit stays; on equal
+    scores the ``memory`` one (the curated copy). Hits of the same source are never collapsed here
+    (overlapping chunks of one file are expected; MMR handles that diversity). Order is kept.
+    Cost: one pass over the shingles through an inverted index, not a comparison per pair.
+    """
+    if len({c.source for c in cands}) < 2:
+        return list(cands)
+    order = sorted(range(len(cands)), key=lambda i: (-cands[i].final, cands[i].source != "memory", i))
+    sizes: list[int] = []  # shingle count of each kept hit
+    sources: list[str] = []
+    postings: dict[tuple[str, ...], list[int]] = {}  # shingle -> kept hits holding it
+    dropped: set[int] = set()
+    for i in order:
+        cand = cands[i]
+        grams = shingles(cand.text)
+        shared: dict[int, int] = {}
+        for gram in grams:
+            for k in postings.get(gram, ()):
+                if sources[k] != cand.source:
+                    shared[k] = shared.get(k, 0) + 1
+        if any(_contained(n, len(grams), sizes[k], threshold) for k, n in shared.items()):
+            dropped.add(i)
+            continue
+        k = len(sizes)
+        sizes.append(len(grams))
+        sources.append(cand.source)
+        for gram in grams:
+            postings.setdefault(gram, []).append(k)
+    return [c for i, c in enumerate(cands) if i not in dropped]

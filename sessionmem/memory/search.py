@@ -184,7 +184,7 @@ class Searcher:
         merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]
         if hybrid.temporal_decay.enabled:
             merged = self._decay(merged, hybrid.temporal_decay.half_life_days)
-        ranked = ranking.sort_by_score(merged)
+        ranked = ranking.collapse_cross_source(ranking.sort_by_score(merged))  # /new archive vs transcript
 
         if use_vectors or request.min_score is not None:
             min_score = request.min_score if request.min_score is not None else qcfg.min_score

@@ -66,6 +66,7 @@ class TranscriptDeltaScheduler:
         self._pending: set[Path] = set()
         self._timer: threading.Timer | None = None
         self._closed = False
+        self._firing = 0
         self.checks = 0  # debounced checks run (for status and tests)
 
     def wants(self, path: str | os.PathLike[str]) -> Path | None:
@@ -101,6 +102,12 @@ class TranscriptDeltaScheduler:
                 self._timer = None
         return self._fire()
 
+    @property
+    def pending(self) -> bool:
+        """A check is scheduled or running."""
+        with self._lock:
+            return self._timer is not None or bool(self._pending) or self._firing > 0
+
     def _fire(self) -> list[Path]:
         with self._lock:
             paths, self._pending = sorted(self._pending), set()
@@ -108,13 +115,18 @@ class TranscriptDeltaScheduler:
             if self._closed:
                 return []
             self.checks += 1
-        dirty = [p for p in paths if self._check(p)]
-        if dirty:
-            try:
-                self._on_dirty(dirty)
-            except Exception:  # a detached check must never raise into the timer thread
-                log.warning("scheduling a session transcript sync failed", exc_info=True)
-        return dirty
+            self._firing += 1
+        try:
+            dirty = [p for p in paths if self._check(p)]
+            if dirty:
+                try:
+                    self._on_dirty(dirty)
+                except Exception:  # a detached check must never raise into the timer thread
+                    log.warning("scheduling a session transcript sync failed", exc_info=True)
+            return dirty
+        finally:
+            with self._lock:
+                self._firing -= 1
 
     def _check(self, path: Path) -> bool:
         key = os.fspath(path)

@@ -1,0 +1,472 @@
+"""Session transcripts in the memory index, end to end: real SQLite with sqlite-vec, transcripts written by
+``Transcript`` and the runner (ScriptedModel), the delta scheduler's real timer thread."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sessionmem.config import Config, merge
+from sessionmem.memory.db import connect
+from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.session_files import flatten_line
+from sessionmem.memory.tools import MemoryTools
+from sessionmem.memory.types import SearchRequest
+from sessionmem.messages import Message
+from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
+from sessionmem.session.archive import memory_body, recent_content
+from sessionmem.session.runner import SessionRunner
+from sessionmem.session.transcript import Transcript, read_entries
+
+SECRET = "sk-proj-9f8e7d6c5b4a39281706f5e4d3c2b1a0ZZ"
+
+
+class CountingEmbedder:
+    """Deterministic bag-of-words vectors; records every text it is asked to embed."""
+
+    provider = "test"
+    model = "hash-bow"
+    max_input_tokens = 2048
+
+    def __init__(self, dims: int = 64) -> None:
+        self.provider_key = hashlib.sha256(f"test:hash-bow:{dims}".encode()).hexdigest()
+        self._dims = dims
+        self.texts: list[str] = []
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self._dims, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            vec[int(hashlib.md5(word.encode()).hexdigest(), 16) % self._dims] += 1.0
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm else vec
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector(text)
+
+    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
+        self.texts.extend(texts)
+        if not texts:
+            return np.zeros((0, self._dims), np.float32)
+        return np.stack([self._vector(t) for t in texts])
+
+
+def make_config(
+    *,
+    delta_messages: int = 50,
+    delta_bytes: int = 100_000,
+    debounce_ms: int = 30,
+    post_index_sync: str = "async",
+    tokens: int = 60,
+    overlap: int = 12,
+    sources: Sequence[str] = ("memory", "sessions"),
+) -> Config:
+    return merge(
+        Config(),
+        {
+            "agents": {
+                "defaults": {
+                    "userTimezone": "UTC",
+                    "compaction": {"keepRecentTokens": 40, "postIndexSync": post_index_sync},
+                    "memorySearch": {
+                        "provider": "none",
+                        "sources": list(sources),
+                        "chunking": {"tokens": tokens, "overlap": overlap},
+                        "query": {"minScore": 0.0},
+                        "sync": {
+                            "watch": False,
+                            "sessions": {
+                                "deltaMessages": delta_messages,
+                                "deltaBytes": delta_bytes,
+                                "debounceMs": debounce_ms,
+                            },
+                        },
+                    },
+                }
+            }
+        },
+    )
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def open_index(workspace: Path, state: Path) -> Iterator[Callable[..., MemoryIndex]]:
+    opened: list[MemoryIndex] = []
+
+    def _open(config: Config, embedder: CountingEmbedder | None = None) -> MemoryIndex:
+        selection = EmbedderSelection(embedder, "test") if embedder else EmbedderSelection(None, "none")
+        index = MemoryIndex.open(
+            "main", workspace, config.for_agent("main").memory_search, state_dir=state, selection=selection
+        )
+        opened.append(index)
+        return index
+
+    yield _open
+    for index in opened:
+        index.close()
+
+
+def sessions_dir(state: Path) -> Path:
+    return state / "agents" / "main" / "sessions"
+
+
+def chunk_rows(index: MemoryIndex, path: str) -> list[tuple[int, str, int, int, str, int]]:
+    """(rowid, id, start, end, text, updated_at) of a path's chunks: a rewritten row gets a new updated_at."""
+    conn, _ = connect(index.path)
+    try:
+        return conn.execute(
+            "SELECT rowid, id, start_line, end_line, text, updated_at FROM chunks WHERE path = ?"
+            " ORDER BY start_line, rowid",
+            (path,),
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def indexed_size(index: MemoryIndex, path: str) -> int | None:
+    conn, _ = connect(index.path)
+    try:
+        row = conn.execute("SELECT size FROM files WHERE path = ?", (path,)).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else int(row[0])
+
+
+def chat(
+    transcript: Transcript, index: MemoryIndex, count: int, start: int = 0, topic: str = "gardening"
+) -> None:
+    """``count`` messages, alternating user/assistant, each notified to the index as the runner does."""
+    for i in range(start, start + count):
+        words = f"message {i} about {topic} number{i} with some filler words to read"
+        msg = Message.user(words) if i % 2 == 0 else Message.assistant(f"reply {words}")
+        transcript.append_message(msg)
+        index.notify_transcript_appended(transcript.path)
+
+
+def new_transcript(state: Path, workspace: Path, name: str = "s1") -> Transcript:
+    return Transcript.open(sessions_dir(state) / f"{name}.jsonl", name, workspace)
+
+
+def jsonl_messages(path: Path, start: int, end: int) -> list[str]:
+    """The flattened messages on JSONL lines ``start..end`` (what a user reading the file would see)."""
+    out = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if start <= number <= end:
+                flat = flatten_line(raw)
+                if flat is not None:
+                    out.append(flat[0])
+    return out
+
+
+# ---------------------------------------------------------------------------- opt-in
+
+
+def test_sources_listing_sessions_is_the_opt_in(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    transcript = new_transcript(state, workspace)
+    transcript.append_message(Message.user("the boat is called Marigold"))
+    on = open_index(make_config())
+    on.sync()
+    assert on.source_names() == ["memory", "sessions"]
+    assert chunk_rows(on, "sessions/s1.jsonl")[0][4] == "User: the boat is called Marigold"
+    off = open_index(make_config(sources=("memory",)))
+    off.notify_transcript_appended(transcript.path)  # ignored: sessions are not a source
+    assert off.session_delta is None
+    off.sync()
+    assert chunk_rows(off, "sessions/s1.jsonl") == []
+
+
+# ---------------------------------------------------------------------------- delta scheduling
+
+
+def test_appends_below_the_thresholds_index_nothing_new(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    embedder = CountingEmbedder()
+    index = open_index(make_config(delta_messages=50), embedder)
+    transcript = new_transcript(state, workspace)
+    chat(transcript, index, 10)
+    index.sync()
+    assert index.wait_idle(10)
+    before_rows = chunk_rows(index, "sessions/s1.jsonl")
+    before_size = indexed_size(index, "sessions/s1.jsonl")
+    embedded = len(embedder.texts)
+    time.sleep(0.01)
+    chat(transcript, index, 20, start=10)  # a few normal turns: 20 lines < 50
+    assert index.wait_idle(10)
+    assert index.session_delta is not None and index.session_delta.checks >= 1  # the check did run
+    assert chunk_rows(index, "sessions/s1.jsonl") == before_rows
+    assert indexed_size(index, "sessions/s1.jsonl") == before_size  # no sync touched the file
+    assert len(embedder.texts) == embedded
+    # The pending growth carries over: 35 more lines make 55 >= 50, and the file is indexed.
+    chat(transcript, index, 35, start=30)
+    assert index.wait_idle(10)
+    assert indexed_size(index, "sessions/s1.jsonl") == transcript.size_bytes()
+
+
+def test_crossing_delta_messages_indexes_only_the_new_lines(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    embedder = CountingEmbedder()
+    config = make_config(delta_messages=50)
+    index = open_index(config, embedder)
+    transcript = new_transcript(state, workspace)
+    chat(transcript, index, 30)
+    index.sync()
+    assert index.wait_idle(10)
+    old = chunk_rows(index, "sessions/s1.jsonl")
+    assert len(old) >= 4
+    tail_line = old[-1][2]  # the last chunk is the only one that may be re-chunked
+    old_lines = len(transcript.path.read_bytes().splitlines())
+    embedder.texts.clear()
+    time.sleep(0.01)  # a row written from here on has a later updated_at
+
+    chat(transcript, index, 55, start=30, topic="sailing")  # crosses deltaMessages on its own
+    assert index.wait_idle(10)
+    assert indexed_size(index, "sessions/s1.jsonl") == transcript.size_bytes()
+
+    new = chunk_rows(index, "sessions/s1.jsonl")
+    untouched = [row for row in old if row[2] < tail_line]
+    assert untouched and new[: len(untouched)] == untouched  # same rowids, ids, lines, text
+    added = new[len(untouched) :]
+    assert all(row[2] >= tail_line for row in added)
+    assert any(row[3] > old_lines for row in added)
+    assert "sailing" in added[-1][4]
+    # Only chunks with new text were embedded: every embedded text is one of the added chunks, and
+    # none of the untouched chunks was sent again.
+    assert embedder.texts and set(embedder.texts) <= {row[4] for row in added}
+    assert not set(embedder.texts) & {row[4] for row in untouched}
+    # The boundaries are stable: a from-scratch index of the same file gives the same chunks.
+    fresh = open_index(config.model_copy(), CountingEmbedder())
+    fresh_rows = [(r[2], r[3], r[4]) for r in chunk_rows(_synced(fresh), "sessions/s1.jsonl")]
+    assert fresh_rows == [(r[2], r[3], r[4]) for r in new]
+
+
+def _synced(index: MemoryIndex) -> MemoryIndex:
+    index.sync(force=True)
+    return index
+
+
+def test_crossing_delta_bytes_triggers_too(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    index = open_index(make_config(delta_messages=1000, delta_bytes=2_000))
+    transcript = new_transcript(state, workspace)
+    transcript.append_message(Message.user("x " * 1500))  # one long message, 3 KB
+    index.notify_transcript_appended(transcript.path)
+    assert index.wait_idle(10)
+    assert indexed_size(index, "sessions/s1.jsonl") == transcript.size_bytes()
+
+
+def test_a_rewritten_transcript_is_indexed_again_from_the_start(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    index = open_index(make_config())
+    transcript = new_transcript(state, workspace)
+    chat(transcript, index, 30, topic="gardening")
+    index.sync()
+    # Rewritten in place (e.g. truncated after a compaction, then continued): nothing of the old
+    # content may survive in the index, and the line numbers are the new file's.
+    transcript.path.unlink()
+    transcript = new_transcript(state, workspace)
+    chat(transcript, index, 6, topic="astronomy")
+    index.sync()
+    rows = chunk_rows(index, "sessions/s1.jsonl")
+    assert rows and all("gardening" not in r[4] for r in rows)
+    assert any("astronomy" in r[4] for r in rows)
+    assert rows[0][2] == 2  # line 1 is the header
+
+
+def test_search_does_not_wait_for_transcript_indexing(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    (workspace / "MEMORY.md").write_text("- The spare key is under the blue pot.\n")
+    index = open_index(make_config(debounce_ms=5_000))
+    index.sync()
+    transcript = new_transcript(state, workspace)
+    chat(transcript, index, 60)  # a check is pending for five seconds
+    started = time.monotonic()
+    found = index.search(SearchRequest(query="spare key"))
+    assert time.monotonic() - started < 2.0
+    assert found.results[0].path == "MEMORY.md"
+    assert index.session_delta is not None and index.session_delta.pending
+
+
+# ---------------------------------------------------------------------------- hits, memory_get, secrets
+
+
+def test_a_session_hit_points_at_its_jsonl_lines_and_memory_get_reads_them(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    config = make_config(tokens=400, overlap=0)
+    index = open_index(config, CountingEmbedder())
+    transcript = new_transcript(state, workspace)
+    chat(transcript, index, 8)
+    transcript.append_custom("note", {"x": 1})  # a non-message line between messages
+    transcript.append_message(Message.user(f"my deploy token is {SECRET} and the harbour code is 4471"))
+    transcript.append_message(Message.assistant("Noted: the harbour code is 4471."))
+    index.sync()
+    hits = [
+        r for r in index.search(SearchRequest(query="harbour code 4471")).results if r.source == "sessions"
+    ]
+    assert hits
+    hit = hits[0]
+    assert hit.path == "sessions/s1.jsonl"
+    lines = jsonl_messages(transcript.path, hit.start_line, hit.end_line)
+    assert lines[-1] == "Assistant: Noted: the harbour code is 4471."
+    assert "\n".join(lines).startswith(hit.snippet)  # the hit's text is the messages on its lines
+
+    tools = MemoryTools.from_config(config, "main", index=index, workspace=workspace)
+    got = json.loads(
+        tools.call(
+            "memory_get",
+            {"path": hit.path, "from": hit.start_line, "lines": hit.end_line - hit.start_line + 1},
+        )
+    )
+    assert got["path"] == "sessions/s1.jsonl"
+    assert got["text"].splitlines() == lines
+    assert "harbour code is 4471" in got["text"]
+    assert SECRET not in got["text"] and "redacted" in got["text"].lower()
+    # The secret cannot be found by search either.
+    for query in (SECRET, "deploy token"):
+        for result in index.search(SearchRequest(query=query)).results:
+            assert SECRET not in result.snippet
+
+
+def test_runner_memory_get_opens_session_hits(
+    open_index: Callable[..., MemoryIndex], tmp_path: Path, state: Path, workspace: Path
+) -> None:
+    config = make_config()
+    index = open_index(config)
+    runner = SessionRunner(
+        ScriptedModel(responder=flush_aware(echo)),
+        config=config,
+        workspace=workspace,
+        state_dir=state,
+        memory_index=index,
+    )
+    session = runner.open()
+    session.run_turn_sync("the lighthouse keeper is named Ansel")
+    index.sync(session_files=[session.transcript.path])
+    memory = session.tools.memory
+    found = json.loads(memory.call("memory_search", {"query": "lighthouse keeper"}))
+    hit = next(r for r in found["results"] if r["path"].startswith("sessions/"))
+    got = json.loads(memory.call("memory_get", {"path": hit["path"], "from": hit["startLine"], "lines": 5}))
+    assert "User: the lighthouse keeper is named Ansel" in got["text"]
+
+
+# ---------------------------------------------------------------------------- post-compaction sync
+
+
+@pytest.mark.parametrize("mode", ["off", "async", "await"])
+def test_post_compaction_sync(
+    mode: str, open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    # Thresholds out of reach: only the post-compaction sync can index the transcript.
+    config = make_config(delta_messages=10_000, delta_bytes=10_000_000, post_index_sync=mode)
+    index = open_index(config)
+    model = ScriptedModel(responder=flush_aware(echo, summary="The user talked about kites."))
+    runner = SessionRunner(model, config=config, workspace=workspace, state_dir=state, memory_index=index)
+    session = runner.open()
+    for i in range(6):
+        session.run_turn_sync(f"kite number {i} is red and flies over the dunes near the old harbour")
+    rel = f"sessions/{session.transcript.path.name}"
+    assert indexed_size(index, rel) is None
+    result = session.compact_sync()
+    assert result.ok, result
+    if mode == "await":  # indexed before compact() returned
+        assert indexed_size(index, rel) == session.transcript.size_bytes()
+    assert index.wait_idle(10)
+    if mode == "off":
+        assert indexed_size(index, rel) is None
+    else:
+        assert indexed_size(index, rel) == session.transcript.size_bytes()
+        assert any("kite number 0" in r[4] for r in chunk_rows(index, rel))
+
+
+# ---------------------------------------------------------------------------- one conversation, one hit
+
+
+def test_an_archived_conversation_and_its_transcript_come_back_once(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    index = open_index(make_config(tokens=400, overlap=0), CountingEmbedder())
+    transcript = new_transcript(state, workspace)
+    turns = [
+        Message.user("We should move the greenhouse tomatoes to the east bed next spring."),
+        Message.assistant("Agreed, the east bed gets morning sun and drains better for tomatoes."),
+        Message.user("Also order the copper tape against slugs before March."),
+        Message.assistant("I will remember the copper tape order before March."),
+    ]
+    for msg in turns:
+        transcript.append_message(msg)
+    # What the /new hook writes (sessionmem.session.archive), from the same transcript.
+    entries = [obj for _, obj in read_entries(transcript.path)]
+    body = memory_body(
+        datetime(2026, 3, 1, 9, 0),
+        "agent:main:main",
+        "s1",
+        "cli",
+        recent_content(entries),
+    )
+    (workspace / "memory" / "2026-03-01-greenhouse-plans.md").write_text(body)
+    # An unrelated note that shares words but is not the same text.
+    (workspace / "memory" / "2026-02-01.md").write_text("- Tomatoes in the east bed did poorly in 2025.\n")
+    index.sync()
+    conn, _ = connect(index.path)
+    sources = {r[0] for r in conn.execute("SELECT source FROM chunks")}
+    conn.close()
+    assert sources == {"memory", "sessions"}
+
+    results = index.search(
+        SearchRequest(query="greenhouse tomatoes east bed copper tape", max_results=6)
+    ).results
+    paths = [r.path for r in results]
+    assert paths.count("memory/2026-03-01-greenhouse-plans.md") + paths.count("sessions/s1.jsonl") == 1
+    assert "memory/2026-02-01.md" in paths  # near in topic, not a duplicate: kept
+
+
+def _cand(source: str, text: str, score: float, path: str = "") -> Any:
+    from sessionmem.memory.ranking import Candidate
+
+    cid = f"{source}:{path}:{score}"
+    return Candidate(cid, path or source, source, 1, 1, text, merged=score)
+
+
+def test_collapse_keeps_the_better_copy_and_memory_on_ties() -> None:
+    from sessionmem.memory.ranking import collapse_cross_source
+
+    convo = "user: move the greenhouse tomatoes to the east bed\nassistant: the east bed gets morning sun"
+    flat = "User: move the greenhouse tomatoes to the east bed\nAssistant: the east bed gets morning sun"
+    tie = collapse_cross_source([_cand("sessions", flat, 0.5), _cand("memory", convo, 0.5)])
+    assert [c.source for c in tie] == ["memory"]
+    better = collapse_cross_source([_cand("memory", convo, 0.4), _cand("sessions", flat, 0.6)])
+    assert [c.source for c in better] == ["sessions"]
+    # Same source (overlapping chunks of one file) and short or merely related texts are all kept.
+    same = collapse_cross_source([_cand("sessions", flat, 0.6, "a"), _cand("sessions", flat, 0.5, "b")])
+    assert len(same) == 2
+    short = collapse_cross_source(
+        [_cand("memory", "east bed", 0.5), _cand("sessions", "User: east bed", 0.5)]
+    )
+    assert len(short) == 2
+    related = "- Tomatoes in the east bed did poorly in 2025; try the greenhouse next spring instead."
+    assert len(collapse_cross_source([_cand("memory", related, 0.5), _cand("sessions", flat, 0.5)])) == 2
