@@ -575,3 +575,22 @@ def test_without_memory_search_the_agent_reads_memory_with_memory_read(
     assert "memory_read" in names and not names & {"memory_get", "memory_search"}
     assert "## Memory Recall" not in model.calls[0].messages[0].content
     assert model.calls[1].messages[-1].content == "- the wifi password is on the fridge\n"
+
+
+def test_failing_summaries_on_the_threshold_path_never_break_a_turn(tmp_path: Path, workspace: Path) -> None:
+    from sessionmem.errors import ModelError
+
+    def summary(request: ModelRequest) -> str:
+        raise ModelError("summariser is down")
+
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(20), summary=summary))
+    config = small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    results = [session.run_turn_sync(f"q{i} " + words(40)) for i in range(22)]
+    assert all(r.reply and r.reply.startswith("ok ") for r in results)
+    failures = [e for e in recorder.events if e.kind == "compaction_failed"]
+    assert failures and all("summariser is down" in e.error for e in failures)
+    assert "compaction" not in recorder.kinds()
+    assert store_entry(runner)["compactionCount"] == 0
+    assert len(flush_prompt_requests(model.calls)) == 1  # still one flush for the (unfinished) cycle
