@@ -96,8 +96,8 @@ SCRIPT: tuple[Line, ...] = (
     Line(
         "Kanazawa sounds lovely, what is there besides the garden?",
         "Kenroku-en is the highlight, but there is also the Higashi Chaya geisha district with its tea "
-        "houses, the 21st Century Museum, Omicho market for a breakfast of grilled vegetables and tamagoyaki, and "
-        "gold-leaf workshops where you can decorate a chopstick box. Two nights is right.",
+        "houses, the 21st Century Museum, Omicho market for a breakfast of grilled vegetables and "
+        "tamagoyaki, and gold-leaf workshops where you can decorate a chopstick box. Two nights is right.",
     ),
     Line(
         "Let's go with that loop. Tokyo first, then Kanazawa, Kyoto, Osaka.",
@@ -150,7 +150,8 @@ SCRIPT: tuple[Line, ...] = (
     Line(
         "For Kyoto we'd love a ryokan, one night at least.",
         "Hanaya Ryokan near the Kamo river does a vegetarian kaiseki on request and has a private bath you "
-        "can book by the hour; the other three nights a simple hotel near Shijo would keep the budget in line.",
+        "can book by the hour; the other three nights a simple hotel near Shijo would keep the budget in "
+        "line.",
     ),
     Line(
         "Let's do one night at Hanaya and three at a hotel near Shijo.",
@@ -495,6 +496,10 @@ class _Driver:
             payload = json.loads(full)
         except ValueError:
             payload = {}
+        if not isinstance(payload, dict):
+            payload = {}
+        if data.get("is_error") and not payload.get("error"):
+            payload["error"] = full[:300]
         hits = [
             {
                 "path": r.get("path"),

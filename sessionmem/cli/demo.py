@@ -95,9 +95,10 @@ def format_record(record: dict[str, Any]) -> list[str]:
         ]
     if kind == "memory_search":
         results = record.get("results") or []
-        lines = [
-            f'{pad}⌕ memory_search "{record.get("query")}" ({record.get("mode")}): {len(results)} hit(s)'
-        ]
+        mode = f" ({record['mode']})" if record.get("mode") else ""
+        lines = [f'{pad}⌕ memory_search "{record.get("query")}"{mode}: {len(results)} hit(s)']
+        if record.get("error"):
+            lines.append(f"{pad}    error: {_short(record['error'], 90)}")
         terms = [t.lower() for t in str(record.get("query", "")).split() if len(t) > 2]
         for hit in results[:3]:
             lines_of = [ln for ln in str(hit.get("snippet", "")).splitlines() if ln.strip()]
@@ -168,13 +169,17 @@ def _workspace(given: str | None) -> Path:
 
 
 def _memory_search(app: Context) -> tuple[MemorySearchConfig | None, Any, str | None]:
-    """The user's memory-search settings when they configure a local model, else FTS-only (None).
+    """The user's memory-search settings when they configure a local model, else FTS-only (None);
+    a config that disables memory search is honoured (the recall then fails, visibly).
 
     Never a remote provider: the demo makes no network call. Returns (settings, selection, note).
     """
+    from sessionmem.config import MemorySearchConfig
     from sessionmem.errors import EmbedderUnavailable
 
     settings = app.agent.memory_search
+    if not settings.enabled:  # honoured, so the demo shows what happens without memory search
+        return MemorySearchConfig(provider="none", enabled=False), None, "memory search is disabled in config"
     path = settings.local.model_path
     local_file = bool(path) and Path(str(path)).expanduser().is_file()
     if not (settings.provider == "local" or (settings.provider == "auto" and local_file)):
