@@ -579,21 +579,24 @@ class MemoryIndex:
             if not self._closed:
                 log.warning("memory index %s: %s sync failed: %s", self.agent_id, reason, exc)
 
-    def _indexed_size(self, path: Path) -> int | None:
-        with self._read_lock:
-            row = self._reader.execute(
-                "SELECT size FROM files WHERE path = ? AND source = 'sessions'", (f"sessions/{path.name}",)
-            ).fetchone()
+    def _indexed_size(self, path: Path, conn: Any = None) -> int | None:
+        sql = "SELECT size FROM files WHERE path = ? AND source = 'sessions'"
+        if conn is not None:
+            row = conn.execute(sql, (f"sessions/{path.name}",)).fetchone()
+        else:
+            with self._read_lock:
+                row = self._reader.execute(sql, (f"sessions/{path.name}",)).fetchone()
         return int(row[0]) if row is not None else None
 
     def _reset_session_deltas(self) -> None:
-        """After a pass: tracked transcripts start counting growth from what is now indexed."""
+        """After a pass (still owning the writer connection): tracked transcripts start counting growth
+        from what is now indexed."""
         scheduler = self._session_delta
         if scheduler is None:
             return
         sizes = []
         for path in scheduler.tracked():
-            size = self._indexed_size(path)
+            size = self._indexed_size(path, self._conn)
             if size is not None:
                 sizes.append((path, size))
         scheduler.indexed(sizes)

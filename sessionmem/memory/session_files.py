@@ -93,7 +93,7 @@ def flatten_line(raw: str | bytes) -> tuple[str, str | None] | None:
     """One JSONL line as ``("User: …", date)``, or None when it is not a user/assistant message.
 
     Blank, malformed and torn lines are not messages; neither are tool results, compaction or
-    custom entries.
+    custom entries, nor the silent flush turn's messages (``provenance.kind == "memory_flush"``).
     """
     if not raw.strip():
         return None
@@ -109,6 +109,9 @@ def flatten_line(raw: str | bytes) -> tuple[str, str | None] | None:
     label = _LABELS.get(message.get("role"))  # type: ignore[arg-type]
     if label is None:
         return None
+    provenance = message.get("provenance")
+    if isinstance(provenance, dict) and provenance.get("kind") == "memory_flush":
+        return None  # the silent flush turn: its prompt is boilerplate, its notes are in memory files
     text = message_text(message.get("content"))
     if not text:
         return None

@@ -470,3 +470,28 @@ def test_collapse_keeps_the_better_copy_and_memory_on_ties() -> None:
     assert len(short) == 2
     related = "- Tomatoes in the east bed did poorly in 2025; try the greenhouse next spring instead."
     assert len(collapse_cross_source([_cand("memory", related, 0.5), _cand("sessions", flat, 0.5)])) == 2
+
+
+def test_a_torn_last_line_waits_and_flush_turns_are_left_out(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    index = open_index(make_config())
+    transcript = new_transcript(state, workspace)
+    transcript.append_message(Message.user("the canoe is green"))
+    transcript.append_message(
+        Message.user("Pre-compaction memory flush. Store durable memories now."),
+        provenance={"kind": "memory_flush"},
+    )
+    line = json.dumps(
+        {"type": "message", "id": "abcd1234", "message": {"role": "user", "content": "paddles"}}
+    )
+    with transcript.path.open("ab") as handle:  # a writer mid-append: no newline yet
+        handle.write(line[:30].encode())
+    index.sync()
+    assert [r[4] for r in chunk_rows(index, "sessions/s1.jsonl")] == ["User: the canoe is green"]
+    with transcript.path.open("ab") as handle:
+        handle.write(line[30:].encode() + b"\n")
+    index.sync()
+    rows = chunk_rows(index, "sessions/s1.jsonl")
+    assert [r[4] for r in rows] == ["User: the canoe is green\nUser: paddles"]
+    assert rows[0][3] == 4  # header, canoe, flush prompt, paddles
