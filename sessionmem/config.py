@@ -19,7 +19,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sessionmem.errors import ConfigError
 
@@ -40,9 +48,7 @@ def _camel(name: str) -> str:
 
 
 class _Camel(_Model):
-    model_config = ConfigDict(
-        populate_by_name=True, extra="forbid", frozen=True, alias_generator=_camel
-    )
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, alias_generator=_camel)
 
 
 # ---------------------------------------------------------------------------- memory search

@@ -1,18 +1,18 @@
 """Every error sessionmem raises on purpose derives from :class:`SessionMemError`.
 
-    SessionMemError
-    ├── ConfigError                 a config file or value is invalid (names the key)
-    ├── UsageError                  the API was called the wrong way
-    ├── ModelError                  the chat model failed (after mapping litellm's errors)
-    │   └── ContextWindowExceeded   the provider said the prompt is over its context window
-    ├── SessionError
-    │   ├── SessionNotFound
-    │   ├── TranscriptError         a transcript cannot be read or written
-    │   └── StoreLockTimeout        sessions.json stayed locked past the timeout
-    └── MemoryIndexError            the memory index cannot be built or queried
-        ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
-        ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
-        └── MemoryPathError         a memory path is outside the allowed files (memory_get)
+SessionMemError
+├── ConfigError                 a config file or value is invalid (names the key)
+├── UsageError                  the API was called the wrong way
+├── ModelError                  the chat model failed (after mapping litellm's errors)
+│   └── ContextWindowExceeded   the provider said the prompt is over its context window
+├── SessionError
+│   ├── SessionNotFound
+│   ├── TranscriptError         a transcript cannot be read or written
+│   └── StoreLockTimeout        sessions.json stayed locked past the timeout
+└── MemoryIndexError            the memory index cannot be built or queried
+    ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
+    ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
+    └── MemoryPathError         a memory path is outside the allowed files (memory_get)
 """
 
 from __future__ import annotations

@@ -72,7 +72,9 @@ class Message:
         return cls("user", content)
 
     @classmethod
-    def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] = (), usage: Usage | None = None) -> Message:
+    def assistant(
+        cls, content: str = "", tool_calls: tuple[ToolCall, ...] = (), usage: Usage | None = None
+    ) -> Message:
         return cls("assistant", content, tool_calls=tool_calls, usage=usage)
 
     @classmethod

@@ -40,16 +40,22 @@ def sqlite_module() -> tuple[ModuleType, str]:
         return sqlite3, "sqlite3"
 
 
-def connect(path: str | Path, *, load_vector: bool = True, extension_path: str | None = None) -> tuple[Any, VectorSupport]:
+def connect(
+    path: str | Path, *, load_vector: bool = True, extension_path: str | None = None
+) -> tuple[Any, VectorSupport]:
     """Open (creating) the database at ``path``; returns the connection and how vectors are served."""
     module, driver = sqlite_module()
-    conn = module.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    conn = module.connect(
+        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if str(path) != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    support = _load_sqlite_vec(conn, driver, extension_path) if load_vector else VectorSupport(
-        False, driver, None, "vector store disabled in config"
+    support = (
+        _load_sqlite_vec(conn, driver, extension_path)
+        if load_vector
+        else VectorSupport(False, driver, None, "vector store disabled in config")
     )
     return conn, support
 
@@ -69,7 +75,9 @@ def _load_sqlite_vec(conn: Any, driver: str, extension_path: str | None) -> Vect
         (version,) = conn.execute("SELECT vec_version()").fetchone()
     except Exception as exc:
         return VectorSupport(False, driver, None, f"sqlite-vec failed to load through {driver}: {exc}")
-    how = "stdlib sqlite3" if driver == "sqlite3" else "sqlean.py (stdlib sqlite3 has no enable_load_extension)"
+    how = (
+        "stdlib sqlite3" if driver == "sqlite3" else "sqlean.py (stdlib sqlite3 has no enable_load_extension)"
+    )
     return VectorSupport(True, driver, str(version), f"sqlite-vec {version} loaded through {how}")
 
 

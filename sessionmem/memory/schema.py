@@ -8,7 +8,9 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 
-META_KEY = "memory_index_meta_v1"  # JSON: provider, model, providerKey, sources, scopeHash, chunking, vectorDims
+META_KEY = (
+    "memory_index_meta_v1"  # JSON: provider, model, providerKey, sources, scopeHash, chunking, vectorDims
+)
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (

@@ -12,7 +12,9 @@ class SearchRequest:
     query: str
     max_results: int | None = None  # None -> config query.maxResults
     min_score: float | None = None  # None -> config query.minScore
-    after: date | None = None  # inclusive; results dated before are dropped (undated kept only without a range)
+    after: date | None = (
+        None  # inclusive; results dated before are dropped (undated kept only without a range)
+    )
     before: date | None = None  # inclusive
     sources: tuple[str, ...] | None = None  # None -> all configured sources
     explain: bool = False

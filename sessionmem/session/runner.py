@@ -274,8 +274,9 @@ class Session:
                 stop_reason=reply.stop_reason,
             )
             state.last = reply.message
-            if state.trim_to is not None:  # its usage describes the trimmed prompt, not the context
-                self._stale.add(self.context[-1][0])
+            last_id = self.context[-1][0]
+            if state.trim_to is not None and last_id is not None:  # usage of the trimmed prompt only
+                self._stale.add(last_id)
             if not reply.message.tool_calls:
                 break
             for call in reply.message.tool_calls:
