@@ -21,6 +21,7 @@ Rules, as OpenClaw's:
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -120,12 +121,12 @@ def _create_local(settings: MemorySearchConfig) -> Embedder:
     local = settings.local
     ref = local.model_path or DEFAULT_LOCAL_MODEL
     problems: list[str] = []
-    if importlib.util.find_spec("llama_cpp") is None:
+    if not _installed("llama_cpp"):
         problems.append(f"llama-cpp-python is not installed ({LOCAL_INSTALL_HINT})")
     if is_remote_model_ref(ref):
         if not ref.startswith("hf:"):
             problems.append(f"model {ref!r}: only local files and hf:owner/repo/file.gguf are supported")
-        elif importlib.util.find_spec("huggingface_hub") is None:
+        elif not _installed("huggingface_hub"):
             problems.append(f"huggingface_hub is needed to download {ref} ({LOCAL_INSTALL_HINT})")
     elif not Path(ref).expanduser().is_file():
         problems.append(f"model file not found: {ref}")
@@ -137,6 +138,16 @@ def _create_local(settings: MemorySearchConfig) -> Embedder:
             "(or an hf: URI), or choose a remote provider (openai, gemini, voyage, mistral) with its API key."
         )
     return LocalEmbedder(ref, cache_dir=local.model_cache_dir, n_threads=local.n_threads)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (llama_cpp takes a while)."""
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _env_key(provider: str, env: Mapping[str, str]) -> str | None:

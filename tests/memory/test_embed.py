@@ -353,6 +353,17 @@ def test_local_setup_errors_raise_unless_a_fallback_works(tmp_path: Path) -> Non
     assert selection.actual == "openai" and selection.fallback_from == "local"
 
 
+def test_local_without_llama_cpp_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # what an install without the extra looks like
+    for provider in ("local", "auto"):  # a configured model file makes auto insist on local
+        with pytest.raises(
+            EmbedderUnavailable, match=r"(?s)Local embeddings unavailable.*sessionmem\[local\]"
+        ):
+            select({"OPENAI_API_KEY": "k"}, provider=provider, local={"modelPath": str(model)})
+
+
 def test_provider_none_and_disabled() -> None:
     assert select({"OPENAI_API_KEY": "k"}, provider="none").embedder is None
     assert select({"OPENAI_API_KEY": "k"}, enabled=False).embedder is None
