@@ -495,3 +495,54 @@ def test_a_torn_last_line_waits_and_flush_turns_are_left_out(
     rows = chunk_rows(index, "sessions/s1.jsonl")
     assert [r[4] for r in rows] == ["User: the canoe is green\nUser: paddles"]
     assert rows[0][3] == 4  # header, canoe, flush prompt, paddles
+
+
+class _Counting:
+    """Counts the texts a real embedder is asked to embed (everything else passes through)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.texts: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> Any:
+        self.texts.extend(texts)
+        return self._inner.embed_documents(texts)
+
+
+@pytest.mark.local_model
+def test_real_embeddings_find_a_delta_indexed_session_hit_by_meaning(
+    state: Path, workspace: Path, gguf_model: Path
+) -> None:
+    from sessionmem.memory.embed_local import LocalEmbedder
+
+    embedder = _Counting(LocalEmbedder(str(gguf_model)))
+    index = MemoryIndex.open(
+        "main",
+        workspace,
+        make_config(tokens=120, overlap=20).for_agent("main").memory_search,
+        state_dir=state,
+        selection=EmbedderSelection(embedder, "local"),
+    )
+    try:
+        transcript = new_transcript(state, workspace)
+        transcript.append_message(Message.user("Our flight to Lisbon leaves at 7:40 on Friday morning."))
+        index.notify_transcript_appended(transcript.path)
+        chat(transcript, index, 55, topic="sourdough baking")  # crosses deltaMessages
+        assert index.wait_idle(60)
+        first = len(embedder.texts)
+        assert first > 0
+        response = index.search(SearchRequest(query="when does the plane to Portugal depart", explain=True))
+        top = response.results[0]
+        assert top.path == "sessions/s1.jsonl" and "Lisbon" in top.snippet
+        assert top.explanation is not None and top.explanation.vector_score
+        chat(transcript, index, 55, start=55, topic="bicycle repair")
+        assert index.wait_idle(60)
+        rows = chunk_rows(index, "sessions/s1.jsonl")
+        new_texts = embedder.texts[first:]
+        assert new_texts and all("bicycle" in t or "sourdough" in t for t in new_texts)
+        assert len(new_texts) < len(rows)  # the earlier chunks were not embedded again
+    finally:
+        index.close()
