@@ -1,7 +1,13 @@
 """sessionmem: agent-conversation middleware with persistent Markdown memory.
 
-Importing this package is cheap: litellm and llama_cpp are imported only when a model is called.
+Importing this package is cheap: the runner, the index and the models load on first use, and
+litellm and llama_cpp are imported only when a model is called.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import Config
 from sessionmem.errors import (
@@ -15,17 +21,74 @@ from sessionmem.errors import (
     UsageError,
 )
 
+if TYPE_CHECKING:
+    from sessionmem.hooks import HookEvent, HookRegistry
+    from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.tools import MemoryTools
+    from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+    from sessionmem.messages import Message, ToolCall, Usage
+    from sessionmem.model.litellm import LiteLLMModel
+    from sessionmem.model.scripted import ScriptedModel
+    from sessionmem.session.runner import Session, SessionRunner
+    from sessionmem.session.tools import Tool, tool
+
 __version__ = "0.1.0"
+
+# name -> module that defines it; imported on first attribute access
+_LAZY = {
+    "HookEvent": "sessionmem.hooks",
+    "HookRegistry": "sessionmem.hooks",
+    "LiteLLMModel": "sessionmem.model.litellm",
+    "MemoryIndex": "sessionmem.memory.index",
+    "MemoryTools": "sessionmem.memory.tools",
+    "Message": "sessionmem.messages",
+    "ScriptedModel": "sessionmem.model.scripted",
+    "SearchRequest": "sessionmem.memory.types",
+    "SearchResponse": "sessionmem.memory.types",
+    "SearchResult": "sessionmem.memory.types",
+    "Session": "sessionmem.session.runner",
+    "SessionRunner": "sessionmem.session.runner",
+    "Tool": "sessionmem.session.tools",
+    "ToolCall": "sessionmem.messages",
+    "Usage": "sessionmem.messages",
+    "tool": "sessionmem.session.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessionmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Config",
     "ConfigError",
     "ContextWindowExceeded",
     "EmbedderUnavailable",
+    "HookEvent",
+    "HookRegistry",
+    "LiteLLMModel",
+    "MemoryIndex",
     "MemoryIndexError",
+    "MemoryTools",
+    "Message",
     "ModelError",
+    "ScriptedModel",
+    "SearchRequest",
+    "SearchResponse",
+    "SearchResult",
+    "Session",
     "SessionError",
     "SessionMemError",
+    "SessionRunner",
+    "Tool",
+    "ToolCall",
+    "Usage",
     "UsageError",
     "__version__",
+    "tool",
 ]
