@@ -248,7 +248,7 @@ class RemoteEmbedder:
             self.model,
             base_url=self.base_url,
             headers=self.headers,
-            dimensions=dimensions if provider == "gemini" else None,
+            dimensions=dimensions,  # OpenClaw adds it for Gemini only; any provider's width changes vectors
         )
         self._dims: int | None = dimensions
         self._dims_lock = threading.Lock()
