@@ -185,3 +185,19 @@ def test_bar_and_timeline_order() -> None:
     timeline({"event": "memory_write", "path": "memory/d.md", "mode": "append", "chars": 5, "lines": ["- x"]})
     timeline({"event": "flush", "reason": "r", "path": "memory/d.md", "compaction_count": 0})
     assert "silent memory flush" in printed[0] and printed[-1].endswith("+ - x")
+
+
+def test_demo_uses_a_configured_local_model(tmp_path: Path, gguf_model: Path) -> None:
+    config = tmp_path / "config.json"
+    search = {"provider": "local", "local": {"modelPath": str(gguf_model)}}
+    config.write_text(json.dumps({"agents": {"defaults": {"memorySearch": search}}}))
+    workspace = tmp_path / "w"
+    result = CliRunner().invoke(
+        cli, ["--config", str(config), "demo", "--json", "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 0, result.output
+    records = records_of(result.stdout)
+    assert records[0]["memory_mode"] == "hybrid"
+    search_record = records[first(records, "memory_search")]
+    assert search_record["mode"] == "hybrid"
+    check_story(records, workspace)
