@@ -233,11 +233,11 @@ class DemoAgent:
         if last.role == "tool":  # the write went through: stay silent
             return NO_REPLY
         new = [f for f in self.facts_in(request.messages) if f not in self.saved]
-        if not new:
+        target = _write_target(request)
+        if not new or target is None:
             return NO_REPLY
         heading = [] if self.saved else ["## Japan trip with Tomás"]
         self.saved.extend(new)
-        target = _write_target(request) or "memory/notes.md"
         content = "\n".join([*heading, *new]) + "\n"
         return ToolCall(f"flush-{len(self.saved)}", "write", {"path": target, "content": content})
 
@@ -303,7 +303,8 @@ def recall_answer(tool_result: str) -> str:
 
 
 def demo_config(memory_search: MemorySearchConfig | None = None, timezone: str | None = None) -> Config:
-    """Defaults with a 6,000-token window: flush at 4,000 projected tokens, compaction at 5,000.
+    """Defaults with a 3,000-token window: the flush at 1,800 projected tokens, compaction at 2,100
+    (about turn 13 and turn 14 of the script, and /new after turn 21 flushes the second cycle).
 
     Daily logs are not preloaded into the system prompt, so the new session can only know the early
     fact by searching memory.
@@ -327,10 +328,6 @@ def demo_config(memory_search: MemorySearchConfig | None = None, timezone: str |
 
 
 # ---------------------------------------------------------------------------- the run
-
-
-class DemoFailed(Exception):
-    """The demo ran but the new session did not recall the early fact."""
 
 
 @dataclass

@@ -3,7 +3,8 @@
 No API key, no network: the model is scripted (:mod:`sessionmem.demo`), memory search is FTS-only
 unless the agent's config names a local embedding model. The run happens in a fresh workspace (a new
 temporary folder unless ``--workspace`` names an empty or new one); sessions and the index live in its
-``.sessionmem/`` folder, so nothing of the user's own agent is touched.
+``.sessionmem/`` folder, so nothing of the user's own agent is touched (the global ``--workspace`` is
+not used for the same reason).
 
 The exit status is 0 only when the new session found the early fact again through ``memory_search``.
 """
