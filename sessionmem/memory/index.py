@@ -108,6 +108,21 @@ class IndexStatus:
     issues: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """The files one pass covers: the Markdown memory or not; every transcript (None) or these names."""
+
+    memory: bool = True
+    transcripts: tuple[str, ...] | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.memory and self.transcripts is None
+
+
+WHOLE = _Scope()
+
+
 def _select_embedder(settings: MemorySearchConfig) -> EmbedderSelection:
     try:
         from sessionmem.memory.embed import select_embedder
@@ -269,19 +284,14 @@ class MemoryIndex:
     def sessions_dir(self) -> Path:
         return self.state_dir / "agents" / self.agent_id / "sessions"
 
-    def _sources(self, session_files: list[str] | None = None) -> list[EntrySource]:
-        """One entry source per configured source (a new source slots in here); with ``session_files``
-        (names in the sessions folder) only those transcripts."""
-        if session_files is not None:
-            if "sessions" not in self.source_names():
-                return []
-            return [TranscriptSource(self.sessions_dir, only=session_files)]
+    def _sources(self, scope: _Scope = WHOLE) -> list[EntrySource]:
+        """One entry source per configured source (a new source slots in here), within ``scope``."""
         out: list[EntrySource] = []
         for name in self.source_names():
-            if name == "memory":
+            if name == "memory" and scope.memory:
                 out.append(MarkdownSource(self.workspace, self.settings.extra_paths))
-            elif name == "sessions":
-                out.append(TranscriptSource(self.sessions_dir))
+            elif name == "sessions" and scope.transcripts != ():
+                out.append(TranscriptSource(self.sessions_dir, only=scope.transcripts))
         return out
 
     def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
@@ -317,14 +327,19 @@ class MemoryIndex:
         progress: ProgressFn | None = None,
         reason: str = "manual",
         session_files: Iterable[str | os.PathLike[str]] | None = None,
+        sessions: bool = True,
     ) -> SyncReport:
         """Bring the index in line with the files. Concurrent calls share one run (a forced call
         waits for a running unforced one, then runs).
 
         ``session_files`` (transcript paths or names in the sessions folder): a targeted pass over
         only those transcripts (session deltas, post-compaction); it never shares another run's
-        result, and nothing else is scanned or deleted."""
-        names = None if session_files is None else sorted({Path(p).name for p in session_files})
+        result, and nothing else is scanned or deleted. ``sessions=False``: leave transcripts for a later
+        pass (the first search's bootstrap does not wait for them)."""
+        if session_files is not None:
+            scope = _Scope(False, tuple(sorted({Path(p).name for p in session_files})))
+        else:
+            scope = WHOLE if sessions else _Scope(True, ())
         while True:
             with self._state_lock:
                 if self._closed:
@@ -333,15 +348,15 @@ class MemoryIndex:
                 if current is None:
                     mine: Future[SyncReport] = Future()
                     self._inflight, self._inflight_force = mine, force
-                    self._inflight_targeted = names is not None
+                    self._inflight_targeted = not scope.whole
                     break
-                share = names is None and not self._inflight_targeted and (not force or self._inflight_force)
+                share = scope.whole and not self._inflight_targeted and (not force or self._inflight_force)
             if share:
                 return current.result()
             with contextlib.suppress(BaseException):
                 current.result()
         try:
-            report = self._run_sync(force, progress, reason, names)
+            report = self._run_sync(force, progress, reason, scope)
         except BaseException as exc:
             mine.set_exception(exc)
             raise
@@ -353,16 +368,16 @@ class MemoryIndex:
                 self._inflight = None
 
     def _run_sync(
-        self, force: bool, progress: ProgressFn | None, reason: str, session_files: list[str] | None = None
+        self, force: bool, progress: ProgressFn | None, reason: str, scope: _Scope = WHOLE
     ) -> SyncReport:
         started = time.monotonic()
         report = SyncReport(reason=reason)
-        if session_files is None:
+        if scope.memory:
             self._dirty = False
         try:
             with self._file_lock:
                 try:
-                    self._sync_locked(force, progress, report, session_files)
+                    self._sync_locked(force, progress, report, scope)
                 except DB_ERRORS as exc:
                     if not is_corruption(exc):
                         raise
@@ -370,7 +385,7 @@ class MemoryIndex:
                     report = SyncReport(reason=reason)
                     self._sync_locked(False, progress, report)
         except BaseException as exc:
-            if session_files is None:
+            if scope.memory:
                 self._dirty = True
             self._last_error = f"last sync ({reason}) failed: {exc}"
             raise
@@ -410,7 +425,7 @@ class MemoryIndex:
         force: bool,
         progress: ProgressFn | None,
         report: SyncReport,
-        session_files: list[str] | None = None,
+        scope: _Scope = WHOLE,
     ) -> None:
         embedder = self.selection.embedder
         desired = self._desired_meta(embedder)
@@ -424,7 +439,7 @@ class MemoryIndex:
             self._rebuild(embedder, desired, progress, report)
             return
         indexer = self._indexer(self._conn, embedder, report, progress)
-        indexer.sync(self._sources(session_files), full=False, targeted=session_files is not None)
+        indexer.sync(self._sources(scope), full=False, targeted=not scope.whole)
         self._finish(self._conn, desired, embedder, prune=report.wrote)
 
     def _finish(self, conn: Any, desired: dict[str, Any], embedder: Embedder | None, *, prune: bool) -> None:
@@ -631,7 +646,9 @@ class MemoryIndex:
             if not self._bootstrapped:
                 self._bootstrapped = True
                 if self._count("files") == 0:
-                    self.sync(reason="search")
+                    self.sync(reason="search", sessions=False)  # search never waits for transcripts:
+                    if "sessions" in self.source_names():  # they are indexed in the background
+                        self.sync_in_background("search")
             if self._dirty and self.settings.sync.on_search:
                 self.sync_in_background("search")
             response: SearchResponse = self._get_searcher().search(request)

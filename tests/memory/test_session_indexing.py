@@ -546,3 +546,27 @@ def test_real_embeddings_find_a_delta_indexed_session_hit_by_meaning(
         assert len(new_texts) < len(rows)  # the earlier chunks were not embedded again
     finally:
         index.close()
+
+
+class _SlowOnTranscripts(CountingEmbedder):
+    """Takes a second for any batch holding transcript text."""
+
+    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
+        if any(t.startswith(("User:", "Assistant:")) for t in texts):
+            time.sleep(1.0)
+        return super().embed_documents(texts, progress)
+
+
+def test_the_first_search_of_an_empty_index_does_not_wait_for_transcripts(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    (workspace / "MEMORY.md").write_text("- The spare key is under the blue pot.\n")
+    transcript = new_transcript(state, workspace)
+    transcript.append_message(Message.user("where did we put the spare key again?"))
+    index = open_index(make_config(), _SlowOnTranscripts())
+    started = time.monotonic()
+    found = index.search(SearchRequest(query="spare key blue pot"))
+    assert time.monotonic() - started < 0.9
+    assert [r.path for r in found.results] == ["MEMORY.md"]
+    assert index.wait_idle(10)  # the transcript was indexed in the background
+    assert chunk_rows(index, "sessions/s1.jsonl")
