@@ -65,6 +65,48 @@ def run_measured(cmd: list[str], env: dict[str, str], tmp: Path) -> tuple[float,
     return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, proc.stdout
 
 
+HEAVY = (
+    "numpy",
+    "pydantic",
+    "filelock",
+    "asyncio",
+    "click",
+    "sqlean",
+    "sqlite_vec",
+    "orjson",
+    "tiktoken",
+    "sessionmem.config",
+    "sessionmem.memory.indexer",
+    "sessionmem.memory.session_sync",
+    "sessionmem.memory.session_files",
+    "sessionmem.memory.embed_remote",
+)
+
+
+def import_breakdown(cmd: list[str], env: dict[str, str]) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """One run under ``-X importtime``: (top-level imports, heavy packages), cumulative ms each."""
+    proc = subprocess.run(
+        cmd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, text=True, check=True
+    )
+    top: list[tuple[str, float]] = []
+    heavy: dict[str, float] = {}
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cumulative, name = line.split("|", 2)
+        try:
+            ms = int(cumulative) / 1000
+        except ValueError:
+            continue  # the header line
+        stripped = name.strip()
+        if name.startswith(" ") and not name.startswith("  "):
+            top.append((stripped, ms))
+        if stripped in HEAVY:
+            heavy[stripped] = max(heavy.get(stripped, 0.0), ms)
+    top.sort(key=lambda item: -item[1])
+    return top, heavy
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=20, help="runs of each command (default 20)")
@@ -99,6 +141,7 @@ def main() -> None:
         walls: dict[str, list[float]] = {name: [] for name in commands}
         rss: dict[str, list[float]] = {name: [] for name in commands}
         found = 0
+        top_imports, heavy = import_breakdown(commands[f"sessionmem memory search '{QUERY}'"], env)
         for _ in range(runs):
             for name, cmd in commands.items():
                 wall, peak, stdout = run_measured(cmd, env, tmp)
@@ -147,9 +190,25 @@ def main() -> None:
         f"\nTargets: wall p95 {w95:.3f} s ({verdict(w95, WALL_TARGET_S)} <= {WALL_TARGET_S} s); "
         f"peak RSS p95 {r95:.0f} MB ({verdict(r95, RSS_TARGET_MB)} <= {RSS_TARGET_MB:.0f} MB)."
     )
+    print(
+        "\nWhere a cold search's time goes: one more run under `python -X importtime` (which slows imports "
+        "a little); cumulative import time of the top-level imports, then of heavy packages wherever they "
+        "were imported from:\n"
+    )
+    print(
+        table(["top-level import", "cumulative ms"], [[f"`{n}`", f"{ms:.0f}"] for n, ms in top_imports[:8]])
+    )
+    print()
+    print(
+        table(
+            ["package or module", "cumulative ms"],
+            [[f"`{n}`", f"{ms:.0f}"] for n, ms in sorted(heavy.items(), key=lambda kv: -kv[1])],
+        )
+    )
     if shutil.which("qmd") is None:
         print(
-            "(The peers are not installed here; DESIGN.md quotes qmd 0.16-0.26 s / 71-95 MB, OpenClaw 5-7 s / ~600 MB.)"
+            "\n(The peers are not installed here; DESIGN.md quotes qmd 0.16-0.26 s / 71-95 MB, "
+            "OpenClaw 5-7 s / ~600 MB.)"
         )
     footer()
 

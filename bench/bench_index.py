@@ -9,7 +9,6 @@ See bench/README.md.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -132,10 +131,12 @@ def main() -> None:
                 )
 
     print(
-        "Notes: `common.write_notes` (a heading and 12 bullets of 14 words, ~1.3 KB each, one chunk per note at"
+        "Notes: `common.write_notes` (a heading and 12 bullets of 14 words, ~1.3 KB each, one chunk per "
+        "note at"
     )
     print(
-        "the default chunking of 400 tokens / 80 overlap), plus MEMORY.md. Times are `MemoryIndex.sync()` wall time.\n"
+        "the default chunking of 400 tokens / 80 overlap), plus MEMORY.md. Times are `MemoryIndex.sync()` "
+        "wall time.\n"
     )
     f, n = stats(fts["s"]), stats(noop["s"])
     print(
@@ -162,7 +163,8 @@ def main() -> None:
         )
     )
     print(
-        f"\n({fts['chunks']} chunks per FTS-only index. The {noop['files']:,}-file workspace's first index took "
+        f"\n({fts['chunks']} chunks per FTS-only index. The {noop['files']:,}-file workspace's first "
+        "index took "
         f"{noop['first_s']:.2f} s.)\n"
     )
     if not local:

@@ -73,7 +73,7 @@ class FsyncClock:
                 self.seconds += time.perf_counter() - start
                 self.calls += 1
 
-        os.fsync = fsync
+        os.fsync = fsync  # type: ignore[assignment]
 
 
 FSYNC = FsyncClock()
@@ -90,7 +90,7 @@ def make_runner(root: Path) -> tuple[Any, TimedModel]:
     model = TimedModel(ScriptedModel(responder=reply, name="bench-scripted"))
     ws = root / "workspace"
     (ws / "memory").mkdir(parents=True, exist_ok=True)
-    runner = SessionRunner(model, workspace=ws, state_dir=root / "state")  # type: ignore[arg-type]
+    runner = SessionRunner(model, workspace=ws, state_dir=root / "state")
     return runner, model
 
 
@@ -186,7 +186,8 @@ def main() -> None:
         ]
 
     print(
-        f"Each history size: {sessions} fresh session(s) grown through the runner to the size, one unmeasured "
+        f"Each history size: {sessions} fresh session(s) grown through the runner to the size, one "
+        "unmeasured "
         f"turn, then {turns} measured turns (so history runs from N to N+{2 * turns + 2} messages). "
         "Overhead = run_turn wall time - time inside model.complete: preflight projection, flush check, "
         "transcript appends, request building, sessions.json update, events. CPU time = process CPU time of "
@@ -194,18 +195,20 @@ def main() -> None:
     )
     rows = []
     for history, samples in results.items():
-        s = stats(x[0] for x in samples)
-        f = stats(x[1] for x in samples)
+        whole = stats(x[0] for x in samples)
+        fsync = stats(x[1] for x in samples)
         cpu = stats(x[3] for x in samples)
         calls = max(x[2] for x in samples)
-        target = f"<= {TARGET_MS_AT_1000} ms: {verdict(s.p95, TARGET_MS_AT_1000)}" if history == 1_000 else ""
+        target = (
+            f"<= {TARGET_MS_AT_1000} ms: {verdict(whole.p95, TARGET_MS_AT_1000)}" if history == 1_000 else ""
+        )
         rows.append(
             [
                 f"{history:,}",
-                f"{s.p50:.3f} / {s.p95:.3f}",
-                f"{f.p50:.3f} / {f.p95:.3f} ({calls} per turn)",
+                f"{whole.p50:.3f} / {whole.p95:.3f}",
+                f"{fsync.p50:.3f} / {fsync.p95:.3f} ({calls} per turn)",
                 f"{cpu.p50:.3f} / {cpu.p95:.3f}",
-                s.n,
+                whole.n,
                 target,
             ]
         )
@@ -219,7 +222,8 @@ def main() -> None:
     ]
     print(table(headers, rows))
     print(
-        "\nWhere the time goes at 1,000 messages (cProfile over as many turns again after the timed ones, top 12 by own time; "
+        "\nWhere the time goes at 1,000 messages (cProfile over as many turns again after the timed ones, "
+        "top 12 by own time; "
         "`scripted.py` lines are the model's own prompt count, inside `complete`, so not overhead):\n"
     )
     buf = io.StringIO()

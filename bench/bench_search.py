@@ -133,7 +133,7 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
         def path_timer(path: Any) -> Any:
             return lambda v: path.knn(v, K, model=model, sources=src)
 
-        paths = {"matrix": (router.matrix, vectors)}
+        paths: dict[str, tuple[Any, list[Any]]] = {"matrix": (router.matrix, vectors)}
         if not reuse:
             paths["sqlite-vec"] = (router.sqlite_vec, vectors)
             paths["brute-force"] = (router.brute_force, vectors[:brute_queries])
@@ -168,7 +168,7 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
             stale.search(SearchRequest(queries[0]))
-            out["hybrid_sqlite_vec"] = timed_each(lambda q: stale.search(SearchRequest(q)), queries)
+            out["hybrid_sqlite_vec"] = timed_each(lambda q: stale.search(SearchRequest(str(q))), queries)
         conn.close()
     finally:
         index.close()
@@ -209,8 +209,9 @@ def main() -> None:
     )
     header("Memory search latency (bench_search.py)", args)
     print(
-        f"Synthetic workspace: Zipf vocabulary of 20,000 words (English function words at the head), 100 chunks per file, chunking.tokens=128, "
-        f"overlap 0 (~500-character chunks); 384-d pseudo-random vectors from a hash embedder; "
+        "Synthetic workspace: Zipf vocabulary of 20,000 words (English function words at the head); "
+        "100 chunks per file, each a 490-510-character bullet (chunking.tokens=128, overlap 0); "
+        "384-d pseudo-random vectors from a hash embedder; "
         f"{n_queries} queries (half keyword pairs, half natural questions) drawn from random chunks; "
         f"k={K} neighbours per vector query (the default request's candidate count). Query vectors are "
         "precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
@@ -299,9 +300,14 @@ def main() -> None:
     rows = []
     for r, o in zip(results, single, strict=True):
         for key, label in (("vec_matrix", "matrix scan"), ("hybrid_matrix", "hybrid search")):
-            a, b = stats(r[key]), stats(o[key])
+            dflt, one = stats(r[key]), stats(o[key])
             rows.append(
-                [f"{r['chunks']:,}", label, f"{a.p50:.2f} / {a.p95:.2f}", f"{b.p50:.2f} / {b.p95:.2f}"]
+                [
+                    f"{r['chunks']:,}",
+                    label,
+                    f"{dflt.p50:.2f} / {dflt.p95:.2f}",
+                    f"{one.p50:.2f} / {one.p95:.2f}",
+                ]
             )
     print(
         table(

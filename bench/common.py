@@ -414,25 +414,31 @@ class ZipfVocabulary:
         return rng.choices(self.words, cum_weights=self._cum, k=k)
 
 
-def write_chunky_workspace(
-    root: Path, n_chunks: int, *, chunks_per_file: int = 100, lines_per_chunk: int = 4, seed: int = 5
-) -> int:
-    """A workspace whose notes chunk into about ``n_chunks`` chunks with ``chunking.tokens = 128``.
+def write_chunky_workspace(root: Path, n_chunks: int, *, chunks_per_file: int = 100, seed: int = 5) -> int:
+    """A workspace that indexes into exactly ``n_chunks`` chunks with ``chunking.tokens = 128``.
 
-    Each line is ~110 characters (a bullet of Zipf-drawn words), so 4 lines fill one 512-character
-    chunk. Returns the number of files written.
+    The chunker packs whole lines into chunks of at most 512 characters. Each file is a heading plus
+    bullets of 490-510 characters of Zipf-drawn words, so no two lines share a chunk (512 characters):
+    every bullet is one chunk, and so is the heading. Returns the number of files written.
     """
     rng = random.Random(seed)
     vocab = ZipfVocabulary()
     mem = root / "memory"
     mem.mkdir(parents=True, exist_ok=True)
     n_files = max(1, (n_chunks + chunks_per_file - 1) // chunks_per_file)
+    left = n_chunks
     for i in range(n_files):
         day = f"{2022 + i % 4}-{1 + i % 12:02d}-{1 + i % 28:02d}"
         lines = [f"# Notes {i} ({day})"]
-        for _ in range(chunks_per_file * lines_per_chunk):
-            words = vocab.sample(rng, 15)
-            lines.append("- " + " ".join(words).capitalize() + ".")
+        for _ in range(min(chunks_per_file, left) - 1):
+            text = "- "
+            while len(text) < 508:
+                text += " ".join(vocab.sample(rng, 8)) + " "
+            text = text[:508].rsplit(" ", 1)[0].rstrip()
+            while len(text) < 490:  # long enough that the heading cannot join it
+                text += " ok"
+            lines.append(text + ".")
+        left -= len(lines)
         (mem / f"{day}-log-{i:05d}.md").write_text("\n".join(lines) + "\n")
     return n_files
 
