@@ -67,6 +67,35 @@ def bm25_rank_to_score(rank: float) -> float:
     return 1 / (1 + rank)
 
 
+def keyword_scores(ranks: Sequence[float], coverage: Sequence[float] | None = None) -> list[float]:
+    """Text scores in (0, 1] for one query's keyword hits, best first by BM25.
+
+    FTS5's ``bm25()`` depends on the corpus: a term found in half the notes of a small workspace has
+    an IDF floored to 1e-6, so OpenClaw's ``r/(1+r)`` turns a perfect match into 0.000 and keyword
+    hits stop counting in the hybrid merge. Here a hit scores ``coverage · (0.5 + 0.5 · r / r_max)``:
+    a chunk holding every query term is a solid match (at least 0.5) and BM25 orders such chunks;
+    ``coverage`` (the share of query terms the chunk holds, 1 for an AND match) weighs OR matches.
+    """
+    magnitudes = [-r if math.isfinite(r) and r < 0 else 0.0 for r in ranks]
+    top = max(magnitudes, default=0.0)
+    covers = list(coverage) if coverage is not None else [1.0] * len(magnitudes)
+    return [
+        max(0.0, min(1.0, cov)) * (0.5 + 0.5 * (m / top if top > 0 else 1.0))
+        for m, cov in zip(magnitudes, covers, strict=True)
+    ]
+
+
+def term_coverage(terms: Sequence[str], indexed_text: str) -> float:
+    """The share of ``terms`` (as ``fts_text`` spells them) present as whole words in ``indexed_text``."""
+    if not terms:
+        return 1.0
+    haystack = indexed_text.casefold()
+    found = sum(
+        1 for t in terms if re.search(r"(?<!\w)" + re.escape(t.casefold()) + r"(?!\w)", haystack) is not None
+    )
+    return found / len(terms)
+
+
 def merge_hybrid(
     keyword_hits: Iterable[Candidate],
     vector_hits: Iterable[Candidate],

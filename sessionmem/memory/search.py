@@ -37,7 +37,8 @@ from sessionmem.errors import EmbeddingError, MemoryIndexError
 from sessionmem.memory import ranking
 from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.embedding import Embedder
-from sessionmem.memory.keywords import fts_queries
+from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.keywords import fts_queries, fts_terms
 from sessionmem.memory.ranking import Candidate
 from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult
 from sessionmem.memory.vectors import VectorPath, VectorRouter
@@ -234,25 +235,28 @@ class Searcher:
         params += source_filter
         if dated:
             params += [(request.after or date.min).isoformat(), (request.before or date.max).isoformat()]
-        for match in fts_queries(query):
+        for strict, match in zip((True, False), fts_queries(query), strict=False):
             try:
                 rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
             except Exception as exc:  # quoting makes this unreachable; a message beats a crash
                 raise MemoryIndexError(f"keyword search failed for {match!r}: {exc}") from exc
             if rows:
+                coverage = None if strict else self._term_coverage(query, [r[0] for r in rows])
+                scores = ranking.keyword_scores([float(r[1]) for r in rows], coverage)
                 return [
                     Candidate(
-                        id=r[0],
-                        path="",
-                        source="",
-                        start_line=0,
-                        end_line=0,
-                        text="",
-                        text_score=ranking.bm25_rank_to_score(float(r[1])),
+                        id=r[0], path="", source="", start_line=0, end_line=0, text="", text_score=score
                     )
-                    for r in rows
+                    for r, score in zip(rows, scores, strict=True)
                 ]
         return []
+
+    def _term_coverage(self, query: str, ids: list[str]) -> list[float]:
+        """For an OR match: the share of the query's terms each chunk holds."""
+        terms = [fts_text(t).strip() for t in fts_terms(query)]
+        placeholders = ",".join("?" * len(ids))
+        texts = dict(self._conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({placeholders})", ids))
+        return [ranking.term_coverage(terms, fts_text(texts.get(i, ""))) for i in ids]
 
     # ------------------------------------------------------------------ vector
 

@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from sessionmem.memory import ranking
+from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.ranking import Candidate
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -206,3 +207,19 @@ def test_mmr_lambda_one_is_plain_sort_and_keeps_all() -> None:
 def test_mmr_ties_go_to_higher_original_score() -> None:
     cands = [cand("lo", text="same words", merged=0.5), cand("hi", text="same words", merged=0.6)]
     assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.5)] == ["hi", "lo"]
+
+
+def test_keyword_scores_keep_a_full_match_solid_whatever_the_corpus_size() -> None:
+    # bm25() of a term found in half of a tiny corpus is about -1e-6: OpenClaw's r/(1+r) gives 0.000
+    tiny = ranking.keyword_scores([-2e-6, -1e-6])
+    assert tiny == [pytest.approx(1.0), pytest.approx(0.75)]
+    assert all(s >= 0.5 for s in ranking.keyword_scores([-9.0, -3.0, -0.1]))
+
+
+def test_or_matches_are_weighed_by_the_share_of_terms_they_hold() -> None:
+    terms = ["billing", "cutover", "zebra"]
+    assert ranking.term_coverage(terms, "the billing cutover is on tuesday") == pytest.approx(2 / 3)
+    assert ranking.term_coverage(terms, "cutovers and billings") == 0.0  # whole words only
+    assert ranking.term_coverage(["周  会"], fts_text("与上海团队的周会改到每周四")) == 1.0
+    full, partial = ranking.keyword_scores([-3.0, -3.0], [1.0, 1 / 3])
+    assert full == pytest.approx(1.0) and partial == pytest.approx(1 / 3)
