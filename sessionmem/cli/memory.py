@@ -419,11 +419,5 @@ def probe_embeddings(selection: EmbedderSelection) -> dict[str, Any]:
 
 def current_vector_path(index: MemoryIndex, *, warm: bool) -> dict[str, str]:
     """The path the next vector query takes and why; ``warm`` loads the matrix first (--deep)."""
-    try:
-        searcher = index._get_searcher()  # the index exposes no public accessor yet
-        if warm:
-            searcher.warm()
-        path = searcher.vector_path
-    except AttributeError:  # pragma: no cover - a different index implementation
-        return {"name": "unknown", "reason": "the index does not report its vector path"}
+    path = index.vector_path(warm=warm)
     return {"name": str(path.name), "reason": str(path.reason)}

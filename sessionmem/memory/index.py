@@ -19,6 +19,7 @@ A database that is not one (or is malformed, or has another schema version) is m
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -48,6 +49,7 @@ from sessionmem.memory.indexer import (
     apply_schema,
     is_corruption,
     meta_mismatch,
+    plan_source,
     prune_cache,
     read_json,
     read_meta,
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from sessionmem.memory.embedding import Embedder
     from sessionmem.memory.files import EntrySource
     from sessionmem.memory.types import SearchRequest, SearchResponse
+    from sessionmem.memory.vectors import VectorPath
 
 __all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
 
@@ -651,8 +654,7 @@ class MemoryIndex:
                         self.sync_in_background("search")
             if self._dirty and self.settings.sync.on_search:
                 self.sync_in_background("search")
-            response: SearchResponse = self._get_searcher().search(request)
-            return response
+            return self._with_fallback(self._get_searcher().search(request))
         except Exception as error:
             if not _caused_by_corruption(error):
                 raise
@@ -667,8 +669,22 @@ class MemoryIndex:
                 self._reader.close()
             self._reader, _ = self._connect(self.path)
             self._searcher = None
-        response = self._get_searcher().search(request)
-        return response
+        return self._with_fallback(self._get_searcher().search(request))
+
+    def _with_fallback(self, response: SearchResponse) -> SearchResponse:
+        """Say in every response when the configured provider failed and its fallback answers."""
+        sel = self.selection
+        if sel.fallback_from is None:
+            return response
+        return dataclasses.replace(response, fallback={"from": sel.fallback_from, "reason": sel.reason or ""})
+
+    def vector_path(self, *, warm: bool = False) -> VectorPath:
+        """The path the next vector query takes and why; ``warm`` loads the in-memory matrix first."""
+        searcher = self._get_searcher()
+        if warm:
+            searcher.warm()
+        path: VectorPath = searcher.vector_path
+        return path
 
     def _get_searcher(self) -> Any:
         if self._searcher is None:
@@ -712,6 +728,10 @@ class MemoryIndex:
                 meta = read_meta(reader) or {}
                 file_issues = read_json(reader, FILE_ISSUES_KEY) or {}
                 dims = vec_dims(reader) or meta.get("vectorDims")
+                self._dirty = bool(
+                    meta_mismatch(meta or None, self._desired_meta(embedder))
+                    or any(plan_source(reader, source).pending for source in self._sources())
+                )
         except DB_ERRORS as exc:
             self._dirty = True
             unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"

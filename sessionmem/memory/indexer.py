@@ -151,6 +151,41 @@ def meta_mismatch(stored: dict[str, Any] | None, desired: dict[str, Any]) -> lis
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SourcePlan:
+    """What one source needs, decided from ``stat`` alone (DESIGN decision 10)."""
+
+    scanned: int
+    unchanged: int
+    todo: list[tuple[MemoryFile, str | None]]  # (entry, previously indexed hash)
+    gone: set[str]  # indexed paths no longer on disk
+
+    @property
+    def pending(self) -> int:
+        return len(self.todo) + len(self.gone)
+
+
+def plan_source(conn: Any, source: EntrySource, *, full: bool = False, targeted: bool = False) -> SourcePlan:
+    """Compare ``source``'s files (stat only) with the ``files`` table: what to index, what is gone."""
+    entries = source.scan()
+    known = {
+        row[0]: (row[1], row[2], row[3])
+        for row in conn.execute(
+            "SELECT path, hash, mtime_ns, size FROM files WHERE source = ?", (source.name,)
+        )
+    }
+    todo: list[tuple[MemoryFile, str | None]] = []
+    unchanged = 0
+    for entry in entries:
+        old = known.get(entry.rel_path)
+        if not full and old is not None and old[1] == entry.mtime_ns and old[2] == entry.size:
+            unchanged += 1
+        else:
+            todo.append((entry, old[0] if old else None))
+    gone = set() if targeted else set(known) - {e.rel_path for e in entries}
+    return SourcePlan(len(entries), unchanged, todo, gone)
+
+
 def has_table(conn: Any, name: str) -> bool:
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
     return row is not None
@@ -237,23 +272,10 @@ class Indexer:
         before = dict(self.file_issues)
         plans = []
         for source in sources:
-            entries = source.scan()
-            self.report.files_scanned += len(entries)
-            known = {
-                row[0]: (row[1], row[2], row[3])
-                for row in self.conn.execute(
-                    "SELECT path, hash, mtime_ns, size FROM files WHERE source = ?", (source.name,)
-                )
-            }
-            todo = []
-            for entry in entries:
-                old = known.get(entry.rel_path)
-                if not full and old is not None and old[1] == entry.mtime_ns and old[2] == entry.size:
-                    self.report.files_unchanged += 1
-                else:
-                    todo.append((entry, old[0] if old else None))
-            gone = set() if targeted else set(known) - {e.rel_path for e in entries}
-            plans.append((source, todo, gone))
+            plan = plan_source(self.conn, source, full=full, targeted=targeted)
+            self.report.files_scanned += plan.scanned
+            self.report.files_unchanged += plan.unchanged
+            plans.append((source, plan.todo, plan.gone))
         total = sum(len(todo) for _, todo, _ in plans)
         done = 0
         if self.progress is not None:

@@ -518,7 +518,10 @@ def test_session_transcripts_are_indexed_with_jsonl_line_numbers(
     assert rows(index, "SELECT date FROM chunks WHERE source = 'sessions'") == [("2025-11-03",)]
     assert index.status().files_by_source == {"sessions": 1}
     # Listing "sessions" is the opt-in (experimental.sessionMemory is accepted, not required).
-    assert open_index(config=settings(sources=["memory", "sessions"])).source_names() == ["memory", "sessions"]
+    assert open_index(config=settings(sources=["memory", "sessions"])).source_names() == [
+        "memory",
+        "sessions",
+    ]
     # Without "sessions" in sources, the transcript rows go.
     plain = open_index(config=settings(sources=["memory"]))
     assert plain.source_names() == ["memory"]
@@ -638,3 +641,24 @@ def test_provider_is_chosen_from_config_when_no_selection_is_given(workspace: Pa
         assert (status.provider_requested, status.provider, status.mode) == ("none", "none", "fts-only")
         assert status.fallback_reason
         assert index.sync().files_indexed == 1
+
+
+def test_status_in_a_new_process_says_dirty_only_when_files_changed(workspace: Path, open_index: Any) -> None:
+    note = write(workspace / "memory" / "a.md", "the billing cutover is on tuesday\n")
+    open_index().sync()
+    reopened = open_index()  # a later CLI call: nothing synced in this process yet
+    assert not reopened.status().dirty
+    write(workspace / "memory" / "b.md", "new note\n")
+    assert reopened.status().dirty
+    reopened.sync()
+    assert not reopened.status().dirty
+    note.unlink()
+    assert reopened.status().dirty
+
+
+def test_search_says_when_the_fallback_provider_answers(workspace: Path, state: Path) -> None:
+    write(workspace / "memory" / "a.md", "the billing cutover is on tuesday\n")
+    selection = EmbedderSelection(HashEmbedder(), "openai", fallback_from="openai", reason="quota exhausted")
+    with MemoryIndex.open("main", workspace, settings(), state_dir=state, selection=selection) as index:
+        response = index.search(SearchRequest("billing cutover"))
+    assert response.results and response.fallback == {"from": "openai", "reason": "quota exhausted"}
