@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from sessionmem.config import Config
 from sessionmem.errors import MemoryPathError
+from sessionmem.memory.files import NotMarkdownError, read_markdown
 from sessionmem.memory.paths import resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
@@ -349,7 +350,7 @@ def handle_memory_get(
             text = _read_session(target.path, start, count)
         else:
             text = _read_markdown(target.path, start, count)
-    except MemoryPathError as exc:
+    except (MemoryPathError, NotMarkdownError) as exc:
         return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
     except Exception as exc:  # unreadable files come back to the model as JSON
         return {"path": shown, "text": "", "disabled": True, "error": f"cannot read {shown}: {exc}"}
@@ -367,8 +368,9 @@ def slice_lines(content: str, start: int | None, count: int | None) -> str:
 
 
 def _read_markdown(path: Path, start: int | None, count: int | None) -> str:
+    """The file as the index reads it (binary refused, BOM and CRLF normalised), then the window."""
     try:
-        content = path.read_text(encoding="utf-8", errors="replace")
+        content = read_markdown(path).text
     except FileNotFoundError:
         return ""
     return slice_lines(content, start, count)

@@ -336,6 +336,14 @@ def test_get_missing_file_is_empty_text(workspace: Path) -> None:
     }
 
 
+def test_get_refuses_a_binary_file_named_md_and_normalises_text(workspace: Path) -> None:
+    (workspace / "memory" / "blob.md").write_bytes(b"\xff\xfe\x00\x00binary")
+    out = handle_memory_get(workspace, {"path": "memory/blob.md"})
+    assert out["disabled"] is True and out["text"] == "" and "binary" in out["error"]
+    (workspace / "memory" / "crlf.md").write_bytes(b"\xef\xbb\xbfone\r\ntwo\r\n")
+    assert handle_memory_get(workspace, {"path": "memory/crlf.md", "from": 2, "lines": 1})["text"] == "two"
+
+
 def test_get_extra_path_file(workspace: Path, tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
