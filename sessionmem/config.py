@@ -190,9 +190,14 @@ class MemorySearchConfig(_Camel):
 
 
 class MemoryFlushConfig(_Camel):
+    """The silent pre-compaction flush. It runs once per compaction cycle, when the projected prompt
+    reaches ``contextWindow - reserve - softThresholdTokens``, or when the transcript growth since the
+    last compaction (since the session started, before the first) reaches ``forceFlushTranscriptBytes``
+    (a size such as ``"2mb"`` or a byte count; 0 disables the size trigger)."""
+
     enabled: bool = True
     soft_threshold_tokens: int = Field(4000, ge=0)
-    force_flush_transcript_bytes: int = Field(2 * 1024 * 1024, ge=0)  # 0 disables
+    force_flush_transcript_bytes: int = Field(2 * 1024 * 1024, ge=0)  # growth since the last compaction
     prompt: str | None = None  # None or blank -> the default prompt
     system_prompt: str | None = None
 

@@ -110,7 +110,13 @@ def should_flush(
     writable: bool = True,
     provider_owns_compaction: bool = False,
 ) -> FlushDecision:
-    """Decide the pre-turn flush: due by tokens (inclusive threshold) or transcript size; once per cycle."""
+    """Decide the pre-turn flush: due by tokens (inclusive threshold) or by transcript growth; once per cycle.
+
+    ``transcript_bytes`` is how much the transcript grew since its latest compaction entry (since the
+    session started without one), not the file size: the file only grows, so its size would force the
+    flush on the first turn of every cycle once past the limit, and that cycle's turns would then be
+    compacted unsaved (the gate sees the cycle already flushed).
+    """
     flush_cfg = compaction.memory_flush
     if not flush_cfg.enabled:
         return FlushDecision(False, "flush disabled")
@@ -119,7 +125,7 @@ def should_flush(
     threshold = flush_threshold(context_window, compaction)
     force_bytes = flush_cfg.force_flush_transcript_bytes
     if force_bytes > 0 and transcript_bytes >= force_bytes:
-        reason = f"transcript size {transcript_bytes} >= {force_bytes} bytes"
+        reason = f"transcript grew {transcript_bytes} >= {force_bytes} bytes since the last compaction"
     elif threshold > 0 and projected is not None and projected >= threshold:
         reason = f"projected {projected} >= threshold {threshold} tokens"
     else:

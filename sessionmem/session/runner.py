@@ -245,7 +245,12 @@ class Session:
             await compact_through_gate(self, "threshold")  # the gate flushes first
             return
         decision = should_flush(
-            projected, self.context_window, cfg, self._entry_dict(), self.transcript.size_bytes(), **guards
+            projected,
+            self.context_window,
+            cfg,
+            self._entry_dict(),
+            self.transcript.bytes_since_compaction(),
+            **guards,
         )
         if decision.skipped:
             await self._emit(FlushSkippedEvent(session_key=self.key, reason=decision.reason))

@@ -204,13 +204,21 @@ def read_entries(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Malformed lines (bad JSON, not an object, a torn last line) are skipped, never raised.
     A missing file yields nothing.
     """
+    for no, _end, obj in _read_lines(path):
+        yield no, obj
+
+
+def _read_lines(path: str | Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """:func:`read_entries` with the byte offset at which each line ends (its newline included)."""
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         return
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc}") from exc
+    end = 0
     for no, line in enumerate(raw.split(b"\n"), start=1):
+        end = min(len(raw), end + len(line) + 1)
         if not line.strip():
             continue
         try:
@@ -219,7 +227,7 @@ def read_entries(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             log.debug("skipping malformed line %d of %s", no, path)
             continue
         if isinstance(obj, dict):
-            yield no, obj
+            yield no, end, obj
 
 
 def read_messages(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
@@ -258,13 +266,22 @@ class Transcript:
     """An append-only JSONL transcript. Open with :meth:`open`; every append is one whole line."""
 
     def __init__(
-        self, path: Path, session_id: str, header: dict[str, Any], ids: set[str], leaf: str | None
+        self,
+        path: Path,
+        session_id: str,
+        header: dict[str, Any],
+        ids: set[str],
+        leaf: str | None,
+        compaction_end: int = 0,
     ) -> None:
         self.path = path
         self.session_id = session_id
         self.header = header
         self._ids = ids
         self._leaf = leaf
+        # Byte offset at which the latest compaction entry's line ends (0 without one): the size-forced
+        # flush measures the growth after it (see bytes_since_compaction).
+        self._compaction_end = compaction_end
 
     @classmethod
     def open(
@@ -286,7 +303,8 @@ class Transcript:
         ids: set[str] = set()
         leaf: str | None = None
         any_line = False
-        for no, obj in read_entries(p):
+        compaction_end = 0
+        for no, end, obj in _read_lines(p):
             any_line = True
             if obj.get("type") == "session":
                 header = header or obj
@@ -295,6 +313,8 @@ class Transcript:
             if entry is not None:
                 ids.add(entry.id)
                 leaf = entry.id
+                if entry.type == "compaction":
+                    compaction_end = end
         if header is None:
             header = {
                 "type": "session",
@@ -309,7 +329,7 @@ class Transcript:
                 header["parentSession"] = parent_session
             if not any_line:  # a new (or empty, or wholly unreadable) file gets its header first
                 _append_line(p, header, only_if_empty=True)
-        return cls(p, session_id, header, ids, leaf)
+        return cls(p, session_id, header, ids, leaf, compaction_end)
 
     @property
     def leaf_id(self) -> str | None:
@@ -326,8 +346,10 @@ class Transcript:
     def _append(self, etype: str, fields: dict[str, Any]) -> str:
         eid = self._new_id()
         entry = {"type": etype, "id": eid, "parentId": self._leaf, "timestamp": iso_now(), **fields}
-        _append_line(self.path, entry, header=self.header)
+        end = _append_line(self.path, entry, header=self.header)
         self._leaf = eid
+        if etype == "compaction":
+            self._compaction_end = end
         return eid
 
     def append_message(
@@ -425,6 +447,16 @@ class Transcript:
         except FileNotFoundError:
             return 0
 
+    def bytes_since_compaction(self) -> int:
+        """How much the file grew after the latest compaction entry (the whole file without one).
+
+        Why not :meth:`size_bytes`: the transcript only grows, so once it passed
+        ``forceFlushTranscriptBytes`` every new cycle would flush on its first turn, before it said
+        anything worth saving. A file now shorter than the offset was replaced: all of it counts.
+        """
+        size = self.size_bytes()
+        return size - self._compaction_end if size >= self._compaction_end else size
+
 
 def _ms_from_iso(text: str) -> int | None:
     try:
@@ -435,8 +467,9 @@ def _ms_from_iso(text: str) -> int | None:
 
 def _append_line(
     path: Path, obj: dict[str, Any], *, header: dict[str, Any] | None = None, only_if_empty: bool = False
-) -> None:
-    """Append ``obj`` as one line with one ``os.write``; repair a torn last line first.
+) -> int:
+    """Append ``obj`` as one line with one ``os.write``; repair a torn last line first. Returns the byte
+    offset at which the line ends (the file size right after the write).
 
     ``header`` is written first when the file is empty (it was archived or deleted under us), so a
     transcript never lacks its header. ``only_if_empty`` writes nothing unless the file is empty (two
@@ -454,7 +487,7 @@ def _append_line(
             fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if only_if_empty and size > 0:
-            return
+            return size
         if size == 0 and header is not None:
             line = orjson.dumps(header) + b"\n" + line
         if size > 0:
@@ -470,6 +503,7 @@ def _append_line(
         written = os.write(fd, line)
         if written != len(line):
             raise TranscriptError(f"short write to transcript {path}: {written} of {len(line)} bytes")
+        return size + written
     except OSError as exc:
         raise TranscriptError(f"cannot append to transcript {path}: {exc}") from exc
     finally:

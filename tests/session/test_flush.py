@@ -21,7 +21,7 @@ def compaction(window_reserve: int = 0, floor: int = 0, soft: int = 0, **flush: 
     return CompactionConfig(
         reserve_tokens=window_reserve,
         reserve_tokens_floor=floor,
-        memory_flush=MemoryFlushConfig(soft_threshold_tokens=soft, **flush),  # type: ignore[arg-type]
+        memory_flush=MemoryFlushConfig(soft_threshold_tokens=soft, **flush),
     )
 
 
@@ -65,10 +65,10 @@ def test_once_per_compaction_cycle(entry: dict | None, flushed: bool) -> None:
     assert should_flush(96, 100, cfg, entry, 0).run is (not flushed)
 
 
-def test_transcript_size_forces_a_flush_even_without_tokens() -> None:
+def test_transcript_growth_forces_a_flush_even_without_tokens() -> None:
     cfg = compaction(0, 20_000, 4_000, force_flush_transcript_bytes=1000)
     decision = should_flush(None, 200_000, cfg, {}, 1000)
-    assert decision.run and "transcript size" in decision.reason
+    assert decision.run and "transcript grew" in decision.reason
     assert not should_flush(None, 200_000, cfg, {}, 999).run
     off = compaction(0, 20_000, 4_000, force_flush_transcript_bytes=0)
     assert not should_flush(None, 200_000, off, {}, 10**9).run

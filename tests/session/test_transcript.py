@@ -261,3 +261,24 @@ def test_the_documented_example_reads_as_documented(tmp_path: Path) -> None:
     )
     assert [(eid, m.content) for eid, m in ctx[1:]] == [("0a1b2c3d", "The cutover is on the 14th.")]
     assert ctx[1][1].usage is not None and ctx[1][1].usage.total_tokens == 1299
+
+
+def test_growth_since_compaction_counts_only_bytes_after_the_latest_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "s1.jsonl"
+    t = Transcript.open(path, "s1")
+    t.append_message(Message.user("early " * 50))
+    assert t.bytes_since_compaction() == t.size_bytes()  # no compaction yet: since the session start
+    t.append_compaction("summary", None, 100, 10)
+    assert t.bytes_since_compaction() == 0
+    size_at_compaction = t.size_bytes()
+    t.append_message(Message.user("later"))
+    grown = t.size_bytes() - size_at_compaction
+    assert grown > 0 and t.bytes_since_compaction() == grown
+    # A new process reading the file finds the same offset.
+    assert Transcript.open(path, "s1").bytes_since_compaction() == grown
+    # The latest compaction counts, not the first.
+    t.append_compaction("summary 2", None, 100, 10)
+    t.append_message(Message.user("x"))
+    reopened = Transcript.open(path, "s1")
+    assert 0 < reopened.bytes_since_compaction() < grown + 100
+    assert reopened.bytes_since_compaction() == t.bytes_since_compaction()
