@@ -7,7 +7,8 @@ One turn, top to bottom (:meth:`Session.run_turn`):
 2. call the model with the user message, dispatching tool calls, until it answers (bounded); the
    message is written to the transcript once the model accepted it (after any overflow recovery);
 3. record usage in sessions.json;
-4. if the projection now reaches the compaction threshold, compact through the gate.
+4. if the projection now reaches the compaction threshold, compact through the gate (not in heartbeat
+   runs, which may not flush: the next real turn's preflight does both).
 
 A provider context-overflow compacts through the gate and retries once (a second overflow is raised).
 Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
@@ -383,8 +384,12 @@ class Session:
     # ---------------------------------------------------------------- flush and compaction
 
     async def _compact_if_over_threshold(self) -> None:
+        # Trigger: a heartbeat turn pushed the context over the threshold. Why: the gate may not flush in
+        # a heartbeat run, so compacting here would summarise the cycle's real turns unsaved.
+        # Outcome: left as is; the next real turn's preflight flushes, then compacts.
         cfg = self.runner.agent.compaction
-        if cfg.enabled and not self._guards()["provider_owns_compaction"]:
+        guards = self._guards()
+        if cfg.enabled and not guards["heartbeat"] and not guards["provider_owns_compaction"]:
             threshold = compaction_threshold(self.context_window, cfg)
             if threshold > 0 and self.projection().tokens >= threshold:
                 await compact_through_gate(self, "threshold")

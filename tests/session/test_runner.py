@@ -398,6 +398,28 @@ def test_heartbeat_runs_skip_the_flush_with_an_event(tmp_path: Path, workspace: 
     assert {e.reason for e in recorder.events if e.kind == "flush_skipped"} >= {"heartbeat run"}
 
 
+def test_a_heartbeat_turn_over_the_threshold_leaves_compaction_to_the_next_real_turn(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(30)))
+    config = small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    real, recorder = make_runner(model, tmp_path, workspace, config)
+    chat(real.open(), 4)  # below the flush threshold (2200 tokens)
+    assert recorder.kinds("flush", "compaction") == []
+    heartbeat, beats = make_runner(model, tmp_path, workspace, config, heartbeat=True)
+    heartbeat.open().run_turn_sync("heartbeat check: " + words(760))  # now over the threshold (2500)
+    # No flush, and no compaction that would summarise this cycle's turns before they were saved.
+    assert beats.kinds("flush", "compaction") == []
+    assert heartbeat.open().projection().tokens >= 2500
+    assert store_entry(heartbeat).get("compactionCount", 0) == 0
+    # The next real turn flushes the cycle, then compacts, before it runs.
+    again, after = make_runner(model, tmp_path, workspace, config)
+    assert again.open().run_turn_sync("and now a real question").reply is not None
+    assert after.kinds("flush", "compaction", "turn")[:3] == ["flush", "compaction", "turn"]
+    first_flush = next(e for e in after.events if isinstance(e, FlushEvent))
+    assert first_flush.compaction_count == 0
+
+
 def test_overflow_with_compaction_disabled_is_raised(tmp_path: Path, workspace: Path) -> None:
     model = ScriptedModel([ContextWindowExceeded("too long")])
     config = small_config(window=100_000, compaction={"enabled": False})
