@@ -1,11 +1,16 @@
 """Developer tools: a name, a description, a JSON schema and a handler (sync or async).
 
+A sync handler runs in a worker thread (``asyncio.to_thread``): a tool that blocks (HTTP, sqlite, a
+subprocess) must not stall the caller's event loop while the turn waits for it. Async handlers are
+awaited on the loop.
+
 Failures are the model's business, not the user's: an unknown tool, bad arguments or an exception in
 a handler come back to the model as a tool result with ``is_error`` set, and the turn goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import types
 import typing
@@ -107,9 +112,13 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
         return ToolOutcome(f"Unknown tool: {call.name}. Available tools: {available}.", is_error=True)
+    arguments = call.arguments or {}
     try:
-        result = found.handler(**(call.arguments or {}))
-        if inspect.isawaitable(result):
+        if inspect.iscoroutinefunction(found.handler):
+            result = await found.handler(**arguments)
+        else:
+            result = await asyncio.to_thread(found.handler, **arguments)
+        if inspect.isawaitable(result):  # a sync callable that returned an awaitable (e.g. a partial)
             result = await typing.cast(Awaitable[Any], result)
     except ToolError as exc:
         return ToolOutcome(str(exc), is_error=True)

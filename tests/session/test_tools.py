@@ -1,0 +1,89 @@
+"""Developer tools in a turn: a blocking sync handler runs in a worker thread (the caller's event loop
+keeps going), an async handler is awaited on the loop; both results reach the model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from sessionmem.messages import ToolCall
+from sessionmem.model.scripted import ScriptedModel
+from sessionmem.session.tools import tool
+from tests.scenarios.harness import make_runner, small_config
+
+BIG = small_config(window=100_000, keep=60)
+
+
+def test_a_blocking_sync_tool_does_not_block_the_callers_event_loop(tmp_path: Path, workspace: Path) -> None:
+    slept: dict[str, float] = {}
+
+    @tool
+    def slow_lookup(q: str) -> str:
+        """Look something up slowly."""
+        slept["start"] = time.monotonic()
+        time.sleep(0.3)
+        slept["end"] = time.monotonic()
+        return f"found {q}"
+
+    model = ScriptedModel([ToolCall("1", "slow_lookup", {"q": "tea"}), "done"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[slow_lookup])
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    async def main() -> str | None:
+        task = asyncio.create_task(ticker())
+        try:
+            return (await runner.open().run_turn("find tea")).reply
+        finally:
+            task.cancel()
+
+    assert asyncio.run(main()) == "done"
+    assert model.calls[1].messages[-1].content == "found tea"
+    during = [t for t in ticks if slept["start"] < t < slept["end"]]
+    assert len(during) >= 5, f"the concurrent coroutine ran {len(during)} times while the tool slept"
+
+
+def test_an_async_tool_is_awaited_on_the_loop_and_a_sync_tool_runs_in_a_thread(
+    tmp_path: Path, workspace: Path
+) -> None:
+    threads: dict[str, int] = {}
+
+    @tool
+    async def fetch(url: str) -> dict[str, str]:
+        """Fetch a page."""
+        await asyncio.sleep(0.01)
+        threads["fetch"] = threading.get_ident()
+        return {"url": url, "status": "ok"}
+
+    @tool
+    def count(text: str) -> int:
+        """Count words."""
+        threads["count"] = threading.get_ident()
+        return len(text.split())
+
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("1", "fetch", {"url": "https://example.test"}),
+                ToolCall("2", "count", {"text": "a b c"}),
+            ],
+            "ok",
+        ]
+    )
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[fetch, count])
+
+    async def main() -> tuple[str | None, int]:
+        return (await runner.open().run_turn("go")).reply, threading.get_ident()
+
+    reply, loop_thread = asyncio.run(main())
+    assert reply == "ok"
+    results = [(m.tool_call_id, m.content, m.is_error) for m in model.calls[1].messages if m.role == "tool"]
+    assert results == [("1", '{"url":"https://example.test","status":"ok"}', False), ("2", "3", False)]
+    assert threads["fetch"] == loop_thread
+    assert threads["count"] != loop_thread
