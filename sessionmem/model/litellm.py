@@ -1,6 +1,9 @@
 """LiteLLMModel: the chat adapter over litellm, and the only module that imports litellm for chat.
 
-litellm is imported inside :meth:`LiteLLMModel.complete` (it takes seconds to import), after
+Async (:meth:`LiteLLMModel.complete`, ``litellm.acompletion``) and blocking
+(:meth:`LiteLLMModel.complete_sync`, ``litellm.completion``) calls share the request building
+(:meth:`LiteLLMModel.request_kwargs`), the error mapping and the response parsing; only the call differs.
+litellm is imported inside the calling methods (it takes seconds to import), after
 :func:`sessionmem.tokens.configure_offline_environment` so it never fetches its price map.
 litellm's exceptions are translated here and nowhere else: a context-window error (its own class,
 or a 400 whose message talks about the context length) becomes :class:`ContextWindowExceeded`,
@@ -73,7 +76,8 @@ class LiteLLMModel:
         return f"LiteLLMModel({self.model!r}, api_base={self.api_base!r})"
 
     def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
-        """The keyword arguments for ``litellm.acompletion`` (pure; useful to inspect)."""
+        """The keyword arguments for ``litellm.acompletion`` / ``litellm.completion`` (pure; useful to
+        inspect)."""
         kw: dict[str, Any] = {
             "model": self.model,
             "messages": [m.to_openai() for m in request.messages],
@@ -98,14 +102,32 @@ class LiteLLMModel:
         return kw
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        configure_offline_environment()
-        import litellm
-
+        litellm = _import_litellm()
         try:
             response = await litellm.acompletion(**self.request_kwargs(request))
         except Exception as exc:  # translated at this one boundary
             raise map_litellm_error(exc, self.model) from exc
+        return self._reply(response)
+
+    def complete_sync(self, request: ModelRequest) -> ModelReply:
+        """Blocking :meth:`complete` (``litellm.completion``), for callers without an event loop."""
+        litellm = _import_litellm()
+        try:
+            response = litellm.completion(**self.request_kwargs(request))
+        except Exception as exc:  # translated at this one boundary
+            raise map_litellm_error(exc, self.model) from exc
+        return self._reply(response)
+
+    def _reply(self, response: Any) -> ModelReply:
         return parse_response(response, default_model=self.model, provider=self.provider)
+
+
+def _import_litellm() -> Any:
+    """litellm, imported on first use with the offline price map (never fetched over the network)."""
+    configure_offline_environment()
+    import litellm
+
+    return litellm
 
 
 def map_litellm_error(exc: Exception, model: str = "") -> ModelError:

@@ -155,3 +155,48 @@ def test_importing_sessionmem_does_not_import_litellm() -> None:
         "sys.exit(1 if 'litellm' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# ---------------------------------------------------------------------------- the blocking call
+
+
+def test_complete_sync_text_tools_usage_and_the_same_request(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(text_reply("Hello there", prompt_tokens=120, completion_tokens=3))
+    openai_server.chat.push(tool_call_reply([("memory_search", {"query": "billing"})]))
+    model = model_for(openai_server, extra_headers={"x-trace": "t1"})
+    request = ModelRequest((Message.system("be brief"), Message.user("hi")), max_tokens=50)
+    reply = model.complete_sync(request)
+    assert (reply.message.content, reply.stop_reason, reply.provider) == ("Hello there", "stop", "openai")
+    assert reply.message.usage is not None
+    assert (reply.message.usage.input, reply.message.usage.output) == (120, 3)
+    called = model.complete_sync(ModelRequest((Message.user("billing?"),), tools=TOOLS))
+    assert called.stop_reason == "toolUse"
+    assert [(c.name, c.arguments) for c in called.message.tool_calls] == [
+        ("memory_search", {"query": "billing"})
+    ]
+    first = openai_server.chat.requests[0]
+    assert first.body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert first.body["max_tokens"] == 50 and "stream" not in first.body
+    assert first.headers["x-trace"] == "t1"
+    assert openai_server.chat.requests[1].body["tools"] == list(TOOLS)
+
+
+def test_complete_sync_maps_errors_like_the_async_call(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(context_length_error(limit=8192, used=9000), server_error(503))
+    model = model_for(openai_server)
+    with pytest.raises(ContextWindowExceeded, match="maximum context length is 8192"):
+        model.complete_sync(ModelRequest((Message.user("long"),)))
+    with pytest.raises(ModelError) as info:
+        model.complete_sync(ModelRequest((Message.user("hi"),)))
+    assert info.value.status_code == 503 and not isinstance(info.value, ContextWindowExceeded)
+
+
+def test_run_turn_sync_over_litellm(openai_server: OpenAIServer, tmp_path: Any, workspace: Any) -> None:
+    from tests.scenarios.harness import make_runner, small_config
+
+    openai_server.chat.push(text_reply("Hi from the server"))
+    runner, _ = make_runner(model_for(openai_server), tmp_path, workspace, small_config(window=100_000))
+    assert runner.open().run_turn_sync("hello").reply == "Hi from the server"
