@@ -267,14 +267,51 @@ class MarkdownSource:
 
 SessionEntryBuilder = Callable[[Path], Any]
 
+# ``<live>.jsonl.reset.<ISO 8601 UTC with ':' -> '-'>``, the name ``/new``, ``/reset`` and daily/idle
+# resets give the old transcript (sessionmem.session.lifecycle.archive_name, OpenClaw's format).
+_RESET_ARCHIVE = re.compile(
+    r"^(?P<live>[^/\\\x00]+\.jsonl)\.reset\.\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d{1,9})?Z$"
+)
+_ARCHIVE_MARKERS = (".reset.", ".deleted.")
+
+
+def is_live_transcript_name(name: str) -> bool:
+    """``<name>.jsonl`` that is not hidden and not an archive (``.reset.``/``.deleted.`` inside)."""
+    return (
+        name.endswith(".jsonl")
+        and not name.startswith(".")
+        and not any(marker in name for marker in _ARCHIVE_MARKERS)
+        and not any(ch in name for ch in "/\\\x00")
+    )
+
+
+def reset_archive_of(name: str) -> str | None:
+    """The live transcript name a reset archive was renamed from, or None when ``name`` is not exactly
+    ``<live>.jsonl.reset.<timestamp>``. ``*.jsonl.deleted.*`` (a deleted session) is never an archive
+    to search."""
+    match = _RESET_ARCHIVE.match(name)
+    if match is None or not is_live_transcript_name(match.group("live")):
+        return None
+    return match.group("live")
+
+
+def is_transcript_name(name: str) -> bool:
+    """A transcript the index searches: a live ``*.jsonl`` or a reset archive of one."""
+    return is_live_transcript_name(name) or reset_archive_of(name) is not None
+
 
 class TranscriptSource:
     """Session transcripts ``<sessions_dir>/*.jsonl``, indexed as ``sessions/<name>`` (reference §5).
 
     ``builder(path)`` flattens one transcript and returns an object with ``content``, ``line_map``,
     ``hash`` (and optionally ``dates``), or a ``(content, line_map, hash)`` tuple; by default
-    ``sessionmem.memory.session_files.build_session_entry``. Archives (``*.jsonl.reset.*``,
-    ``*.jsonl.deleted.*``) do not end in ``.jsonl`` and are left out.
+    ``sessionmem.memory.session_files.build_session_entry``.
+
+    Reset archives (``<id>.jsonl.reset.<time>``, see :func:`reset_archive_of`) are transcripts too,
+    indexed as ``sessions/<archive name>``: users who opted into session search expect a conversation
+    to stay searchable after ``/new``. They never grow again; :meth:`renamed_from` lets the index move
+    the live file's rows to the archive instead of indexing it anew. Deleted sessions
+    (``*.jsonl.deleted.*``) are left out.
     """
 
     name = "sessions"
@@ -300,13 +337,19 @@ class TranscriptSource:
             if self.only is not None and entry.name not in self.only:
                 continue
             try:
-                if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+                if is_transcript_name(entry.name) and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
                     rel = f"sessions/{entry.name}"
                     out.append(MemoryFile(Path(entry.path), rel, "sessions", st.st_mtime_ns, st.st_size))
             except OSError:
                 continue
         return out
+
+    @staticmethod
+    def renamed_from(rel_path: str) -> str | None:
+        """The indexed path an archive was renamed from (``sessions/<id>.jsonl``), else None."""
+        live = reset_archive_of(rel_path.removeprefix("sessions/"))
+        return None if live is None else f"sessions/{live}"
 
     @property
     def append_only(self) -> bool:

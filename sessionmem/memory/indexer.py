@@ -73,6 +73,7 @@ class SyncReport:
     files_scanned: int = 0
     files_indexed: int = 0
     files_deleted: int = 0
+    files_renamed: int = 0  # rows moved to a transcript's archive name (nothing re-read or re-embedded)
     files_unchanged: int = 0
     chunks_written: int = 0
     embedded: int = 0  # texts sent to the embedder
@@ -84,7 +85,9 @@ class SyncReport:
 
     @property
     def wrote(self) -> bool:
-        return bool(self.files_indexed or self.files_deleted or self.chunks_written or self.full)
+        return bool(
+            self.files_indexed or self.files_deleted or self.files_renamed or self.chunks_written or self.full
+        )
 
 
 # ---------------------------------------------------------------------------- schema and meta
@@ -273,6 +276,8 @@ class Indexer:
         plans = []
         for source in sources:
             plan = plan_source(self.conn, source, full=full, targeted=targeted)
+            if not full:
+                plan = self._adopt_renames(source, plan)
             self.report.files_scanned += plan.scanned
             self.report.files_unchanged += plan.unchanged
             plans.append((source, plan.todo, plan.gone))
@@ -293,6 +298,64 @@ class Indexer:
             with atomic(self.conn):
                 write_json(self.conn, FILE_ISSUES_KEY, self.file_issues)
         self.report.issues.extend(self.file_issues.values())
+
+    def _adopt_renames(self, source: EntrySource, plan: SourcePlan) -> SourcePlan:
+        """Give a renamed file the rows of the path it was renamed from (a transcript archived by ``/new``).
+
+        Why: an archive holds the same bytes as the live transcript it was, so re-reading, re-chunking
+        and re-embedding it would only repeat work. ``source.renamed_from(path)`` names the old path;
+        when that path is gone and the new one is not indexed yet, its ``files``/``chunks``/
+        ``chunks_fts``/``chunks_vec`` rows move over in one transaction. Chunk ids are recomputed for
+        the new path (ids hash the path, and append-only passes match chunks by id), vectors are reused.
+        The entry then goes through the normal pass with the moved ``files.hash``, which checks the
+        content: unchanged costs a read of the last chunk's lines, a grown file only its new lines,
+        and a different file under that name is indexed anew (so a wrong guess is never wrong data).
+        """
+        renamed_from = getattr(source, "renamed_from", None)
+        if renamed_from is None or not plan.gone:
+            return plan
+        gone = set(plan.gone)
+        moves: dict[str, str] = {}  # new path -> old path
+        for entry, old_hash in plan.todo:
+            old = renamed_from(entry.rel_path) if old_hash is None else None
+            if old is not None and old in gone:
+                gone.discard(old)
+                moves[entry.rel_path] = old
+        if not moves:
+            return plan
+        hashes: dict[str, str] = {}
+        with atomic(self.conn):
+            for new, old in moves.items():
+                row = self.conn.execute("SELECT hash FROM files WHERE path = ?", (old,)).fetchone()
+                if row is not None:
+                    self._move_path(old, new)
+                    hashes[new] = row[0]
+        self.report.files_renamed += len(hashes)
+        todo = [(entry, hashes.get(entry.rel_path, old_hash)) for entry, old_hash in plan.todo]
+        return SourcePlan(plan.scanned, plan.unchanged, todo, gone)
+
+    def _move_path(self, old: str, new: str) -> None:
+        """Rename a path's rows in place (inside the caller's transaction); see :meth:`_adopt_renames`."""
+        rows = self.conn.execute(
+            "SELECT rowid, id, source, start_line, end_line, hash, model, embedding FROM chunks"
+            " WHERE path = ?",
+            (old,),
+        ).fetchall()
+        has_vec = self.vectors and has_table(self.conn, "chunks_vec")
+        for rowid, old_id, source, start, end, text_hash, model, blob in rows:
+            new_id = chunk_id(source, new, start, end, text_hash, model)
+            self.conn.execute("UPDATE chunks SET id = ?, path = ? WHERE rowid = ?", (new_id, new, rowid))
+            if self.fts:
+                self.conn.execute(
+                    "UPDATE chunks_fts SET id = ?, path = ? WHERE rowid = ?", (new_id, new, rowid)
+                )
+            if has_vec:
+                self.conn.execute("DELETE FROM chunks_vec WHERE id = ?", (old_id,))
+                if blob is not None:
+                    self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (new_id, blob))
+        self.conn.execute("UPDATE files SET path = ? WHERE path = ?", (new, old))
+        if old in self.file_issues:
+            self.file_issues[new] = self.file_issues.pop(old)
 
     def _index_entries(
         self,

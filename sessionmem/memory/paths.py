@@ -4,8 +4,10 @@
 
 - ``MEMORY.md``, ``memory.md`` or anything under ``memory/`` (Markdown only) inside the workspace;
 - a Markdown file inside a configured extra path (a directory, or a single ``.md`` file);
-- ``sessions/<name>.jsonl``, the path a session-transcript hit carries (DESIGN decision 8), when a
-  sessions directory is known.
+- ``sessions/<name>.jsonl``, the path a session-transcript hit carries (DESIGN decision 8), or
+  ``sessions/<name>.jsonl.reset.<time>``, a transcript archived by ``/new``/``/reset`` (still searched),
+  when a sessions directory is known. The name must be exactly one of those two shapes
+  (``files.is_transcript_name``): no folder, no ``..``, no ``.deleted.`` archive, nothing else there.
 
 Paths are normalised lexically (``..`` folded away) and then checked against those roots, so
 ``memory/../../etc/x.md`` is refused for escaping the workspace rather than read. Symlinks are never
@@ -25,11 +27,17 @@ from pathlib import Path
 from typing import Literal
 
 from sessionmem.errors import MemoryPathError
-from sessionmem.memory.files import is_memory_path, normalize_extra_paths, normalize_rel_path
+from sessionmem.memory.files import (
+    is_memory_path,
+    is_transcript_name,
+    normalize_extra_paths,
+    normalize_rel_path,
+)
 
 TargetKind = Literal["memory", "extra", "session"]
 
-_SESSION_RE = re.compile(r"^sessions/([^/\\\x00]+\.jsonl)$")
+# A live transcript or an archive-looking name; _resolve_session then demands an exact transcript name.
+_SESSION_RE = re.compile(r"^sessions/([^/\\\x00]+\.jsonl(?:\.(?:reset|deleted)\.[^/\\\x00]*)?)$")
 _MARKDOWN_SUFFIX = ".md"
 
 
@@ -38,7 +46,7 @@ class MemoryTarget:
     """An allowed memory path: where it is on disk and how to show it to the model."""
 
     path: Path  # absolute, lexically normalised (no symlinks resolved)
-    display: str  # workspace-relative with "/" (or "sessions/<name>.jsonl"); what results carry
+    display: str  # workspace-relative with "/" (or "sessions/<transcript name>"); what results carry
     kind: TargetKind
 
 
@@ -90,7 +98,7 @@ def resolve_memory_target(
     raise MemoryPathError(
         original,
         "not a memory file (allowed: MEMORY.md, memory.md, memory/**/*.md, configured extra paths, "
-        "sessions/<file>.jsonl)",
+        "sessions/<file>.jsonl, sessions/<file>.jsonl.reset.<time>)",
     )
 
 
@@ -135,8 +143,10 @@ def writable_memory_path(workspace: Path, rel: str) -> Path:
 def _resolve_session(original: str, name: str, sessions_dir: Path | None) -> MemoryTarget:
     if sessions_dir is None:
         raise MemoryPathError(original, "session transcripts are not readable here (no sessions directory)")
-    if name.startswith(".") or ".." in name:
-        raise MemoryPathError(original, "invalid session transcript name")
+    if ".." in name or not is_transcript_name(name):
+        raise MemoryPathError(
+            original, "invalid session transcript name (<id>.jsonl or <id>.jsonl.reset.<time> expected)"
+        )
     root = Path(os.path.normpath(os.path.abspath(sessions_dir)))
     target = root / name
     if os.path.islink(target):

@@ -8,7 +8,7 @@ around. :class:`MemoryTools` bundles both for a session runner: ``schemas()`` to
 
 Beyond OpenClaw: ``memory_search`` takes an optional ``after``/``before`` date range and results carry
 their date (DESIGN decision 11); ``memory_get`` reads the transcript lines a session hit points to
-(decision 8).
+(decision 8), in a live transcript or in one archived by ``/new`` (``sessions/<id>.jsonl.reset.<time>``).
 """
 
 from __future__ import annotations
@@ -129,7 +129,10 @@ def optional_date(args: Mapping[str, Any], name: str) -> date | None:
 def memory_search_schema(*, include_sessions: bool = False) -> dict[str, Any]:
     corpus = "MEMORY.md + memory/*.md"
     if include_sessions:
-        corpus += " (and indexed session transcripts, whose hits have paths like sessions/<id>.jsonl)"
+        corpus += (
+            " (and indexed session transcripts, whose hits have paths like sessions/<id>.jsonl, or"
+            " sessions/<id>.jsonl.reset.<time> for a session ended by /new or /reset)"
+        )
     description = (
         f"Mandatory recall step: semantically search {corpus} before answering questions about prior "
         "work, decisions, dates, people, preferences, or todos; returns top snippets with path + lines and "
@@ -161,7 +164,7 @@ def memory_get_schema(*, include_sessions: bool = False) -> dict[str, Any]:
     if include_sessions:
         where = (
             "MEMORY.md, memory/*.md or a session transcript hit "
-            "(sessions/<id>.jsonl; lines are transcript line numbers)"
+            "(sessions/<id>.jsonl or sessions/<id>.jsonl.reset.<time>; lines are transcript line numbers)"
         )
     description = (
         f"Safe snippet read from {where} with optional from/lines; use after memory_search to pull only the "

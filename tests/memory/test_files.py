@@ -141,11 +141,19 @@ def test_markdown_source_loads_with_hash(workspace: Path) -> None:
     assert len(content.hash) == 64 and content.line_map is None
 
 
-def test_transcript_source_lists_only_live_jsonl(tmp_path: Path) -> None:
+def test_transcript_source_lists_live_transcripts_and_reset_archives(tmp_path: Path) -> None:
     sessions = tmp_path / "sessions"
     _write(sessions / "abc.jsonl", "{}\n")
     _write(sessions / "abc.jsonl.reset.2026-01-01T00-00-00Z", "{}\n")
-    _write(sessions / "notes.md")
+    _write(sessions / "old.jsonl.reset.2026-03-01T10-00-00.000Z", "{}\n")
+    for left_out in (
+        "gone.jsonl.deleted.2026-03-01T10-00-00.000Z",  # a deleted session is not searched
+        "x.jsonl.reset.2026-03-01",  # not the archive name /new gives
+        "x.jsonl.reset.2026-03-01T10-00-00.000Z.bak",
+        ".hidden.jsonl",
+        "notes.md",
+    ):
+        _write(sessions / left_out, "{}\n")
     seen: list[Path] = []
 
     def builder(path: Path) -> tuple[str, list[int], str]:
@@ -153,11 +161,21 @@ def test_transcript_source_lists_only_live_jsonl(tmp_path: Path) -> None:
         return "User: hi", [3], "h"
 
     source = TranscriptSource(sessions, builder)
-    (entry,) = source.scan()
-    assert (entry.rel_path, entry.source) == ("sessions/abc.jsonl", "sessions")
-    content = source.load(entry)
+    entries = source.scan()
+    assert [(e.rel_path, e.source) for e in entries] == [
+        ("sessions/abc.jsonl", "sessions"),
+        ("sessions/abc.jsonl.reset.2026-01-01T00-00-00Z", "sessions"),
+        ("sessions/old.jsonl.reset.2026-03-01T10-00-00.000Z", "sessions"),
+    ]
+    content = source.load(entries[0])
     assert (content.text, list(content.line_map or []), content.hash) == ("User: hi", [3], "h")
     assert seen == [sessions / "abc.jsonl"]
+    # An archive names the live path it was renamed from; a live transcript names none.
+    assert [source.renamed_from(e.rel_path) for e in entries] == [
+        None,
+        "sessions/abc.jsonl",
+        "sessions/old.jsonl",
+    ]
 
 
 def test_scan_of_2000_files_is_fast(tmp_path: Path) -> None:

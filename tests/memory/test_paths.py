@@ -221,9 +221,43 @@ def test_symlinked_session_file_is_refused(workspace: Path, tmp_path: Path) -> N
     assert _refused(workspace, "sessions/s.jsonl", sessions_dir=sessions) == "symlinks are not followed"
 
 
-def test_archived_session_files_are_not_session_paths(workspace: Path, tmp_path: Path) -> None:
+def test_reset_archives_resolve_like_transcripts(workspace: Path, tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    name = "abc-123.jsonl.reset.2026-03-01T10-00-00.000Z"
+    _write(sessions / name, "{}\n")
+    target = resolve_memory_target(workspace, f"sessions/{name}", sessions_dir=sessions)
+    assert (target.path, target.display, target.kind) == (sessions / name, f"sessions/{name}", "session")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sessions/s.jsonl.reset.2026-01-01",  # not the archive name /new gives
+        "sessions/s.jsonl.reset.2026-03-01T10-00-00.000Zjunk",
+        "sessions/s.jsonl.reset.2026-03-01T10-00-00.000Z/x",
+        "sessions/s.jsonl.deleted.2026-03-01T10-00-00.000Z",  # deleted sessions are not readable
+        "sessions/.s.jsonl.reset.2026-03-01T10-00-00.000Z",
+        "sessions/..jsonl.reset.2026-03-01T10-00-00.000Z",
+        "sessions/../s.jsonl.reset.2026-03-01T10-00-00.000Z",
+        "sessions/s.jsonl.reset.x.jsonl.reset.2026-03-01T10-00-00.000Z",
+    ],
+)
+def test_only_exact_reset_archive_names_are_session_paths(
+    workspace: Path, tmp_path: Path, value: str
+) -> None:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
     with pytest.raises(MemoryPathError):
-        resolve_memory_target(workspace, "sessions/s.jsonl.reset.2026-01-01", sessions_dir=tmp_path)
+        resolve_memory_target(workspace, value, sessions_dir=sessions)
+
+
+def test_symlinked_archive_is_refused(workspace: Path, tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    real = _write(tmp_path / "other.jsonl", "{}\n")
+    sessions.mkdir()
+    name = "s.jsonl.reset.2026-03-01T10-00-00.000Z"
+    (sessions / name).symlink_to(real)
+    assert _refused(workspace, f"sessions/{name}", sessions_dir=sessions) == "symlinks are not followed"
 
 
 @pytest.mark.parametrize("rel", ["MEMORY.md", "memory/2026-01-05.md", "memory/daily/2026-01/2026-01-05.md"])
