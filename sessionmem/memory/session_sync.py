@@ -11,7 +11,9 @@ pass over that file alone. A normal turn therefore costs a set insert and, once 
 
 After any pass indexed a transcript, the index calls :meth:`TranscriptDeltaScheduler.indexed` so its
 pending growth starts from zero again. Files outside the agent's sessions folder, and names that are not
-live transcripts (``*.jsonl``, archives excluded), are ignored.
+live transcripts (``*.jsonl``, archives excluded), are ignored: a ``.reset.`` archive never grows (a full
+sync moves the live file's rows to it, see ``Indexer._adopt_renames``) and a ``.deleted.`` one is not
+indexed at all.
 
 Opt-in (DESIGN decision 8): transcripts are a source when ``memorySearch.sources`` lists ``"sessions"``,
 as the seeds configure it. OpenClaw also requires ``experimental.sessionMemory``; we accept that key

@@ -312,7 +312,9 @@ async def rotate(session: Session, reason: RotationReason, *, command_source: st
     assert entry is not None
     # A fresh context, token caches and system prompt (MEMORY.md and daily logs may have changed).
     session.attach(Transcript.open(new_path, new_id, runner.workspace, session_key=session.key), entry)
-    if memory_file is not None and runner.memory_index is not None:
+    # A new memory file, or an archive (searched as sessions/<file>.reset.<ts> once the index moves the
+    # old transcript's rows to it): either way the memory index is due for a sync.
+    if (memory_file is not None or archived is not None) and runner.memory_index is not None:
         mark_dirty = getattr(runner.memory_index, "mark_dirty", None)
         if callable(mark_dirty):
             mark_dirty()

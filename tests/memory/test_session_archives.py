@@ -14,6 +14,7 @@ import pytest
 
 from sessionmem.config import Config, merge
 from sessionmem.errors import MemoryPathError
+from sessionmem.hooks import HookRegistry
 from sessionmem.memory.db import connect
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
@@ -70,9 +71,13 @@ def with_hook(config: Config, **options: Any) -> Config:
     return merge(config, {"hooks": {"internal": {"entries": {"session-memory": options}}}})
 
 
-def start_session(config: Config, index: MemoryIndex, state: Path, workspace: Path) -> Session:
+def start_session(
+    config: Config, index: MemoryIndex, state: Path, workspace: Path, hooks: HookRegistry | None = None
+) -> Session:
     model = ScriptedModel(responder=flush_aware(respond))
-    runner = SessionRunner(model, config=config, workspace=workspace, state_dir=state, memory_index=index)
+    runner = SessionRunner(
+        model, config=config, workspace=workspace, state_dir=state, memory_index=index, hooks=hooks
+    )
     return runner.open()
 
 
@@ -188,6 +193,22 @@ def test_the_hooks_memory_file_and_the_archived_transcript_come_back_once(
     assert chunk_rows(index, f"memory/{memory_file.name}")
     paths = [r["path"] for r in results]
     assert paths.count(f"memory/{memory_file.name}") + paths.count(f"sessions/{archived.name}") == 1
+
+
+def test_new_without_the_session_memory_hook_still_leaves_the_archive_searchable(
+    open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
+) -> None:
+    config = make_config()
+    index = open_index(config, CountingEmbedder())
+    session = start_session(config, index, state, workspace, hooks=HookRegistry())  # no hooks at all
+    session.run_turn_sync("The spare anchor is stored in locker B under the tarpaulin.")
+    index.sync()
+    live = session.transcript.path
+    session.run_turn_sync("/new")
+    archived = archive_of(live)
+    assert list((workspace / "memory").glob("*.md")) == []  # nothing but the archive keeps the conversation
+    results = search_after_new(session, index, "where is the spare anchor")
+    assert [r["path"] for r in results if r["source"] == "sessions"] == [f"sessions/{archived.name}"]
 
 
 # ---------------------------------------------------------------------------- the rename, in detail
