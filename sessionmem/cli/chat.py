@@ -9,7 +9,8 @@ transcript and sessions.json.
 Commands typed as messages: ``/new`` and ``/reset`` (or ``session.resetTriggers``; the session-memory
 hook saves the conversation first), ``/compact [focus]``, ``/status``, and ``/quit`` (or end of input).
 
-Output: replies on stdout; notes about flushes, compactions and new sessions on stderr. With
+Output: replies on stdout (streamed as the model writes them when stdout is a terminal; a NO_REPLY
+answer shows nothing); notes about flushes, compactions and new sessions on stderr. With
 ``--json``, one JSON object per line on stdout for every event (``turn`` with the reply, ``flush``,
 ``compaction``, ``new``, ``memory_write``, ``tool_call``, ...), plus ``status`` and ``command`` objects
 for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
@@ -80,10 +81,25 @@ def event_note(event: Event) -> str | None:
 
 
 class ChatPrinter:
-    """Where the chat writes: replies and JSON lines on stdout, notes on stderr."""
+    """Where the chat writes: replies and JSON lines on stdout, notes on stderr. With ``stream`` (a
+    terminal, not --json) the reply is printed piece by piece as the model writes it."""
 
-    def __init__(self, as_json: bool) -> None:
+    def __init__(self, as_json: bool, stream: bool = False) -> None:
         self.as_json = as_json
+        self.stream = stream and not as_json
+        self.streamed = False  # this turn's reply was (partly) printed already
+
+    def partial(self, text: str) -> None:
+        click.echo(text, nl=False)
+        sys.stdout.flush()
+        self.streamed = True
+
+    def end_stream(self) -> bool:
+        """Close a streamed reply with its newline; True when something was streamed."""
+        streamed, self.streamed = self.streamed, False
+        if streamed:
+            click.echo()
+        return streamed
 
     def on_event(self, event: Event) -> None:
         if self.as_json:
@@ -142,13 +158,14 @@ async def chat_loop(
             return sent
         sent += 1
         try:
-            result = await session.run_turn(text)
+            result = await session.run_turn(text, on_partial=printer.partial if printer.stream else None)
         except SessionMemError as exc:  # a failed turn is reported; the chat goes on
+            printer.end_stream()
             printer.error(exc)
             continue
         if result.command is not None:
             printer.command(session, result.command, result.reply)
-        else:
+        elif not printer.end_stream() or result.stopped:  # a tool-loop stop note was not streamed
             printer.reply(result.reply)
 
 
@@ -210,7 +227,7 @@ def chat(
     model = LiteLLMModel(name, api_base=api_base, api_key=api_key)
     _quiet_litellm()
     (app.workspace / "memory").mkdir(parents=True, exist_ok=True)
-    printer = ChatPrinter(as_json)
+    printer = ChatPrinter(as_json, stream=_isatty(sys.stdout))
     stdin = sys.stdin
     interactive = _isatty(stdin)
     with _memory_index(app, printer) as index:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 from sessionmem.messages import Message
 
@@ -39,3 +40,21 @@ class Model(Protocol):
         ...
 
     async def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    """Optional capability of a :class:`Model`: streaming a reply as it is written.
+
+    ``stream(request)`` yields the reply's text as ``str`` deltas while they arrive, then the complete
+    :class:`ModelReply` (text, tool calls, usage) as its last item. Like ``complete`` it raises
+    ``ContextWindowExceeded`` when the prompt is over the window, before yielding anything. The runner
+    streams only when the caller asks for partial text and the model has this capability.
+    """
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelReply]: ...
+
+
+def supports_streaming(model: object) -> TypeGuard[StreamingModel]:
+    """True when ``model`` implements :class:`StreamingModel`."""
+    return isinstance(model, StreamingModel)

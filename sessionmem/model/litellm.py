@@ -1,8 +1,10 @@
 """LiteLLMModel: the chat adapter over litellm, and the only module that imports litellm for chat.
 
-Async (:meth:`LiteLLMModel.complete`, ``litellm.acompletion``) and blocking
-(:meth:`LiteLLMModel.complete_sync`, ``litellm.completion``) calls share the request building
-(:meth:`LiteLLMModel.request_kwargs`), the error mapping and the response parsing; only the call differs.
+Async (:meth:`LiteLLMModel.complete`, ``litellm.acompletion``), blocking
+(:meth:`LiteLLMModel.complete_sync`, ``litellm.completion``) and streaming (:meth:`LiteLLMModel.stream`,
+``acompletion(stream=True)``; the chunks are assembled by :class:`StreamAssembler` into the same response
+shape) calls share the request building (:meth:`LiteLLMModel.request_kwargs`), the error mapping and the
+response parsing; only the call differs.
 litellm is imported inside the calling methods (it takes seconds to import), after
 :func:`sessionmem.tokens.configure_offline_environment` so it never fetches its price map.
 litellm's exceptions are translated here and nowhere else: a context-window error (its own class,
@@ -13,6 +15,7 @@ everything else :class:`ModelError` with the HTTP status when there is one.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -118,6 +121,28 @@ class LiteLLMModel:
             raise map_litellm_error(exc, self.model) from exc
         return self._reply(response)
 
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelReply]:
+        """Stream the reply (:class:`~sessionmem.model.base.StreamingModel`): text deltas as they arrive,
+        then the whole reply with its tool calls and usage (asked for with ``include_usage``)."""
+        litellm = _import_litellm()
+        kwargs = {**self.request_kwargs(request), "stream": True, "stream_options": {"include_usage": True}}
+        assembler = StreamAssembler()
+        try:
+            chunks = (await litellm.acompletion(**kwargs)).__aiter__()
+        except Exception as exc:  # translated at this one boundary
+            raise map_litellm_error(exc, self.model) from exc
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # a stream cut off mid-way
+                raise map_litellm_error(exc, self.model) from exc
+            text = assembler.add(chunk)
+            if text:
+                yield text
+        yield self._reply(assembler.response())
+
     def _reply(self, response: Any) -> ModelReply:
         return parse_response(response, default_model=self.model, provider=self.provider)
 
@@ -204,6 +229,57 @@ def parse_response(response: Any, *, default_model: str = "", provider: str = ""
     msg = Message.assistant(str(content), tool_calls=tuple(calls), usage=parse_usage(_get(response, "usage")))
     model = str(_get(response, "model") or default_model)
     return ModelReply(msg, model=model, provider=provider, stop_reason=stop_reason)
+
+
+class StreamAssembler:
+    """Collects streamed ``chat.completion.chunk`` objects (or dicts of that shape) into one response
+    that :func:`parse_response` reads: the text, tool calls put together from their deltas by index, the
+    finish reason, the usage of the ``include_usage`` chunk and the model name. Pure: no I/O."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.model: str | None = None
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk; returns its text ('' when it carries none)."""
+        self.model = _get(chunk, "model") or self.model
+        if _get(chunk, "usage") is not None:
+            self.usage = _get(chunk, "usage")
+        text = ""
+        for choice in _get(chunk, "choices") or []:
+            if (_get(choice, "index", 0) or 0) != 0:  # only the first choice is ever used
+                continue
+            delta = _get(choice, "delta")
+            piece = _get(delta, "content")
+            if isinstance(piece, str):
+                text += piece
+            for call in _get(delta, "tool_calls") or []:
+                slot = self.calls.setdefault(
+                    int(_get(call, "index", 0) or 0), {"id": "", "name": "", "args": ""}
+                )
+                fn = _get(call, "function")
+                slot["id"] = slot["id"] or str(_get(call, "id") or "")
+                slot["name"] = slot["name"] or str(_get(fn, "name") or "")
+                slot["args"] += str(_get(fn, "arguments") or "")
+            self.finish_reason = _get(choice, "finish_reason") or self.finish_reason
+        self.text.append(text)
+        return text
+
+    def response(self) -> dict[str, Any]:
+        """What was streamed, in the shape of a non-streamed response."""
+        calls = [
+            {"id": c["id"] or None, "function": {"name": c["name"], "arguments": c["args"]}}
+            for _, c in sorted(self.calls.items())
+        ]
+        message = {"role": "assistant", "content": "".join(self.text), "tool_calls": calls}
+        return {
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason or "stop"}],
+            "usage": self.usage,
+            "model": self.model,
+        }
 
 
 def context_window(model: str) -> int | None:

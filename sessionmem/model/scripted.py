@@ -17,12 +17,16 @@ reply, so a long scripted conversation crosses the same thresholds on the same t
 With ``context_window`` (alias ``overflow_at``) the model raises :class:`ContextWindowExceeded` when
 that counted prompt is over it, *without* consuming a step, so the runner's overflow recovery can
 retry the same step after compacting.
+
+It can also stream (:class:`~sessionmem.model.base.StreamingModel`): :meth:`ScriptedModel.stream` answers
+like :meth:`ScriptedModel.complete`, then yields the reply's text in pieces of ``stream_chunk_chars``
+characters and the reply last. Streamed requests are also recorded in ``.streamed``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -82,8 +86,11 @@ class ScriptedModel:
         provider: str = "scripted",
         context_window: int | None = None,
         overflow_at: int | None = None,
+        stream_chunk_chars: int = 3,
     ) -> None:
         self._steps: list[Step] = list(steps)
+        self.stream_chunk_chars = max(1, stream_chunk_chars)
+        self.streamed: list[ModelRequest] = []
         self._next = 0
         self.responder = responder
         self._name = name
@@ -137,6 +144,15 @@ class ScriptedModel:
             )
         value = await _resolve(step, request)
         return self._reply(value, prompt_tokens)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelReply]:
+        """:meth:`complete`, streamed: the reply's text in small pieces, then the reply itself."""
+        self.streamed.append(request)
+        reply = await self.complete(request)
+        text, size = reply.message.content, self.stream_chunk_chars
+        for start in range(0, len(text), size):
+            yield text[start : start + size]
+        yield reply
 
     def complete_sync(self, request: ModelRequest) -> ModelReply:
         """Blocking :meth:`complete`, for callers outside an event loop."""

@@ -6,6 +6,7 @@ One turn, top to bottom (:meth:`Session.run_turn`):
    through the gate (which flushes first), else at the flush threshold run the silent flush;
 2. call the model with the user message, dispatching tool calls, until it answers (bounded); the
    message is written to the transcript once the model accepted it (after any overflow recovery);
+   with ``on_partial`` the reply is streamed as it is written (sessionmem.session.streaming);
 3. record usage in sessions.json;
 4. if the projection now reaches the compaction threshold, compact through the gate (not in heartbeat
    runs, which may not flush: the next real turn's preflight does both).
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sessionmem.config import Config
 from sessionmem.errors import ContextWindowExceeded, UsageError
 from sessionmem.messages import Message, Usage
-from sessionmem.model.base import Model, ModelRequest
+from sessionmem.model.base import Model, ModelReply, ModelRequest, supports_streaming
 from sessionmem.session import keys
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import (
@@ -64,6 +65,7 @@ from sessionmem.session.projection import (
     usage_fields,
 )
 from sessionmem.session.store import SessionEntry, SessionStore
+from sessionmem.session.streaming import PartialCallback, stream_reply
 from sessionmem.session.tools import Tool, dispatch
 from sessionmem.session.transcript import Transcript
 
@@ -85,6 +87,7 @@ class _TurnState:
     trim_to: int | None = None  # send only the newest messages within this many tokens (flush overflow)
     compacted: bool = False  # this turn already compacted after an overflow
     pending: Message | None = None  # the turn's prompt, written once the model has accepted it
+    on_partial: PartialCallback | None = None  # stream the reply to the caller (ordinary turns only)
 
 
 class SessionRunner:
@@ -177,8 +180,12 @@ class Session:
 
     # ---------------------------------------------------------------- public API
 
-    async def run_turn(self, text: str) -> TurnResult:
-        """Run one user turn; the reply is None when the model answered NO_REPLY."""
+    async def run_turn(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
+        """Run one user turn; the reply is None when the model answered NO_REPLY.
+
+        With ``on_partial`` (sync or async, called with each new piece of text) the reply is streamed
+        when the model can stream; nothing of a NO_REPLY answer is ever passed on, and the flush and
+        compaction calls are never streamed."""
         if self._busy:
             raise UsageError(f"session {self.key} is already running a turn; await it first")
         self._busy, self._events = True, []
@@ -188,7 +195,7 @@ class Session:
                 return outcome
             text = outcome
             await self._preflight(Message.user(text))
-            state = await self._turn(Message.user(text), kind="turn")
+            state = await self._turn(Message.user(text), kind="turn", on_partial=on_partial)
             await self._compact_if_over_threshold()
             reply = deliverable_reply(state.last.content if state.last else None)
             await self._emit(
@@ -204,10 +211,10 @@ class Session:
         finally:
             self._busy = False
 
-    def run_turn_sync(self, text: str) -> TurnResult:
+    def run_turn_sync(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
         _check_no_running_loop("run_turn_sync")
-        return asyncio.run(self.run_turn(text))
+        return asyncio.run(self.run_turn(text, on_partial))
 
     def compact_sync(self, instructions: str | None = None) -> CompactionResult:
         """Blocking :meth:`compact`; refuses to run inside an event loop."""
@@ -258,11 +265,18 @@ class Session:
         elif decision.run:
             await run_flush(self, decision.reason)
 
-    async def _turn(self, user: Message, *, kind: TurnKind, system_extra: str = "") -> _TurnState:
+    async def _turn(
+        self,
+        user: Message,
+        *,
+        kind: TurnKind,
+        system_extra: str = "",
+        on_partial: PartialCallback | None = None,
+    ) -> _TurnState:
         # Trigger: the first call overflows and the gate flushes and compacts. Why: the prompt must stay
         # the last thing the model reads, after the flush's messages. Outcome: it is appended only once
         # the model accepted it, so the transcript reads flush, compaction, prompt, answer.
-        state = _TurnState(kind, pending=user)
+        state = _TurnState(kind, pending=user, on_partial=on_partial if kind == "turn" else None)
         tools = self.tools.for_turn(kind)
         limit = max(1, self.runner.agent.max_tool_iterations)
         if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
@@ -316,7 +330,7 @@ class Session:
         for _ in range(3):
             request = self._request(kind, tools, system_extra, state)
             try:
-                reply = await self.runner.model.complete(request)
+                reply = await self._complete(request, state)
             except ContextWindowExceeded as exc:
                 await self._recover_overflow(exc, kind, state)
                 continue
@@ -324,6 +338,12 @@ class Session:
             state.usage = state.usage + (reply.message.usage or Usage())
             return reply
         raise ContextWindowExceeded("context overflow recovery gave up after three attempts")
+
+    async def _complete(self, request: ModelRequest, state: _TurnState) -> ModelReply:
+        model = self.runner.model
+        if state.on_partial is not None and supports_streaming(model):
+            return await stream_reply(model, request, state.on_partial)
+        return await model.complete(request)
 
     async def _recover_overflow(self, exc: ContextWindowExceeded, kind: TurnKind, state: _TurnState) -> None:
         if not self.runner.agent.compaction.enabled:

@@ -173,3 +173,40 @@ def test_the_model_can_search_memory_during_the_chat(
     assert objects[-1]["kind"] == "turn" and objects[-1]["reply"] == "It is on Friday."
     second = openai_server.chat.requests[1].body["messages"]
     assert any(m.get("role") == "tool" and "Friday" in str(m.get("content")) for m in second)
+
+
+def test_a_terminal_gets_the_reply_streamed(
+    chat_args: list[str], openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from sessionmem.cli import chat as chat_module
+
+    # stdout is a terminal (stdin is not): the chat streams.
+    monkeypatch.setattr(chat_module, "_isatty", lambda stream: stream is sys.stdout)
+    openai_server.chat.push(text_reply("NO_REPLY"))
+    result = CliRunner().invoke(cli, chat_args, input="be quiet\nhello there\n")
+    assert result.exit_code == 0, result.output + str(result.exception)
+    assert result.stdout == "echo: hello there\n"  # printed once, piece by piece; NO_REPLY shows nothing
+    turns = [r.body for r in openai_server.chat.requests if FLUSH_MARKER not in last_user(r.body)]
+    assert [body.get("stream") for body in turns] == [True, True]
+
+    openai_server.chat.requests.clear()
+    result = CliRunner().invoke(cli, [*chat_args, "--json"], input="hi\n")  # --json never streams
+    assert json.loads(result.stdout.splitlines()[0])["reply"] == "echo: hi"
+    assert all(not r.body.get("stream") for r in openai_server.chat.requests)
+
+
+def test_chat_loop_prints_a_streamed_reply_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from sessionmem.cli.chat import ChatPrinter, chat_loop
+    from sessionmem.model.scripted import ScriptedModel
+    from sessionmem.session.runner import SessionRunner
+
+    model = ScriptedModel(["Hello there, how are you?", "NO_REPLY", "Bye."])
+    runner = SessionRunner(model, workspace=tmp_path / "ws", state_dir=tmp_path / "state")
+    lines = iter(["hi\n", "quiet\n", "bye\n", ""])
+    asyncio.run(chat_loop(runner.open(), lambda: next(lines), ChatPrinter(False, stream=True)))
+    assert capsys.readouterr().out == "Hello there, how are you?\nBye.\n"
+    assert len(model.streamed) == 3

@@ -200,3 +200,72 @@ def test_run_turn_sync_over_litellm(openai_server: OpenAIServer, tmp_path: Any, 
     openai_server.chat.push(text_reply("Hi from the server"))
     runner, _ = make_runner(model_for(openai_server), tmp_path, workspace, small_config(window=100_000))
     assert runner.open().run_turn_sync("hello").reply == "Hi from the server"
+
+
+# ---------------------------------------------------------------------------- streaming
+
+
+async def collect(model: LiteLLMModel, request: ModelRequest) -> tuple[list[str], ModelReply]:
+    pieces: list[str] = []
+    final = None
+    async for item in model.stream(request):
+        if isinstance(item, ModelReply):
+            final = item
+        else:
+            pieces.append(item)
+    assert final is not None
+    return pieces, final
+
+
+def test_stream_text_and_usage(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(text_reply("Hello there, friend", prompt_tokens=120, completion_tokens=4))
+    pieces, reply = asyncio.run(collect(model_for(openai_server), ModelRequest((Message.user("hi"),))))
+    assert len(pieces) > 1 and "".join(pieces) == reply.message.content == "Hello there, friend"
+    assert reply.message.usage is not None
+    assert (reply.message.usage.input, reply.message.usage.output) == (120, 4)
+    assert (reply.stop_reason, reply.provider, reply.model) == ("stop", "openai", "test-model")
+    body = openai_server.chat.requests[0].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_stream_assembles_tool_calls(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(
+        tool_call_reply(
+            [("memory_search", {"query": "billing"}), ("memory_get", {"path": "MEMORY.md"})],
+            text="Let me look",
+            completion_tokens=30,
+        )
+    )
+    request = ModelRequest((Message.user("billing?"),), tools=TOOLS)
+    pieces, reply = asyncio.run(collect(model_for(openai_server), request))
+    assert "".join(pieces) == reply.message.content == "Let me look"
+    assert reply.stop_reason == "toolUse"
+    assert [(c.id, c.name, c.arguments) for c in reply.message.tool_calls] == [
+        ("call_0_memory_search", "memory_search", {"query": "billing"}),
+        ("call_1_memory_get", "memory_get", {"path": "MEMORY.md"}),
+    ]
+    assert reply.message.usage is not None and reply.message.usage.output == 30
+
+
+def test_stream_context_overflow_is_raised_before_any_text(openai_server: OpenAIServer) -> None:
+    openai_server.chat.push(context_length_error(limit=8192, used=9000))
+    with pytest.raises(ContextWindowExceeded):
+        asyncio.run(collect(model_for(openai_server), ModelRequest((Message.user("long"),))))
+
+
+def test_streamed_turn_over_litellm(openai_server: OpenAIServer, tmp_path: Any, workspace: Any) -> None:
+    from sessionmem.model.base import supports_streaming
+    from tests.scenarios.harness import make_runner, small_config, store_entry
+
+    openai_server.chat.push(text_reply("NO_REPLY"), text_reply("Sure, here it is.", prompt_tokens=77))
+    model = model_for(openai_server)
+    assert supports_streaming(model)
+    runner, _ = make_runner(model, tmp_path, workspace, small_config(window=100_000))
+    session = runner.open()
+    partials: list[str] = []
+    assert session.run_turn_sync("anything?", on_partial=partials.append).reply is None
+    assert partials == []
+    result = session.run_turn_sync("show me", on_partial=partials.append)
+    assert result.reply == "Sure, here it is." == "".join(partials) and len(partials) > 1
+    assert store_entry(runner)["inputTokens"] == 77  # usage of the streamed reply reaches sessions.json
+    assert all(r.body.get("stream") is True for r in openai_server.chat.requests)

@@ -6,6 +6,7 @@ import pytest
 
 from sessionmem.session.noreply import (
     HEARTBEAT_TOKEN,
+    PartialReleaser,
     deliverable_reply,
     is_silent,
     is_silent_prefix,
@@ -69,3 +70,29 @@ def test_heartbeat_prefix_needs_the_underscore() -> None:
 )
 def test_what_the_user_receives(text: str, expected: str | None) -> None:
     assert deliverable_reply(text) == expected
+
+
+def _released(pieces: list[str]) -> list[str]:
+    releaser = PartialReleaser()
+    shown = [releaser.feed(p) for p in pieces]
+    shown.append(releaser.finish(deliverable_reply("".join(pieces))))
+    return [s for s in shown if s]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "shown"),
+    [
+        (["N", "O_", "REP", "LY"], []),  # never a piece of an exact NO_REPLY, not even "N"
+        ([" NO_REPLY", "\n"], []),
+        (["NO", "pe, sorry"], ["NOpe, sorry"]),
+        (["Hel", "lo th", "ere"], ["Hel", "lo th", "ere"]),
+        (["Done.", "\n\nNO", "_REP", "LY"], ["Done."]),  # a trailing token is dropped from the reply
+        (["  Hi", " NO", " way"], ["Hi", " NO way"]),  # held while it might be the trailing token
+        (["NO_REPLY", " but here"], ["NO_REPLY but here"]),
+        (["No", " thanks"], ["No", " thanks"]),
+    ],
+)
+def test_partial_releaser_holds_back_what_may_still_be_the_token(pieces: list[str], shown: list[str]) -> None:
+    released = _released(pieces)
+    assert released == shown
+    assert "".join(released) == (deliverable_reply("".join(pieces)) or "")
