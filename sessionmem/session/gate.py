@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from sessionmem.messages import Message, now_ms
-from sessionmem.session.compaction import CompactionFailed, plan_compaction, summarize
+from sessionmem.session.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
 from sessionmem.session.events import (
     CompactionEvent,
     CompactionFailedEvent,
@@ -61,6 +61,11 @@ async def compact_through_gate(
     threshold/overflow reasons.
     """
     before = session.entry.compaction_count
+    if reason not in ROTATION_REASONS and _plan(session) is None:
+        # Trigger: /compact (or an overflow) with a context that all fits in the kept recent part.
+        # Why: a flush now would use up the cycle's one flush while nothing is summarised away, and
+        # the cycle's later turns would then be compacted unsaved. Outcome: neither flush nor compaction.
+        return CompactionResult(False, reason, error="nothing to compact")
     flushed = await flush_if_unflushed(session, reason)
     if reason in ROTATION_REASONS:
         return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
@@ -105,11 +110,7 @@ async def run_flush(session: Session, reason: str) -> None:
 async def compact_now(session: Session, reason: str, instructions: str | None) -> CompactionResult:
     """Summarise now (no flush: callers go through the gate); a failed summary changes nothing."""
     cfg = session.runner.agent.compaction
-    keep = cfg.keep_recent_tokens
-    threshold = compaction_threshold(session.context_window, cfg)
-    if threshold > 0:  # keeping more than half the usable window would make compaction pointless
-        keep = min(keep, max(1, threshold // 2))
-    plan = plan_compaction(session.context, session.counter, keep)
+    plan = _plan(session)
     if plan is None:
         return CompactionResult(False, reason, error="nothing to compact")
     await before_compaction(session, reason)  # the compaction:before hook
@@ -158,6 +159,16 @@ async def compact_now(session: Session, reason: str, instructions: str | None) -
         )
     )
     return CompactionResult(True, reason, tokens_before, tokens_after)
+
+
+def _plan(session: Session) -> CompactionPlan | None:
+    """What a compaction would summarise now (None: everything fits in the kept recent part)."""
+    cfg = session.runner.agent.compaction
+    keep = cfg.keep_recent_tokens
+    threshold = compaction_threshold(session.context_window, cfg)
+    if threshold > 0:  # keeping more than half the usable window would make compaction pointless
+        keep = min(keep, max(1, threshold // 2))
+    return plan_compaction(session.context, session.counter, keep)
 
 
 def _utc_now() -> datetime:

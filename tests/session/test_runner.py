@@ -188,6 +188,21 @@ def test_manual_compact_flushes_first_and_records_the_cycle(tmp_path: Path, work
     assert sent[1].content.startswith("The conversation history before this point was compacted")
 
 
+def test_compact_with_nothing_to_compact_keeps_the_cycles_flush(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(30)))
+    config = small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    chat(session, 1)
+    assert session.run_turn_sync("/compact").reply == "Compaction skipped: nothing to compact"
+    assert recorder.kinds("flush", "compaction") == []
+    assert "memoryFlushCompactionCount" not in store_entry(runner)
+    # The cycle's flush is still there for the compaction that does come.
+    chat(session, 12)
+    assert recorder.kinds("flush", "compaction")[:2] == ["flush", "compaction"]
+    assert store_entry(runner)["memoryFlushCompactionCount"] == 0
+
+
 def overflow_model(limit: int, today: str, *, flush_needs_compaction: bool = False) -> ScriptedModel:
     """Overflows past ``limit`` prompt tokens; with ``flush_needs_compaction`` a flush request overflows
     until the context has been compacted (even when trimmed), forcing a compaction in mid-flush."""
