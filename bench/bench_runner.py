@@ -212,7 +212,10 @@ def main() -> None:
         system = sum(x[4] for x in samples) / len(samples)
         calls = max(x[2] for x in samples)
         target = (
-            f"<= {TARGET_MS_AT_1000} ms: {verdict(whole.p95, TARGET_MS_AT_1000)}" if history == 1_000 else ""
+            f"<= {TARGET_MS_AT_1000} ms: p50 {verdict(whole.p50, TARGET_MS_AT_1000)}, "
+            f"p95 {verdict(whole.p95, TARGET_MS_AT_1000)}"
+            if history == 1_000
+            else ""
         )
         rows.append(
             [
@@ -232,7 +235,7 @@ def main() -> None:
         "user CPU, mean (ms)",
         "system CPU, mean (ms)",
         "turns",
-        "target (p95 of the whole overhead)",
+        "target (whole overhead)",
     ]
     print(table(headers, rows))
     print(
