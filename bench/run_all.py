@@ -1,6 +1,6 @@
 """Run every benchmark one after another and write their tables to ``bench/results/latest.md``.
 
-    python bench/run_all.py            # the full run (about 15-20 minutes on a 2-core machine)
+    python bench/run_all.py            # the full run (4-6 minutes on a 2-core machine)
     python bench/run_all.py --quick    # a smoke run of every script (about a minute)
     python bench/run_all.py --model PATH --only search,cli
 
