@@ -95,10 +95,36 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+# For each rule, lower-case substrings at least one of which every match contains. Most messages hold
+# none of them, so a rule's regex runs only where it can match (indexing a transcript redacts every
+# message; running all the regexes on each cost about 140 µs a message).
+_TRIGGERS: tuple[tuple[str, ...], ...] = (
+    ("private key",),
+    ("://",),
+    ("sk-ant-",),
+    ("sk-",),
+    ("k_live_", "k_test_"),
+    ("akia", "asia"),
+    ("github_pat_",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("xox",),
+    ("aiza",),
+    ("eyj",),
+    ("authorization",),
+    ("bearer",),
+    ("password", "passwd", "passphrase", "pwd"),
+    ("key", "secret", "token"),
+)
+assert len(_TRIGGERS) == len(_RULES)
+
+
 def redact_secrets(text: str) -> str:
     """``text`` with API keys, tokens, passwords and private keys replaced by redaction markers."""
     if not text:
         return text
-    for pattern, replace in _RULES:
-        text = pattern.sub(replace, text)
+    lowered = text.lower()
+    for (pattern, replace), triggers in zip(_RULES, _TRIGGERS, strict=True):
+        if any(t in lowered for t in triggers):
+            text = pattern.sub(replace, text)
+            lowered = text.lower()
     return text
