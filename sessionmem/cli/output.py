@@ -215,6 +215,7 @@ def sync_report_json(report: SyncReport, agent_id: str) -> dict[str, Any]:
         "filesIndexed": report.files_indexed,
         "filesUnchanged": report.files_unchanged,
         "filesDeleted": report.files_deleted,
+        "filesRenamed": report.files_renamed,
         "chunksWritten": report.chunks_written,
         "embedded": report.embedded,
         "cacheHits": report.cache_hits,
@@ -228,7 +229,7 @@ def format_sync_summary(agent_id: str, report: SyncReport) -> str:
     return (
         f"Memory index updated ({agent_id}){rebuilt}: {report.files_indexed} files indexed, "
         f"{report.files_unchanged} unchanged, {report.files_deleted} deleted, "
-        f"{report.chunks_written} chunks, "
+        f"{report.files_renamed} renamed, {report.chunks_written} chunks, "
         f"{report.embedded} embedded ({report.cache_hits} cached) in {report.seconds:.2f} s"
     )
 

@@ -370,6 +370,39 @@ def test_index_json_is_the_sync_report(runner: CliRunner, notes: Path) -> None:
     assert forced["filesDeleted"] == 1 and forced["filesUnchanged"] == 2
 
 
+def test_index_reports_transcripts_renamed_by_new(runner: CliRunner, notes: Path, isolated_env: Path) -> None:
+    from datetime import UTC, datetime
+
+    from sessionmem.messages import Message
+    from sessionmem.session.lifecycle import archive_name
+    from sessionmem.session.transcript import Transcript
+
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "config.json5").write_text(
+        "{agents: {defaults: {memorySearch: {sources: ['memory', 'sessions']}}}}", encoding="utf-8"
+    )
+    sessions = isolated_env / "agents" / "main" / "sessions"
+    live = []
+    for name in ("s1", "s2"):
+        transcript = Transcript.open(sessions / f"{name}.jsonl", name, notes)
+        transcript.append_message(Message.user(f"where did {name} leave the spare anchor"))
+        transcript.append_message(Message.assistant("in locker B under the tarpaulin"))
+        live.append(transcript.path)
+    args = ["--workspace", str(notes), "memory", "index"]
+    first = json.loads(runner.invoke(cli, [*args, "--json"]).output)
+    assert (first["filesIndexed"], first["filesRenamed"]) == (5, 0)
+
+    live[0].rename(archive_name(live[0], datetime(2026, 3, 1, 10, 0, tzinfo=UTC)))  # what /new does
+    text = runner.invoke(cli, args)
+    assert text.exit_code == 0, text.output
+    assert "0 files indexed, " in text.output
+    assert ", 0 deleted, 1 renamed, 0 chunks, 0 embedded" in text.output
+
+    live[1].rename(archive_name(live[1], datetime(2026, 3, 2, 10, 0, tzinfo=UTC)))
+    report = json.loads(runner.invoke(cli, [*args, "--json"]).output)
+    assert (report["filesRenamed"], report["filesIndexed"], report["embedded"]) == (1, 0, 0)
+
+
 def test_status_says_fts_only_mode_when_no_provider_key(runner: CliRunner, notes: Path) -> None:
     result = runner.invoke(cli, ["--workspace", str(notes), "memory", "status", "--index"])
     assert result.exit_code == 0, result.output
