@@ -73,6 +73,9 @@ class RemoteEmbeddingConfig(_Camel):
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     batch: RemoteBatchConfig = RemoteBatchConfig()
+    # Per request (§8): a search's query embedding waits less than an indexing batch.
+    timeout_seconds: float = Field(60.0, gt=0)  # query
+    batch_timeout_seconds: float = Field(120.0, gt=0)  # documents, while indexing
 
 
 class VectorStoreConfig(_Camel):

@@ -114,6 +114,8 @@ def _create(
         api_key=api_key,
         headers=remote.headers,
         concurrency=max(1, remote.batch.concurrency),
+        timeout_s=remote.timeout_seconds,
+        batch_timeout_s=remote.batch_timeout_seconds,
     )
 
 

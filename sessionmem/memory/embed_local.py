@@ -13,6 +13,11 @@ training context (capped at 2048), and short texts still share a batch.
 Over-long input never crashes: a text over the model's context is cut into token windows, each window
 embedded, and the windows' mean-pooled vectors averaged by token count (the same mean a model with a
 longer context would take), then normalised.
+
+No timeouts: OpenClaw bounds local embedding at 5 min (query) / 10 min (batch), but a llama.cpp call
+cannot be interrupted from Python, so a timer could only stop waiting while the model keeps a core
+busy and holds its lock. Local calls run to completion; ``memorySearch.remote.timeoutSeconds`` and
+``batchTimeoutSeconds`` apply to remote providers only.
 """
 
 from __future__ import annotations

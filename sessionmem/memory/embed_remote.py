@@ -17,6 +17,9 @@ What this module guarantees on top of a bare ``litellm.embedding`` call:
   OpenClaw stores them; we prefer an error that names the input, so the index can keep the chunk
   FTS-only and say why.
 - Rows come back float32 and L2-normalised (OpenAI-style providers already are; others may not be).
+- Two per-request timeouts (§8): ``timeout_s`` for a query (60 s: a search is waiting) and
+  ``batch_timeout_s`` for document batches while indexing (120 s: larger inputs, nobody typing).
+  A timeout is not retried.
 
 litellm is imported only when a request is made, so creating an embedder is free.
 """
@@ -225,6 +228,7 @@ class RemoteEmbedder:
         batch_max_bytes: int = EMBEDDING_BATCH_MAX_BYTES,
         concurrency: int = 2,
         timeout_s: float = 60.0,
+        batch_timeout_s: float = 120.0,
         retry: RetryPolicy = RetryPolicy(),
         dimensions: int | None = None,
     ) -> None:
@@ -239,7 +243,8 @@ class RemoteEmbedder:
         self.headers = dict(headers or {})
         self.batch_max_bytes = max(1, batch_max_bytes)
         self.concurrency = max(1, concurrency)
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # query
+        self.batch_timeout_s = batch_timeout_s  # documents
         self.retry = retry
         self.dimensions = dimensions
         self.max_input_tokens = _MAX_INPUT_TOKENS[provider]
@@ -253,7 +258,7 @@ class RemoteEmbedder:
         self._dims: int | None = dimensions
         self._dims_lock = threading.Lock()
         self._sleep: Callable[[float], None] = time.sleep
-        self._client: Any = None
+        self._clients: dict[float, Any] = {}  # one per timeout: the SDK client's own timeout governs
 
     def __repr__(self) -> str:  # no key in reprs or logs
         where = f", base_url={self.base_url!r}" if self.base_url else ""
@@ -346,10 +351,11 @@ class RemoteEmbedder:
         import litellm
 
         litellm.suppress_debug_info = True
+        timeout = self.timeout_s if query else self.batch_timeout_s
         kwargs: dict[str, Any] = {
             "model": f"{_LITELLM_PREFIX.get(self.provider, self.provider)}/{self.model}",
             "input": batch,
-            "timeout": self.timeout_s,
+            "timeout": timeout,
             "max_retries": 0,
         }
         api_key = self._api_key
@@ -362,7 +368,7 @@ class RemoteEmbedder:
         if self.headers:
             kwargs["extra_headers"] = dict(self.headers)
         if self.provider in _OPENAI_SDK_PROVIDERS:
-            kwargs["client"] = self._openai_client(api_key)
+            kwargs["client"] = self._openai_client(api_key, timeout)
         if self.dimensions is not None:
             kwargs["dimensions"] = self.dimensions
         if self.provider == "voyage":
@@ -372,14 +378,15 @@ class RemoteEmbedder:
         response = litellm.embedding(**kwargs)
         return [_vector_of(item) for item in sorted(response.data, key=_index_of)]
 
-    def _openai_client(self, api_key: str | None) -> Any:
+    def _openai_client(self, api_key: str | None, timeout: float) -> Any:
         """An OpenAI SDK client whose retries stay off, reused across calls (it is thread-safe).
 
         Trigger: litellm 1.106's OpenAI embedding path reads ``max_retries or DEFAULT_MAX_RETRIES``
         (so 0 becomes 2) and then sets that on any client it is given. Why: hidden SDK retries would
         multiply ours and ignore our backoff. Outcome: a client whose ``max_retries`` is pinned to 0.
         """
-        if self._client is None:
+        client = self._clients.get(timeout)
+        if client is None:
             import openai
 
             class _NoRetryOpenAI(openai.OpenAI):
@@ -392,15 +399,16 @@ class RemoteEmbedder:
                     pass
 
             try:
-                self._client = _NoRetryOpenAI(
+                client = _NoRetryOpenAI(
                     api_key=api_key,
                     base_url=self.base_url or DEFAULT_BASE_URLS.get(self.provider),
                     max_retries=0,
-                    timeout=self.timeout_s,
+                    timeout=timeout,  # litellm does not override a given client's timeout per request
                 )
             except openai.OpenAIError as exc:  # no key given and none in OPENAI_API_KEY
                 raise EmbeddingError(f"{self._label}: {exc}") from exc
-        return self._client
+            self._clients[timeout] = client
+        return client
 
 
 def _index_of(item: Any) -> int:

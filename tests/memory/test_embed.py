@@ -309,6 +309,26 @@ def test_selected_endpoint_gets_the_configured_key_headers_and_model(openai_serv
     assert rotated.embedder.provider_key == selection.embedder.provider_key
 
 
+def test_query_and_batch_timeouts_are_separate_and_come_from_config(openai_server: OpenAIServer) -> None:
+    remote_cfg = {"baseUrl": openai_server.base_url, "timeoutSeconds": 0.3, "batchTimeoutSeconds": 5}
+    embedder = select({}, provider="openai", remote=remote_cfg).embedder
+    openai_server.embeddings.push(delay(1.0))
+    rows = embedder.embed_documents(["indexing may take longer"])  # the batch timeout is 5 s
+    assert rows.shape == (1, 384)
+
+    openai_server.embeddings.push(delay(1.0))
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError, match="Timeout"):
+        embedder.embed_query("when is the cutover")  # a search waits 0.3 s, not the 60 s default
+    assert time.monotonic() - started < 0.9
+    assert len(openai_server.embeddings.requests) == 2  # the timed-out query was not retried
+
+
+def test_timeout_defaults_are_a_minute_for_queries_and_two_for_batches() -> None:
+    embedder = select({"OPENAI_API_KEY": "k"}, provider="openai").embedder
+    assert (embedder.timeout_s, embedder.batch_timeout_s) == (60.0, 120.0)
+
+
 def test_auto_prefers_an_existing_local_model_file(tmp_path: Path) -> None:
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
