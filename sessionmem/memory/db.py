@@ -8,14 +8,21 @@ dependency) is used, which can. ``VectorSupport`` records which path was taken a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: process_lock() uses the filelock package instead
+    fcntl = None  # type: ignore[assignment]
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -65,12 +72,7 @@ def _load_sqlite_vec(conn: Any, driver: str, extension_path: str | None) -> Vect
         return VectorSupport(False, driver, None, f"{driver} cannot load extensions on this Python")
     try:
         conn.enable_load_extension(True)
-        if extension_path:
-            conn.load_extension(extension_path)
-        else:
-            import sqlite_vec
-
-            sqlite_vec.load(conn)
+        conn.load_extension(extension_path or sqlite_vec_path())
         conn.enable_load_extension(False)
         (version,) = conn.execute("SELECT vec_version()").fetchone()
     except Exception as exc:
@@ -79,6 +81,69 @@ def _load_sqlite_vec(conn: Any, driver: str, extension_path: str | None) -> Vect
         "stdlib sqlite3" if driver == "sqlite3" else "sqlean.py (stdlib sqlite3 has no enable_load_extension)"
     )
     return VectorSupport(True, driver, str(version), f"sqlite-vec {version} loaded through {how}")
+
+
+def sqlite_vec_path() -> str:
+    """The loadable extension shipped in the ``sqlite-vec`` package, found without importing it
+    (its ``__init__`` imports numpy, which would cost a keyword-only CLI search ~130 ms)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the sqlite-vec package is not installed (pip install sqlite-vec)")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
+def write_token(conn: Any) -> tuple[int, int]:
+    """Changes whenever another connection commits (``data_version``) or ``conn`` itself writes."""
+    (version,) = conn.execute("PRAGMA data_version").fetchone()
+    return int(version), int(conn.total_changes)
+
+
+class ProcessLock:
+    """A reentrant lock shared by threads and processes, on ``flock`` of a lock file.
+
+    The kernel releases it when the holder dies, so there is no stale lock to recover. (The
+    ``filelock`` package does the same, but importing it costs a keyword-only CLI search ~50 ms.)
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    def __enter__(self) -> ProcessLock:
+        self._thread_lock.acquire()
+        if self._depth == 0:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(fd)
+                    raise
+            except BaseException:
+                self._thread_lock.release()
+                raise
+            self._fd = fd
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        self._thread_lock.release()
+
+
+def process_lock(path: str | Path) -> Any:
+    """A reentrant inter-process lock on ``path``: flock where the OS has it, else filelock."""
+    if fcntl is not None:
+        return ProcessLock(path)
+    from filelock import FileLock
+
+    return FileLock(str(path))
 
 
 @contextmanager

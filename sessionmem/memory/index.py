@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
-
 from sessionmem.errors import MemoryIndexError
-from sessionmem.memory.db import VectorSupport, atomic, connect
+from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.files import MarkdownSource, TranscriptSource, list_memory_files, normalize_extra_paths
 from sessionmem.memory.indexer import (
@@ -64,8 +62,7 @@ if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
     from sessionmem.memory.embedding import Embedder
     from sessionmem.memory.files import EntrySource
-    from sessionmem.memory.types import SearchRequest, SearchResponse
-    from sessionmem.memory.vectors import VectorPath
+    from sessionmem.memory.types import SearchRequest, SearchResponse, VectorPath
 
 __all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
 
@@ -161,7 +158,7 @@ class MemoryIndex:
         self._inflight_force = False
         self._inflight_targeted = False
         self._session_delta: TranscriptDeltaScheduler | None = None
-        self._file_lock = FileLock(str(path) + ".lock")
+        self._file_lock = process_lock(str(path) + ".lock")
         self._dirty = True
         self._closed = False
         self._bootstrapped = False

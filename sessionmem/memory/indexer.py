@@ -21,8 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from sessionmem.errors import EmbeddingError, SessionMemError
 from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank, remap_lines, split_for_embedding
 from sessionmem.memory.db import atomic, sqlite_module
@@ -31,6 +29,8 @@ from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.schema import FTS_TABLE, META_KEY, SCHEMA_VERSION, TABLES, vec_table_sql
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from sessionmem.memory.embedding import Embedder
     from sessionmem.memory.files import EntrySource
 
@@ -217,6 +217,8 @@ def chunk_id(source: str, path: str, start: int, end: int, text_hash: str, model
 
 
 def to_blob(vector: np.ndarray) -> bytes:
+    import numpy as np  # only with an embedder: keyword-only indexing and search never load numpy
+
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
@@ -455,6 +457,8 @@ class Indexer:
         embedder = self.embedder
         if embedder is None:
             return {}
+        import numpy as np
+
         texts: dict[str, str] = {}
         for prepared in pending:
             for chunk, _ in prepared.chunks:

@@ -28,20 +28,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError, MemoryIndexError
 from sessionmem.memory import ranking
-from sessionmem.memory.db import VectorSupport
+from sessionmem.memory.db import VectorSupport, write_token
 from sessionmem.memory.embedding import Embedder
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.keywords import fts_queries, fts_terms
 from sessionmem.memory.ranking import Candidate
-from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult
-from sessionmem.memory.vectors import VectorPath, VectorRouter
+from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult, VectorPath
+
+if TYPE_CHECKING:  # numpy and the vector paths load only when an embedder exists (FTS-only starts fast)
+    import numpy as np
+
+    from sessionmem.memory.vectors import VectorRouter
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,11 @@ class Searcher:
         self._embedder = embedder
         self._settings = settings
         self._workspace = workspace
-        self._vectors = VectorRouter(conn, vector_support, preload=preload_matrix)
+        self._vectors: VectorRouter | None = None
+        if embedder is not None:
+            from sessionmem.memory.vectors import VectorRouter
+
+            self._vectors = VectorRouter(conn, vector_support, preload=preload_matrix)
         self._mtime_days: dict[str, date | None] = {}
         self._shape: _IndexShape | None = None
         self._has_fts = False
@@ -117,19 +123,20 @@ class Searcher:
     @property
     def vector_path(self) -> VectorPath:
         """The path the next vector query would take, and why."""
-        if self._embedder is None:
+        if self._vectors is None:
             return VectorPath("none", "FTS-only mode: no embedding provider")
         return self._vectors.current_path(self.model)
 
     def invalidate(self) -> None:
         """The index wrote: the in-memory matrix must reload before it serves again."""
-        self._vectors.invalidate()
+        if self._vectors is not None:
+            self._vectors.invalidate()
         self._mtime_days.clear()
         self._shape = None
 
     def warm(self) -> None:
         """Load the in-memory matrix now rather than on the first query."""
-        if self._embedder is not None:
+        if self._vectors is not None:
             self._vectors.warm(self.model)
 
     def search(self, request: SearchRequest) -> SearchResponse:
@@ -160,7 +167,7 @@ class Searcher:
         query_vec = self._embed_query(query, warnings) if self._embedder is not None else None
         vector_hits: list[Candidate] = []
         path_name: str | None = None
-        if query_vec is not None:  # first: it (re)loads the matrix the keyword filters consult
+        if query_vec is not None and self._vectors is not None:  # first: it (re)loads the matrix
             dates = (
                 ((request.after or date.min).isoformat(), (request.before or date.max).isoformat())
                 if dated
@@ -203,7 +210,7 @@ class Searcher:
         return self._has_fts
 
     def _index_shape(self) -> _IndexShape:
-        token = self._vectors.matrix.write_token()
+        token = write_token(self._conn)
         if self._shape is None or self._shape.token != token:
             (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
@@ -214,8 +221,8 @@ class Searcher:
         """(filter by model?, sources to filter by): only what would actually remove rows."""
         shape = self._index_shape()
         wanted = list(sources) if not shape.sources <= set(sources) else []
-        with_model = self._embedder is not None
-        if with_model:
+        with_model = self._vectors is not None
+        if self._vectors is not None:
             matrix = self._vectors.matrix
             # the matrix holds every row of the model that has a vector: all rows, if counts agree
             with_model = not (matrix.is_valid(self.model) and matrix.rows == shape.total_rows)
@@ -261,6 +268,8 @@ class Searcher:
     # ------------------------------------------------------------------ vector
 
     def _embed_query(self, query: str, warnings: list[str]) -> np.ndarray | None:
+        import numpy as np
+
         assert self._embedder is not None
         try:
             vec = np.asarray(self._embedder.embed_query(query), dtype=np.float32).reshape(-1)

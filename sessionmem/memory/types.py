@@ -34,6 +34,14 @@ class ScoreExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class VectorPath:
+    """How vector queries are served now, and why (shown by ``status``)."""
+
+    name: str  # "matrix" | "sqlite-vec" | "brute-force" | "none"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResult:
     path: str
     start_line: int

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sessionmem.memory.db import VectorSupport, connect
+from sessionmem.memory.db import VectorSupport, connect, write_token
+from sessionmem.memory.types import VectorPath
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +105,6 @@ class _MatrixState:
             present = frozenset(self.sources.tolist())
             self.masks[wanted] = None if present <= wanted else np.isin(self.sources, list(wanted))
         return self.masks[wanted]
-
-
-def write_token(conn: Any) -> tuple[int, int]:
-    """Changes whenever another connection commits (``data_version``) or ``conn`` itself writes."""
-    (version,) = conn.execute("PRAGMA data_version").fetchone()
-    return int(version), int(conn.total_changes)
 
 
 Loaded = tuple[list[str], list[str], list[str], np.ndarray]  # ids, sources, dates, matrix
@@ -344,12 +339,6 @@ class BruteForceVectors:
 
 
 # ---------------------------------------------------------------------------- choosing
-
-
-@dataclass(frozen=True, slots=True)
-class VectorPath:
-    name: str  # "matrix" | "sqlite-vec" | "brute-force"
-    reason: str
 
 
 def choose_vector_path(*, matrix_valid: bool, vector_support: VectorSupport, vec_table: bool) -> VectorPath:
