@@ -95,7 +95,12 @@ def open_index(app: Context, selection: EmbedderSelection | None = None) -> Iter
     if selection is None:
         selection = _selection(app)
     index = MemoryIndex.open(
-        app.agent_id, app.workspace, app.agent.memory_search, state_dir=app.state_dir, selection=selection
+        app.agent_id,
+        app.workspace,
+        app.agent.memory_search,
+        state_dir=app.state_dir,
+        selection=selection,
+        env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
     )
     try:
         yield index

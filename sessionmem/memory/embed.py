@@ -16,6 +16,8 @@ Rules, as OpenClaw's:
   model); the result records ``fallback_from`` and the first reason. Missing keys on every path ->
   FTS-only with the reasons; any other failure raises :class:`EmbedderUnavailable` with the
   combined message ``"<reason>\\n\\nFallback to <fb> failed: <reason2>"``.
+- At run time (a sync failing with ``EmbeddingError`` after the provider's retries) the index asks
+  :func:`create_fallback` for the fallback once and rebuilds with it; see ``MemoryIndex``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sessionmem.config import DEFAULT_LOCAL_MODEL, MemorySearchConfig
-from sessionmem.errors import EmbedderUnavailable
+from sessionmem.errors import EmbedderUnavailable, UsageError
 from sessionmem.memory.embed_local import LocalEmbedder, is_remote_model_ref
 from sessionmem.memory.embed_remote import DEFAULT_MODELS, RemoteEmbedder
 from sessionmem.memory.embedding import Embedder, EmbedderSelection
@@ -76,6 +78,30 @@ def select_embedder(settings: MemorySearchConfig, env: Mapping[str, str]) -> Emb
                 return EmbedderSelection(None, requested, reason=combined)
             raise EmbedderUnavailable(combined) from second
         return EmbedderSelection(embedder, requested, fallback_from=requested, reason=first_reason)
+
+
+def create_fallback(
+    settings: MemorySearchConfig, env: Mapping[str, str], failed: Embedder
+) -> Embedder | None:
+    """The fallback to switch to after ``failed`` broke at run time (§8 "Runtime fallback").
+
+    Built like a creation-time fallback: the fallback provider's default model (``local`` uses the
+    configured ``local.modelPath``). None when no fallback is configured or it is the very provider
+    that failed (same provider key). Raises :class:`EmbedderUnavailable` when it cannot be created
+    (no API key, no model file), so the caller can keep the original error.
+    """
+    fallback = settings.fallback
+    if fallback in ("none", "auto"):
+        return None
+    try:
+        embedder = _create(fallback, settings, env, None)
+    except _MissingKey as exc:
+        raise EmbedderUnavailable(str(exc)) from exc
+    except UsageError as exc:  # a remote provider refusing its arguments (openai-compatible, no baseUrl)
+        raise EmbedderUnavailable(f"fallback {fallback}: {exc}") from exc
+    if embedder.provider_key == failed.provider_key:
+        return None
+    return embedder
 
 
 def _select_auto(settings: MemorySearchConfig, env: Mapping[str, str]) -> EmbedderSelection:

@@ -27,13 +27,13 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import MemoryIndexError
+from sessionmem.errors import EmbedderUnavailable, EmbeddingError, MemoryIndexError
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.files import MarkdownSource, TranscriptSource, list_memory_files, normalize_extra_paths
@@ -123,13 +123,13 @@ class _Scope:
 WHOLE = _Scope()
 
 
-def _select_embedder(settings: MemorySearchConfig) -> EmbedderSelection:
+def _select_embedder(settings: MemorySearchConfig, env: Mapping[str, str]) -> EmbedderSelection:
     try:
         from sessionmem.memory.embed import select_embedder
     except ImportError:
         reason = "embedding providers are not available (sessionmem.memory.embed is missing)"
         return EmbedderSelection(None, settings.provider, reason=reason)
-    selection: EmbedderSelection = select_embedder(settings, env=os.environ)
+    selection: EmbedderSelection = select_embedder(settings, env=env)
     return selection
 
 
@@ -144,6 +144,7 @@ class MemoryIndex:
         path: Path,
         state_dir: Path,
         selection: EmbedderSelection | None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.workspace = Path(os.path.abspath(Path(workspace).expanduser()))
@@ -151,6 +152,8 @@ class MemoryIndex:
         self.path = path
         self.state_dir = Path(state_dir)
         self._selection = selection
+        self._env: Mapping[str, str] = os.environ if env is None else env  # API keys for providers
+        self._fallback_tried = False  # the runtime fallback is tried once per index
         self._selection_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._read_lock = threading.Lock()
@@ -184,11 +187,15 @@ class MemoryIndex:
         *,
         state_dir: Path,
         selection: EmbedderSelection | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> MemoryIndex:
-        """Open (creating, or rebuilding when corrupt) the index of ``agent_id`` over ``workspace``."""
-        index = cls(
-            agent_id, workspace, settings, store_path(agent_id, settings, state_dir), state_dir, selection
-        )
+        """Open (creating, or rebuilding when corrupt) the index of ``agent_id`` over ``workspace``.
+
+        ``selection``: the embedder, else chosen from ``settings`` on first need. ``env``: where
+        provider API keys are looked up for that choice and for a runtime fallback (default
+        ``os.environ``)."""
+        path = store_path(agent_id, settings, state_dir)
+        index = cls(agent_id, workspace, settings, path, state_dir, selection, env)
         index._open_db()
         minutes = settings.sync.interval_minutes
         if minutes and minutes > 0:
@@ -271,7 +278,7 @@ class MemoryIndex:
         """The embedding provider in use (chosen from config on first need)."""
         with self._selection_lock:
             if self._selection is None:
-                self._selection = _select_embedder(self.settings)
+                self._selection = _select_embedder(self.settings, self._env)
             return self._selection
 
     def source_names(self) -> list[str]:
@@ -377,13 +384,12 @@ class MemoryIndex:
         try:
             with self._file_lock:
                 try:
-                    self._sync_locked(force, progress, report, scope)
+                    report = self._sync_or_fall_back(force, progress, report, scope)
                 except DB_ERRORS as exc:
                     if not is_corruption(exc):
                         raise
                     self._recover_corrupt(str(exc))
-                    report = SyncReport(reason=reason)
-                    self._sync_locked(False, progress, report)
+                    report = self._sync_or_fall_back(False, progress, SyncReport(reason=reason))
         except BaseException as exc:
             if scope.memory:
                 self._dirty = True
@@ -395,6 +401,73 @@ class MemoryIndex:
             self._searcher.invalidate()
         self._reset_session_deltas()
         return report
+
+    def _sync_or_fall_back(
+        self, force: bool, progress: ProgressFn | None, report: SyncReport, scope: _Scope = WHOLE
+    ) -> SyncReport:
+        """One pass; if the provider fails it (after its retries) and a fallback is configured, switch
+        to the fallback once and rebuild everything with it (reference §8 "Runtime fallback").
+
+        The rebuild is the safe one (``_rebuild``): the old index serves searches until the new one
+        is complete, and stays if the fallback fails too."""
+        try:
+            self._sync_locked(force, progress, report, scope)
+            return report
+        except EmbeddingError as exc:
+            failed = self._activate_fallback(exc)
+            if failed is None:
+                raise
+            original = exc
+        selection = self.selection
+        fresh = SyncReport(reason=report.reason)
+        fresh.issues.append(
+            f"embedding provider {failed} failed ({original}); switched to the fallback "
+            f"{selection.actual} and rebuilt the index with it"
+        )
+        try:
+            self._sync_locked(True, progress, fresh)
+        except EmbeddingError as second:
+            raise EmbeddingError(f"{original}\n\nFallback to {selection.actual} failed: {second}") from second
+        return fresh
+
+    def _activate_fallback(self, error: EmbeddingError) -> str | None:
+        """Switch to ``memorySearch.fallback`` after ``error``, once; the failed provider's name, or
+        None when there is nothing to switch to (no fallback, already switched, cannot be created)."""
+        with self._selection_lock:
+            current = self._selection
+            if (
+                self._fallback_tried
+                or self.settings.fallback == "none"
+                or current is None
+                or current.embedder is None
+                or current.fallback_from is not None
+            ):
+                return None
+            self._fallback_tried = True
+            try:
+                from sessionmem.memory.embed import create_fallback
+
+                embedder = create_fallback(self.settings, self._env, current.embedder)
+            except (ImportError, EmbedderUnavailable) as exc:
+                log.warning(
+                    "memory index %s: fallback %s unavailable: %s", self.agent_id, self.settings.fallback, exc
+                )
+                return None
+            if embedder is None:
+                return None
+            failed = current.actual
+            self._selection = EmbedderSelection(
+                embedder, current.requested, fallback_from=failed, reason=str(error)
+            )
+            self._searcher = None  # the next search embeds queries with the fallback
+        log.warning(
+            "memory index %s: %s failed (%s); switching to fallback %s and rebuilding",
+            self.agent_id,
+            failed,
+            error,
+            embedder.provider,
+        )
+        return failed
 
     def _recover_corrupt(self, error: str) -> None:
         for conn in (self._reader, self._conn):
