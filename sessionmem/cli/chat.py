@@ -181,9 +181,8 @@ def _memory_index(app: Context, printer: ChatPrinter) -> Iterator[Any]:
     index = None
     if app.agent.memory_search.enabled:
         try:
-            index = stack.enter_context(open_index(app))
-            if app.agent.memory_search.sync.watch:  # a long-lived process: edits reach the index
-                index.start_watching()
+            # a long-lived process: open() watches the memory files when sync.watch is on
+            index = stack.enter_context(open_index(app, watch=None))
         except SessionMemError as exc:
             printer.error(exc)
             output.echo_err("warning: memory index unavailable; chatting without memory_search")

@@ -88,8 +88,12 @@ def _selection(app: Context) -> EmbedderSelection:
 
 
 @contextmanager
-def open_index(app: Context, selection: EmbedderSelection | None = None) -> Iterator[MemoryIndex]:
-    """The agent's index, closed on the way out whatever happens."""
+def open_index(
+    app: Context, selection: EmbedderSelection | None = None, *, watch: bool | None = False
+) -> Iterator[MemoryIndex]:
+    """The agent's index, closed on the way out whatever happens. Unwatched by default: the one-shot
+    commands start no threads (and never import watchdog); ``sessionmem chat`` passes
+    ``watch=None`` to follow ``sync.watch``."""
     from sessionmem.memory.index import MemoryIndex
 
     if selection is None:
@@ -101,6 +105,7 @@ def open_index(app: Context, selection: EmbedderSelection | None = None) -> Iter
         state_dir=app.state_dir,
         selection=selection,
         env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
+        watch=watch,
     )
     try:
         yield index

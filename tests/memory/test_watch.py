@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,6 +63,36 @@ def test_new_file_is_indexed_after_the_debounce(workspace: Path, watched: Any) -
     assert wait_for(lambda: "memory/new.md" in indexed_paths(index))
     assert time.monotonic() - written >= 0.28  # not before the debounce
     assert wait_for(lambda: not index.dirty)
+
+
+def test_a_library_opened_index_watches_without_being_asked(workspace: Path, tmp_path: Path) -> None:
+    config = MemorySearchConfig.model_validate({"sync": {"watchDebounceMs": 100}})  # sync.watch: default on
+    with MemoryIndex.open(
+        "main", workspace, config, state_dir=tmp_path / "state", selection=FTS_ONLY
+    ) as index:
+        index.sync()
+        (workspace / "memory" / "new.md").write_text("fresh note\n", encoding="utf-8")
+        assert wait_for(lambda: "memory/new.md" in indexed_paths(index))  # no start_watching() call
+
+
+@pytest.mark.parametrize(
+    ("setting", "watch"), [(True, False), (False, None)], ids=["watch=False", "sync.watch=false"]
+)
+def test_an_unwatched_index_starts_no_threads(
+    workspace: Path, tmp_path: Path, setting: bool, watch: bool | None
+) -> None:
+    config = MemorySearchConfig.model_validate({"sync": {"watch": setting, "watchDebounceMs": 50}})
+    before = set(threading.enumerate())
+    state = tmp_path / "state"
+    with MemoryIndex.open(
+        "main", workspace, config, state_dir=state, selection=FTS_ONLY, watch=watch
+    ) as index:
+        assert set(threading.enumerate()) - before == set()  # no observer, no timer
+        index.sync()
+        (workspace / "memory" / "new.md").write_text("fresh note\n", encoding="utf-8")
+        time.sleep(0.4)
+        assert indexed_paths(index) == set()  # nothing watched: the next sync (or search) finds it
+        assert index.sync().files_indexed == 1
 
 
 def test_each_event_restarts_the_debounce(workspace: Path, watched: Any) -> None:
