@@ -21,6 +21,7 @@ from sessionmem.cli.memory import MISSING_QUERY, parse_batch_line
 from sessionmem.cli.root import GlobalOptions, resolve
 from sessionmem.errors import ConfigError
 from sessionmem.memory.types import SearchRequest
+from tests.support.openai_server import OpenAIServer, server_error
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -544,6 +545,38 @@ def test_status_deep_and_search_with_the_local_model(
     answer = json.loads(found.output)
     assert answer["mode"] == "hybrid"
     assert answer["results"][0]["path"] == "memory/2024-01-05.md"
+
+
+@pytest.mark.local_model
+def test_index_switches_to_the_fallback_when_the_provider_keeps_failing(
+    runner: CliRunner, notes: Path, gguf_model: Path, openai_server: OpenAIServer
+) -> None:
+    config = notes.parent / "fallback.json"
+    memory_search = {
+        "provider": "openai",
+        "remote": {"baseUrl": openai_server.base_url},
+        "fallback": "local",
+        "local": {"modelPath": str(gguf_model)},
+    }
+    config.write_text(
+        json.dumps({"agents": {"defaults": {"workspace": str(notes), "memorySearch": memory_search}}}),
+        encoding="utf-8",
+    )
+    openai_server.embeddings.push(*[server_error(500) for _ in range(3)])  # every attempt of the batch
+
+    indexed = runner.invoke(cli, ["--config", str(config), "memory", "index"])
+    assert indexed.exit_code == 0, indexed.output
+    assert "switched to the fallback local" in indexed.output
+    assert "Memory index updated (main) (full rebuild): 3 files indexed" in indexed.output
+    assert len(openai_server.embeddings.requests) == 3
+
+    # Each command starts with the configured provider again; while it is down, the fallback's
+    # vectors come from the embedding cache, so nothing is embedded twice.
+    openai_server.embeddings.push(*[server_error(500) for _ in range(3)])
+    again = runner.invoke(cli, ["--config", str(config), "memory", "index", "--json"])
+    report = json.loads(again.output)
+    assert (report["embedded"], report["cacheHits"]) == (0, 3)
+    assert "switched to the fallback local" in report["issues"][0]
 
 
 def test_broken_provider_fails_search_cleanly_but_status_still_answers(notes: Path, tmp_path: Path) -> None:
