@@ -373,8 +373,8 @@ async def _run(
     agent = DemoAgent()
     model = ScriptedModel(responder=agent, name="scripted-demo")
     report = DemoReport(workspace, state_dir)
-    index = MemoryIndex.open(
-        "main", workspace, agent_cfg.memory_search, state_dir=state_dir, selection=selection
+    index = MemoryIndex.open(  # the run writes every note itself: no watcher thread needed
+        "main", workspace, agent_cfg.memory_search, state_dir=state_dir, selection=selection, watch=False
     )
     try:
         driver = _Driver(agent, emit, report)

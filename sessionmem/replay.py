@@ -287,7 +287,7 @@ async def _run(
         sink(record)
 
     settings = config.for_agent("main").memory_search
-    with MemoryIndex.open("main", workspace, settings, state_dir=state_dir) as index:
+    with MemoryIndex.open("main", workspace, settings, state_dir=state_dir, watch=False) as index:
         runner = SessionRunner(
             model,
             config=config,

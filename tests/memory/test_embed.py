@@ -160,6 +160,8 @@ def test_default_backoff_really_waits(openai_server: OpenAIServer) -> None:
 
 
 def test_timeout_fails_without_hanging(openai_server: OpenAIServer) -> None:
+    import litellm  # noqa: F401  (its first import takes seconds: not part of the timeout measured)
+
     openai_server.embeddings.push(delay(5.0))
     started = time.monotonic()
     with pytest.raises(EmbeddingError, match="embeddings"):
