@@ -477,7 +477,7 @@ def _append_line(
     """
     line = orjson.dumps(obj) + b"\n"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)  # read: the torn-line check
     except OSError as exc:
         raise TranscriptError(f"cannot open transcript {path} for append: {exc}") from exc
     try:
@@ -490,16 +490,10 @@ def _append_line(
             return size
         if size == 0 and header is not None:
             line = orjson.dumps(header) + b"\n" + line
-        if size > 0:
-            # Trigger: a writer died mid-line. Why: our line must start on a fresh line.
-            # Outcome: the fragment stays alone on its (skipped) line and ours parses.
-            rfd = os.open(path, os.O_RDONLY)
-            try:
-                last = os.pread(rfd, 1, size - 1)
-            finally:
-                os.close(rfd)
-            if last != b"\n":
-                line = b"\n" + line
+        # Trigger: a writer died mid-line. Why: our line must start on a fresh line.
+        # Outcome: the fragment stays alone on its (skipped) line and ours parses.
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         written = os.write(fd, line)
         if written != len(line):
             raise TranscriptError(f"short write to transcript {path}: {written} of {len(line)} bytes")
