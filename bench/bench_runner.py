@@ -176,9 +176,9 @@ def main() -> None:
     args = p.parse_args()
     turns, sessions = (5, 1) if args.quick else (args.turns, args.sessions)
     header("Session runner overhead (bench_runner.py)", args)
-    from sessionmem.tokens import configure_offline_environment
+    from sessionmem.tokens import configure_litellm_environment
 
-    configure_offline_environment()
+    configure_litellm_environment()
     FSYNC.install()
     results: dict[int, list[tuple[float, float, int, float, float]]] = {}
     profile = cProfile.Profile()

@@ -19,9 +19,17 @@ if TYPE_CHECKING:
 DEFAULT_ENCODING = "o200k_base"
 
 
-def configure_offline_environment() -> None:
-    """Set the environment variables that keep litellm and tiktoken off the network."""
+def configure_litellm_environment() -> None:
+    """Set, unless the user did, the environment litellm and tiktoken should run in here.
+
+    - ``LITELLM_LOCAL_MODEL_COST_MAP``: litellm reads its bundled price map instead of downloading it.
+    - ``DISABLE_AIOHTTP_TRANSPORT``: litellm's aiohttp sessions are bound to the event loop that made
+      them; the runner's sync API runs each turn in a fresh loop, and the cached sessions leaked
+      ("Unclosed client session" at exit). httpx's own transport has no such tie.
+    - ``TIKTOKEN_CACHE_DIR``: the encodings bundled in litellm, so tiktoken never downloads them.
+    """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
     if "TIKTOKEN_CACHE_DIR" in os.environ:
         return
     folder = litellm_tokenizer_dir()
@@ -43,7 +51,7 @@ def litellm_tokenizer_dir() -> Path | None:
 
 @lru_cache(maxsize=4)
 def encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
-    configure_offline_environment()
+    configure_litellm_environment()
     import tiktoken
 
     return tiktoken.get_encoding(name)

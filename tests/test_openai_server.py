@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sessionmem.tokens import configure_offline_environment
+from sessionmem.tokens import configure_litellm_environment
 from tests.support.openai_server import (
     OpenAIServer,
     context_length_error,
@@ -24,7 +24,7 @@ from tests.support.openai_server import (
 
 @pytest.fixture(scope="module")
 def litellm() -> Any:
-    configure_offline_environment()
+    configure_litellm_environment()
     import litellm
 
     return litellm

@@ -250,9 +250,9 @@ def chat(
 def _quiet_litellm() -> None:
     """litellm prints a "Give Feedback / Get Help" banner on stdout when a call fails, which would
     corrupt --json output and the chat transcript; errors are reported by the chat itself."""
-    from sessionmem.tokens import configure_offline_environment
+    from sessionmem.tokens import configure_litellm_environment
 
-    configure_offline_environment()
+    configure_litellm_environment()
     import litellm
 
     litellm.suppress_debug_info = True

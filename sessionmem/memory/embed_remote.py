@@ -345,9 +345,9 @@ class RemoteEmbedder:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _request(self, batch: list[str], *, query: bool) -> list[list[float]]:
-        from sessionmem.tokens import configure_offline_environment
+        from sessionmem.tokens import configure_litellm_environment
 
-        configure_offline_environment()
+        configure_litellm_environment()
         import litellm
 
         litellm.suppress_debug_info = True

@@ -6,7 +6,7 @@ Async (:meth:`LiteLLMModel.complete`, ``litellm.acompletion``), blocking
 shape) calls share the request building (:meth:`LiteLLMModel.request_kwargs`), the error mapping and the
 response parsing; only the call differs.
 litellm is imported inside the calling methods (it takes seconds to import), after
-:func:`sessionmem.tokens.configure_offline_environment` so it never fetches its price map.
+:func:`sessionmem.tokens.configure_litellm_environment` so it never fetches its price map.
 litellm's exceptions are translated here and nowhere else: a context-window error (its own class,
 or a 400 whose message talks about the context length) becomes :class:`ContextWindowExceeded`,
 everything else :class:`ModelError` with the HTTP status when there is one.
@@ -23,7 +23,7 @@ import orjson
 from sessionmem.errors import ContextWindowExceeded, ModelError
 from sessionmem.messages import Message, ToolCall, Usage
 from sessionmem.model.base import ModelReply, ModelRequest
-from sessionmem.tokens import configure_offline_environment
+from sessionmem.tokens import configure_litellm_environment
 
 _CONTEXT_RE = re.compile(
     r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
@@ -149,7 +149,7 @@ class LiteLLMModel:
 
 def _import_litellm() -> Any:
     """litellm, imported on first use with the offline price map (never fetched over the network)."""
-    configure_offline_environment()
+    configure_litellm_environment()
     import litellm
 
     return litellm
@@ -284,7 +284,7 @@ class StreamAssembler:
 
 def context_window(model: str) -> int | None:
     """The model's input window from litellm's bundled price map, or None if unknown (never raises)."""
-    configure_offline_environment()
+    configure_litellm_environment()
     try:
         import litellm
 

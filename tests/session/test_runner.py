@@ -544,7 +544,7 @@ def test_litellm_session_recovers_from_a_provider_context_overflow(
     from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
     from tests.support.openai_server import context_length_error, text_reply, tool_call_reply
 
-    tokens.configure_offline_environment()
+    tokens.configure_litellm_environment()
     import litellm  # noqa: F401  (imported before freezegun patches datetime: pydantic models need the real one)
 
     today = "memory/2026-11-22.md"
