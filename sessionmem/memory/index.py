@@ -3,45 +3,40 @@
 The Markdown is the truth; the index is derived and disposable. ``sync`` is incremental (see
 ``indexer.py``): an unchanged file costs the ``stat`` discovery already did (DESIGN decision 10).
 When the configuration that shaped the index changes (provider, model, sources, extra paths,
-chunking) or ``force`` is given, a new index is built in ``<db>.tmp-<uuid>`` (its embedding cache
-seeded from the old one) and then copied over the live file in one SQLite transaction with the
-backup API. Readers here or in another process never see a half-built index, a failed rebuild
-leaves the old one working, and no file is swapped under an open connection (which would pair
-the new file with another connection's ``-wal``/``-shm``).
+chunking) or ``force`` is given, a new index is built beside the live one and copied over it in one
+SQLite transaction (``rebuild.py``): readers here or in another process never see a half-built index,
+and a failed rebuild leaves the old one working.
 
 Concurrency: one sync at a time per index (concurrent callers wait for and share its result);
 across processes a file lock ``<db>.lock`` serialises syncs, and every write is ``BEGIN IMMEDIATE``
 with a busy timeout. Searches read through a second connection, so WAL lets them run during a sync.
 A database that is not one (or is malformed, or has another schema version) is moved aside to
-``<db>.corrupt-<time>`` and rebuilt from the Markdown; ``status().issues`` says so.
+``<db>.corrupt-<time>`` and rebuilt from the Markdown; ``status().issues`` says so (``status.py``).
+Background syncs, session-delta syncs and the interval timer run on ``background.Workers``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import EmbedderUnavailable, EmbeddingError, MemoryIndexError
+from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.memory.background import Workers
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
-from sessionmem.memory.files import MarkdownSource, TranscriptSource, list_memory_files, normalize_extra_paths
+from sessionmem.memory.files import MarkdownSource, TranscriptSource, normalize_extra_paths
+from sessionmem.memory.flight import SyncFlight
 from sessionmem.memory.indexer import (
     DB_ERRORS,
-    FILE_ISSUES_KEY,
     FTS_ONLY_MODEL,
-    NONE_PROVIDER_KEY,
     Indexer,
     SyncReport,
     apply_schema,
@@ -49,14 +44,23 @@ from sessionmem.memory.indexer import (
     meta_mismatch,
     plan_source,
     prune_cache,
-    read_json,
     read_meta,
-    schema_problem,
     vec_dims,
     write_json,
 )
+from sessionmem.memory.rebuild import (
+    caused_by_corruption,
+    desired_meta,
+    move_aside,
+    open_checked,
+    scratch_index,
+    seed_cache,
+    swap_in,
+)
 from sessionmem.memory.schema import META_KEY
+from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
 from sessionmem.memory.session_sync import TranscriptDeltaScheduler, sessions_enabled
+from sessionmem.memory.status import IndexCounts, IndexStatus, collect_issues, read_counts
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -78,36 +82,6 @@ def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> 
     return Path(state_dir).expanduser().absolute() / "memory" / f"{agent_id}.sqlite"
 
 
-@dataclass(frozen=True)
-class IndexStatus:
-    agent_id: str
-    workspace: str
-    store_path: str
-    provider_requested: str
-    provider: str  # actual provider, "none" in FTS-only mode
-    model: str  # embedding model or "fts-only"
-    fallback_from: str | None
-    fallback_reason: str | None  # why the fallback ran, or why FTS-only
-    mode: str  # "hybrid" | "fts-only"
-    sources: tuple[str, ...]
-    extra_paths: tuple[str, ...]
-    files: int
-    chunks: int
-    files_by_source: dict[str, int]
-    chunks_by_source: dict[str, int]
-    dirty: bool
-    vector_loaded: bool
-    vector_driver: str
-    vector_version: str | None
-    vector_reason: str
-    vector_dims: int | None
-    fts_available: bool
-    fts_error: str | None
-    cache_entries: int
-    cache_max_entries: int | None
-    issues: tuple[str, ...] = field(default_factory=tuple)
-
-
 @dataclass(frozen=True, slots=True)
 class _Scope:
     """The files one pass covers: the Markdown memory or not; every transcript (None) or these names."""
@@ -121,16 +95,6 @@ class _Scope:
 
 
 WHOLE = _Scope()
-
-
-def _select_embedder(settings: MemorySearchConfig, env: Mapping[str, str]) -> EmbedderSelection:
-    try:
-        from sessionmem.memory.embed import select_embedder
-    except ImportError:
-        reason = "embedding providers are not available (sessionmem.memory.embed is missing)"
-        return EmbedderSelection(None, settings.provider, reason=reason)
-    selection: EmbedderSelection = select_embedder(settings, env=env)
-    return selection
 
 
 class MemoryIndex:
@@ -157,9 +121,7 @@ class MemoryIndex:
         self._selection_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._read_lock = threading.Lock()
-        self._inflight: Future[SyncReport] | None = None
-        self._inflight_force = False
-        self._inflight_targeted = False
+        self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
         self._file_lock = process_lock(str(path) + ".lock")
         self._dirty = True
@@ -168,8 +130,7 @@ class MemoryIndex:
         self._issues: list[str] = []
         self._last_error: str | None = None
         self._fts_error: str | None = None
-        self._threads: list[threading.Thread] = []
-        self._stop = threading.Event()
+        self._workers = Workers(agent_id)
         self._searcher: Any = None
         self._watcher: Any = None
         self._conn: Any = None
@@ -203,7 +164,7 @@ class MemoryIndex:
         index._open_db()
         minutes = settings.sync.interval_minutes
         if minutes and minutes > 0:
-            index._start_thread(index._interval_loop, minutes * 60.0, name="interval")
+            index._workers.every(minutes * 60.0, lambda: index._sync_quietly("interval"))
         if settings.sync.watch if watch is None else watch:
             try:
                 index.start_watching()
@@ -224,18 +185,13 @@ class MemoryIndex:
             if self._closed:
                 return
             self._closed = True
-        self._stop.set()
+        self._workers.stop()
         if self._session_delta is not None:
             self._session_delta.close()
         if self._watcher is not None:
             self._watcher.stop()
-        for thread in list(self._threads):
-            if thread is not threading.current_thread():
-                thread.join()
-        inflight = self._inflight
-        if inflight is not None:
-            with contextlib.suppress(BaseException):
-                inflight.result()
+        self._workers.join()
+        self._flight.wait()
         for conn in (self._reader, self._conn):
             if conn is not None:
                 with contextlib.suppress(*DB_ERRORS):
@@ -253,30 +209,13 @@ class MemoryIndex:
 
     def _connect_checked(self) -> tuple[Any, VectorSupport]:
         """Connect, moving a corrupt or foreign-schema database aside once; apply the schema."""
-        for attempt in (1, 2):
-            conn = None
-            try:
-                conn, support = self._connect(self.path)
-                problem = schema_problem(conn)
-            except DB_ERRORS as exc:
-                if not is_corruption(exc) or attempt == 2:
-                    raise MemoryIndexError(f"cannot open memory index {self.path}: {exc}") from exc
-                problem = f"index database {self.path.name} is corrupt ({exc})"
-            if problem is None and conn is not None:
-                self._fts_error = apply_schema(conn, self.settings.store.fts.tokenizer)
-                return conn, support
-            if conn is not None:
-                conn.close()
-            self._move_aside(problem or "unusable index database")
-        raise MemoryIndexError(f"cannot open memory index {self.path}")  # pragma: no cover
+        conn, support, self._fts_error = open_checked(
+            self.path, self._connect, self.settings.store.fts.tokenizer, self._move_aside
+        )
+        return conn, support
 
     def _move_aside(self, problem: str) -> None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(str(self.path) + suffix)
-            if src.exists():
-                os.replace(src, Path(str(target) + suffix))
+        target = move_aside(self.path)
         self._issues.append(f"{problem}; moved aside to {target.name} and rebuilt from the Markdown files")
         self._dirty = True
         log.warning("memory index %s: %s; moved aside to %s", self.path, problem, target)
@@ -288,7 +227,7 @@ class MemoryIndex:
         """The embedding provider in use (chosen from config on first need)."""
         with self._selection_lock:
             if self._selection is None:
-                self._selection = _select_embedder(self.settings, self._env)
+                self._selection = select_from_config(self.settings, self._env)
             return self._selection
 
     def source_names(self) -> list[str]:
@@ -312,20 +251,9 @@ class MemoryIndex:
         return out
 
     def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
-        extras = sorted(str(p) for p in normalize_extra_paths(self.workspace, self.settings.extra_paths))
-        scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
-        return {
-            "provider": embedder.provider if embedder else "none",
-            "model": embedder.model if embedder else FTS_ONLY_MODEL,
-            "providerKey": embedder.provider_key if embedder else NONE_PROVIDER_KEY,
-            "sources": self.source_names(),
-            "scopeHash": scope,
-            "chunkTokens": self.settings.chunking.tokens,
-            "chunkOverlap": self.settings.chunking.overlap,
-            "ftsTokenizer": self.settings.store.fts.tokenizer,
-            "vectorTable": bool(embedder is not None and self._vector.loaded),
-            "vectorDims": embedder.dims if embedder else None,
-        }
+        return desired_meta(
+            self.settings, self.workspace, self.source_names(), embedder, vector_loaded=self._vector.loaded
+        )
 
     # -- sync ------------------------------------------------------------------------------------
 
@@ -357,32 +285,16 @@ class MemoryIndex:
             scope = _Scope(False, tuple(sorted({Path(p).name for p in session_files})))
         else:
             scope = WHOLE if sessions else _Scope(True, ())
-        while True:
-            with self._state_lock:
-                if self._closed:
-                    raise MemoryIndexError(f"memory index {self.path} is closed")
-                current = self._inflight
-                if current is None:
-                    mine: Future[SyncReport] = Future()
-                    self._inflight, self._inflight_force = mine, force
-                    self._inflight_targeted = not scope.whole
-                    break
-                share = scope.whole and not self._inflight_targeted and (not force or self._inflight_force)
-            if share:
-                return current.result()
-            with contextlib.suppress(BaseException):
-                current.result()
-        try:
-            report = self._run_sync(force, progress, reason, scope)
-        except BaseException as exc:
-            mine.set_exception(exc)
-            raise
-        else:
-            mine.set_result(report)
-            return report
-        finally:
-            with self._state_lock:
-                self._inflight = None
+        return self._flight.run(
+            lambda: self._run_sync(force, progress, reason, scope),
+            force=force,
+            whole=scope.whole,
+            check_open=self._check_open,
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryIndexError(f"memory index {self.path} is closed")
 
     def _run_sync(
         self, force: bool, progress: ProgressFn | None, reason: str, scope: _Scope = WHOLE
@@ -445,30 +357,14 @@ class MemoryIndex:
         None when there is nothing to switch to (no fallback, already switched, cannot be created)."""
         with self._selection_lock:
             current = self._selection
-            if (
-                self._fallback_tried
-                or self.settings.fallback == "none"
-                or current is None
-                or current.embedder is None
-                or current.fallback_from is not None
-            ):
+            if self._fallback_tried or current is None or not can_fall_back(self.settings, current):
                 return None
             self._fallback_tried = True
-            try:
-                from sessionmem.memory.embed import create_fallback
-
-                embedder = create_fallback(self.settings, self._env, current.embedder)
-            except (ImportError, EmbedderUnavailable) as exc:
-                log.warning(
-                    "memory index %s: fallback %s unavailable: %s", self.agent_id, self.settings.fallback, exc
-                )
+            chosen = fallback_selection(self.settings, self._env, current, error, agent_id=self.agent_id)
+            if chosen is None or chosen.embedder is None:
                 return None
-            if embedder is None:
-                return None
-            failed = current.actual
-            self._selection = EmbedderSelection(
-                embedder, current.requested, fallback_from=failed, reason=str(error)
-            )
+            failed, embedder = current.actual, chosen.embedder
+            self._selection = chosen
             self._searcher = None  # the next search embeds queries with the fallback
         log.warning(
             "memory index %s: %s failed (%s); switching to fallback %s and rebuilding",
@@ -545,11 +441,9 @@ class MemoryIndex:
     ) -> None:
         """Build a fresh index beside the live one, then copy it over in one transaction."""
         report.full = True
-        tmp = self.path.with_name(f"{self.path.name}.tmp-{uuid.uuid4().hex}")
-        conn, _ = self._connect(tmp)
-        try:
+        with scratch_index(self.path, self._connect) as conn:
             fts_error = apply_schema(conn, self.settings.store.fts.tokenizer)
-            self._seed_cache(conn, embedder)
+            seed_cache(conn, self.path, embedder)
             indexer = self._indexer(conn, embedder, report, progress)
             indexer.fts = fts_error is None
             indexer.sync(self._sources(), full=True)
@@ -557,53 +451,10 @@ class MemoryIndex:
             if not self.settings.cache.enabled:
                 with atomic(conn):
                     conn.execute("DELETE FROM embedding_cache")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            conn.backup(self._conn)  # the swap: atomic for every reader of the live file
+            swap_in(conn, self._conn)
             self._fts_error = fts_error
-        finally:
-            with contextlib.suppress(*DB_ERRORS):
-                conn.close()
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                with contextlib.suppress(OSError):
-                    os.unlink(str(tmp) + suffix)
-
-    def _seed_cache(self, conn: Any, embedder: Embedder | None) -> None:
-        """Copy the old index's cached vectors (and its chunks' vectors, same model) into ``conn``."""
-        if not self.path.exists():
-            return
-        conn.execute("ATTACH DATABASE ? AS old", (str(self.path),))
-        try:
-            with atomic(conn):
-                conn.execute("INSERT OR IGNORE INTO main.embedding_cache SELECT * FROM old.embedding_cache")
-                old = read_json_attached(conn)
-                if (
-                    embedder is not None
-                    and old is not None
-                    and (
-                        (old.get("provider"), old.get("model"), old.get("providerKey"))
-                        == (embedder.provider, embedder.model, embedder.provider_key)
-                    )
-                ):
-                    conn.execute(
-                        "INSERT OR IGNORE INTO main.embedding_cache"
-                        "(provider, model, provider_key, hash, embedding, dims, updated_at) "
-                        "SELECT ?, ?, ?, hash, embedding, length(embedding) / 4, updated_at FROM old.chunks "
-                        "WHERE model = ? AND embedding IS NOT NULL",
-                        (embedder.provider, embedder.model, embedder.provider_key, embedder.model),
-                    )
-        finally:
-            conn.execute("DETACH DATABASE old")
 
     # -- background work -------------------------------------------------------------------------
-
-    def _start_thread(self, target: Callable[..., None], *args: Any, name: str) -> None:
-        thread = threading.Thread(
-            target=target, args=args, name=f"sessionmem-{name}-{self.agent_id}", daemon=True
-        )
-        with self._state_lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(thread)
-        thread.start()
 
     def _sync_quietly(self, reason: str) -> None:
         """A detached sync: failures are logged and shown in status, never raised."""
@@ -616,9 +467,9 @@ class MemoryIndex:
     def sync_in_background(self, reason: str = "background") -> None:
         """Start a sync in a thread unless one is running."""
         with self._state_lock:
-            if self._inflight is not None or self._closed:
+            if self._flight.running or self._closed:
                 return
-        self._start_thread(self._sync_quietly, reason, name="sync")
+        self._workers.start(self._sync_quietly, reason, name="sync")
 
     # -- session transcripts (reference §5; sessionmem.memory.session_sync) -----------------------
 
@@ -652,7 +503,7 @@ class MemoryIndex:
         """Index only ``paths`` (their new lines) in a thread; searches never wait for it."""
         files = [os.fspath(p) for p in paths]
         if files and not self._closed:
-            self._start_thread(self._sync_files_quietly, files, reason, name="session-sync")
+            self._workers.start(self._sync_files_quietly, files, reason, name="session-sync")
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Wait until no transcript delta check is pending and no background sync runs; False on timeout.
@@ -660,9 +511,9 @@ class MemoryIndex:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             scheduler = self._session_delta
+            busy = self._workers.busy()
             with self._state_lock:
-                busy = [t for t in self._threads if t.is_alive() and "-interval-" not in t.name]
-                running = self._inflight is not None
+                running = self._flight.running
             if not busy and not running and not (scheduler is not None and scheduler.pending):
                 return True
             for thread in busy:
@@ -699,10 +550,6 @@ class MemoryIndex:
                 sizes.append((path, size))
         scheduler.indexed(sizes)
 
-    def _interval_loop(self, seconds: float) -> None:
-        while not self._stop.wait(seconds):
-            self._sync_quietly("interval")
-
     def start_watching(self) -> None:
         """Watch the memory files; a change marks the index dirty and syncs after the debounce."""
         from sessionmem.memory.watch import MemoryWatcher
@@ -736,7 +583,7 @@ class MemoryIndex:
                 self.sync_in_background("search")
             return self._with_fallback(self._get_searcher().search(request))
         except Exception as error:
-            if not _caused_by_corruption(error):
+            if not caused_by_corruption(error):
                 raise
             exc = error
         # Trigger: the file went bad under us. Why: an incremental sync would not notice (it reads no
@@ -791,30 +638,24 @@ class MemoryIndex:
         sel = self.selection
         embedder = sel.embedder
         unreadable: str | None = None
-        files_by: dict[str, int] = {}
-        chunks_by: dict[str, int] = {}
-        file_issues: dict[str, str] = {}
-        cache_entries, dims = 0, None
+        counts = IndexCounts()
         try:
             with self._read_lock:
-                reader = self._reader
-                files_by = dict(
-                    reader.execute("SELECT source, COUNT(*) FROM files GROUP BY source").fetchall()
-                )
-                chunks_by = dict(
-                    reader.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source").fetchall()
-                )
-                (cache_entries,) = reader.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
-                meta = read_meta(reader) or {}
-                file_issues = read_json(reader, FILE_ISSUES_KEY) or {}
-                dims = vec_dims(reader) or meta.get("vectorDims")
+                counts = read_counts(self._reader)
                 self._dirty = bool(
-                    meta_mismatch(meta or None, self._desired_meta(embedder))
-                    or any(plan_source(reader, source).pending for source in self._sources())
+                    meta_mismatch(counts.meta or None, self._desired_meta(embedder))
+                    or any(plan_source(self._reader, source).pending for source in self._sources())
                 )
         except DB_ERRORS as exc:
             self._dirty = True
             unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
+        issues = collect_issues(
+            [*self._issues, self._last_error, self._fts_error],
+            workspace=self.workspace,
+            settings=self.settings,
+            sources=self.source_names(),
+            file_issues=counts.file_issues,
+        )
         return IndexStatus(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
@@ -827,62 +668,19 @@ class MemoryIndex:
             mode=sel.mode,
             sources=tuple(self.source_names()),
             extra_paths=tuple(self.settings.extra_paths),
-            files=sum(files_by.values()),
-            chunks=sum(chunks_by.values()),
-            files_by_source=files_by,
-            chunks_by_source=chunks_by,
+            files=sum(counts.files_by_source.values()),
+            chunks=sum(counts.chunks_by_source.values()),
+            files_by_source=counts.files_by_source,
+            chunks_by_source=counts.chunks_by_source,
             dirty=self._dirty,
             vector_loaded=self._vector.loaded,
             vector_driver=self._vector.driver,
             vector_version=self._vector.version,
             vector_reason=self._vector.reason,
-            vector_dims=dims if embedder else None,
+            vector_dims=counts.vector_dims if embedder else None,
             fts_available=self._fts_error is None,
             fts_error=self._fts_error,
-            cache_entries=int(cache_entries),
+            cache_entries=counts.cache_entries,
             cache_max_entries=self.settings.cache.max_entries,
-            issues=tuple(self._collect_issues(file_issues) + ([unreadable] if unreadable else [])),
+            issues=tuple(issues + ([unreadable] if unreadable else [])),
         )
-
-    def _collect_issues(self, file_issues: dict[str, str]) -> list[str]:
-        issues = list(self._issues)
-        if self._last_error:
-            issues.append(self._last_error)
-        if self._fts_error:
-            issues.append(self._fts_error)
-        if "memory" in self.source_names():
-            memory_dir = self.workspace / "memory"
-            if not memory_dir.is_dir():
-                issues.append(f"memory directory missing ({memory_dir})")
-            if not list_memory_files(self.workspace, self.settings.extra_paths):
-                issues.append(
-                    f"no memory files found in {self.workspace} (MEMORY.md, memory/**/*.md, extra paths)"
-                )
-        issues.extend(file_issues[path] for path in sorted(file_issues))
-        return issues
-
-
-def _caused_by_corruption(exc: BaseException | None) -> bool:
-    """True when ``exc`` or an exception it was raised from means the database file is damaged."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if is_corruption(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
-
-
-def read_json_attached(conn: Any) -> dict[str, Any] | None:
-    """The old index's meta, read through ``ATTACH ... AS old``."""
-    try:
-        row = conn.execute("SELECT value FROM old.meta WHERE key = ?", (META_KEY,)).fetchone()
-    except DB_ERRORS:
-        return None
-    if row is None:
-        return None
-    try:
-        value = json.loads(row[0])
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

@@ -1,0 +1,195 @@
+"""Safe rebuilds and corruption recovery for the index file (used by ``MemoryIndex``).
+
+A full rebuild happens in ``<db>.tmp-<uuid>`` (``scratch_index``), its embedding cache seeded from the
+live file (``seed_cache``), and is then copied over the live file in one SQLite transaction with the
+backup API (``swap_in``). Readers never see a half-built index, a failed rebuild leaves the old one
+working, and no file is swapped under an open connection (which would pair the new file with
+another connection's ``-wal``/``-shm``).
+
+A database that is not one (or is malformed, or has another schema version) is moved aside to
+``<db>.corrupt-<time>`` (``move_aside``) so that it can be rebuilt from the Markdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessionmem.errors import MemoryIndexError
+from sessionmem.memory.db import VectorSupport, atomic
+from sessionmem.memory.files import normalize_extra_paths
+from sessionmem.memory.indexer import (
+    DB_ERRORS,
+    FTS_ONLY_MODEL,
+    NONE_PROVIDER_KEY,
+    apply_schema,
+    is_corruption,
+    schema_problem,
+)
+from sessionmem.memory.schema import META_KEY
+
+if TYPE_CHECKING:
+    from sessionmem.config import MemorySearchConfig
+    from sessionmem.memory.embedding import Embedder
+
+__all__ = [
+    "caused_by_corruption",
+    "desired_meta",
+    "move_aside",
+    "open_checked",
+    "read_json_attached",
+    "scratch_index",
+    "seed_cache",
+    "swap_in",
+]
+
+ConnectFn = Callable[[Path], tuple[Any, VectorSupport]]
+
+
+def desired_meta(
+    settings: MemorySearchConfig,
+    workspace: Path,
+    sources: list[str],
+    embedder: Embedder | None,
+    *,
+    vector_loaded: bool,
+) -> dict[str, Any]:
+    """The meta an index built now would record; any difference from the stored one means a rebuild."""
+    extras = sorted(str(p) for p in normalize_extra_paths(workspace, settings.extra_paths))
+    scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
+    return {
+        "provider": embedder.provider if embedder else "none",
+        "model": embedder.model if embedder else FTS_ONLY_MODEL,
+        "providerKey": embedder.provider_key if embedder else NONE_PROVIDER_KEY,
+        "sources": sources,
+        "scopeHash": scope,
+        "chunkTokens": settings.chunking.tokens,
+        "chunkOverlap": settings.chunking.overlap,
+        "ftsTokenizer": settings.store.fts.tokenizer,
+        "vectorTable": bool(embedder is not None and vector_loaded),
+        "vectorDims": embedder.dims if embedder else None,
+    }
+
+
+# -- corruption ---------------------------------------------------------------------------------
+
+
+def move_aside(path: Path) -> Path:
+    """Move the database at ``path`` (and its ``-wal``/``-shm``) to ``<name>.corrupt-<time>``; the target."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(str(path) + suffix)
+        if src.exists():
+            os.replace(src, Path(str(target) + suffix))
+    return target
+
+
+def open_checked(
+    path: Path, connect: ConnectFn, tokenizer: str, on_unusable: Callable[[str], None]
+) -> tuple[Any, VectorSupport, str | None]:
+    """Connect to ``path`` and apply the schema: the connection, its vector support and the FTS error.
+
+    A corrupt or foreign-schema database is handed to ``on_unusable`` (with the problem) once, which
+    must move it aside; the second attempt then starts from an empty file."""
+    for attempt in (1, 2):
+        conn = None
+        try:
+            conn, support = connect(path)
+            problem = schema_problem(conn)
+        except DB_ERRORS as exc:
+            if not is_corruption(exc) or attempt == 2:
+                raise MemoryIndexError(f"cannot open memory index {path}: {exc}") from exc
+            problem = f"index database {path.name} is corrupt ({exc})"
+        if problem is None and conn is not None:
+            fts_error = apply_schema(conn, tokenizer)
+            return conn, support, fts_error
+        if conn is not None:
+            conn.close()
+        on_unusable(problem or "unusable index database")
+    raise MemoryIndexError(f"cannot open memory index {path}")  # pragma: no cover
+
+
+def caused_by_corruption(exc: BaseException | None) -> bool:
+    """True when ``exc`` or an exception it was raised from means the database file is damaged."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if is_corruption(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+# -- safe rebuild -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scratch_index(live: Path, connect: ConnectFn) -> Iterator[Any]:
+    """A connection to a fresh ``<live>.tmp-<uuid>``; closed and deleted (with its journals) on exit."""
+    tmp = live.with_name(f"{live.name}.tmp-{uuid.uuid4().hex}")
+    conn, _ = connect(tmp)
+    try:
+        yield conn
+    finally:
+        with contextlib.suppress(*DB_ERRORS):
+            conn.close()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(str(tmp) + suffix)
+
+
+def swap_in(built: Any, live: Any) -> None:
+    """Copy the finished index ``built`` over ``live``: one transaction, atomic for every reader."""
+    built.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    built.backup(live)
+
+
+def seed_cache(conn: Any, live: Path, embedder: Embedder | None) -> None:
+    """Copy the old index's cached vectors (and its chunks' vectors, same model) into ``conn``."""
+    if not live.exists():
+        return
+    conn.execute("ATTACH DATABASE ? AS old", (str(live),))
+    try:
+        with atomic(conn):
+            conn.execute("INSERT OR IGNORE INTO main.embedding_cache SELECT * FROM old.embedding_cache")
+            old = read_json_attached(conn)
+            if (
+                embedder is not None
+                and old is not None
+                and (
+                    (old.get("provider"), old.get("model"), old.get("providerKey"))
+                    == (embedder.provider, embedder.model, embedder.provider_key)
+                )
+            ):
+                conn.execute(
+                    "INSERT OR IGNORE INTO main.embedding_cache"
+                    "(provider, model, provider_key, hash, embedding, dims, updated_at) "
+                    "SELECT ?, ?, ?, hash, embedding, length(embedding) / 4, updated_at FROM old.chunks "
+                    "WHERE model = ? AND embedding IS NOT NULL",
+                    (embedder.provider, embedder.model, embedder.provider_key, embedder.model),
+                )
+    finally:
+        conn.execute("DETACH DATABASE old")
+
+
+def read_json_attached(conn: Any) -> dict[str, Any] | None:
+    """The old index's meta, read through ``ATTACH ... AS old``."""
+    try:
+        row = conn.execute("SELECT value FROM old.meta WHERE key = ?", (META_KEY,)).fetchone()
+    except DB_ERRORS:
+        return None
+    if row is None:
+        return None
+    try:
+        value = json.loads(row[0])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
