@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessionmem.config import Config, MemorySearchConfig, merge
+from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel
 from sessionmem.session.events import Event
+from sessionmem.small_window import small_window_config
 
 Record = dict[str, Any]
 RecordSink = Callable[[Record], None]
@@ -309,22 +310,14 @@ def demo_config(memory_search: MemorySearchConfig | None = None, timezone: str |
     Daily logs are not preloaded into the system prompt, so the new session can only know the early
     fact by searching memory.
     """
-    search = memory_search or MemorySearchConfig(provider="none")
-    defaults: dict[str, Any] = {
-        "contextTokens": CONTEXT_WINDOW,
-        "loadDailyLogs": False,
-        "compaction": {
-            "reserveTokens": RESERVE_TOKENS,
-            "reserveTokensFloor": RESERVE_TOKENS,
-            "keepRecentTokens": KEEP_RECENT_TOKENS,
-            "postIndexSync": "off",
-            "memoryFlush": {"softThresholdTokens": SOFT_THRESHOLD},
-        },
-        "memorySearch": search.model_dump(by_alias=True),
-    }
-    if timezone:
-        defaults["userTimezone"] = timezone
-    return merge(Config(), {"agents": {"defaults": defaults}})
+    return small_window_config(
+        CONTEXT_WINDOW,
+        reserve_tokens=RESERVE_TOKENS,
+        keep_recent_tokens=KEEP_RECENT_TOKENS,
+        soft_threshold_tokens=SOFT_THRESHOLD,
+        memory_search=memory_search,
+        timezone=timezone,
+    )
 
 
 # ---------------------------------------------------------------------------- the run

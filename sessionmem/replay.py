@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessionmem.config import Config, MemorySearchConfig, merge
+from sessionmem.config import Config
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
@@ -36,6 +36,7 @@ from sessionmem.model.scripted import NO_REPLY, ScriptedModel
 from sessionmem.session.events import Event
 from sessionmem.session.tools import Tool, ToolError
 from sessionmem.session.transcript import message_from_dict, read_entries
+from sessionmem.small_window import small_window_config
 
 Record = dict[str, Any]
 RecordSink = Callable[[Record], None]
@@ -197,22 +198,13 @@ def _write_target(request: ModelRequest) -> str | None:
 
 def replay_config(context_window: int, timezone: str | None = None) -> Config:
     """Defaults with a small window: compaction at 80% of it, the flush 10% earlier."""
-    reserve = max(1, context_window // 5)
-    defaults: dict[str, Any] = {
-        "contextTokens": context_window,
-        "loadDailyLogs": False,
-        "compaction": {
-            "reserveTokens": reserve,
-            "reserveTokensFloor": reserve,
-            "keepRecentTokens": max(1, context_window // 5),
-            "postIndexSync": "off",
-            "memoryFlush": {"softThresholdTokens": max(1, context_window // 10)},
-        },
-        "memorySearch": MemorySearchConfig(provider="none").model_dump(by_alias=True),
-    }
-    if timezone:
-        defaults["userTimezone"] = timezone
-    return merge(Config(), {"agents": {"defaults": defaults}})
+    return small_window_config(
+        context_window,
+        reserve_tokens=max(1, context_window // 5),
+        keep_recent_tokens=max(1, context_window // 5),
+        soft_threshold_tokens=max(1, context_window // 10),
+        timezone=timezone,
+    )
 
 
 @dataclass

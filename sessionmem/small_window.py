@@ -1,0 +1,43 @@
+"""The configuration the demo and the replay run under: defaults with a small context window.
+
+A small window makes the silent flush and compaction happen within a short scripted conversation.
+Daily logs are not preloaded into the system prompt, so a new session can only know an early fact by
+searching memory; the post-compaction index sync is off because both runs sync themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessionmem.config import Config, MemorySearchConfig, merge
+
+__all__ = ["small_window_config"]
+
+
+def small_window_config(
+    context_window: int,
+    *,
+    reserve_tokens: int,
+    keep_recent_tokens: int,
+    soft_threshold_tokens: int,
+    memory_search: MemorySearchConfig | None = None,
+    timezone: str | None = None,
+) -> Config:
+    """Defaults for every agent with ``context_window`` tokens: compaction at ``context_window -
+    reserve_tokens``, the flush ``soft_threshold_tokens`` earlier; ``memory_search`` defaults to
+    keyword-only (provider ``none``)."""
+    search = memory_search or MemorySearchConfig(provider="none")
+    defaults: dict[str, Any] = {
+        "contextTokens": context_window,
+        "loadDailyLogs": False,
+        "compaction": {
+            "reserveTokens": reserve_tokens,
+            "reserveTokensFloor": reserve_tokens,
+            "keepRecentTokens": keep_recent_tokens,
+            "postIndexSync": "off",
+            "memoryFlush": {"softThresholdTokens": soft_threshold_tokens},
+        },
+        "memorySearch": search.model_dump(by_alias=True),
+    }
+    if timezone:
+        defaults["userTimezone"] = timezone
+    return merge(Config(), {"agents": {"defaults": defaults}})
