@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import os
-import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,51 +20,7 @@ from sessionmem.memory.db import connect
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.types import SearchRequest
-
-FTS_ONLY = EmbedderSelection(None, "none", reason="no provider in tests")
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words vectors (hashed words), L2-normalised; records every call."""
-
-    provider = "test"
-    max_input_tokens = 2048
-
-    def __init__(
-        self, dims: int = 64, model: str = "hash-bow", fail: bool = False, delay: float = 0.0
-    ) -> None:
-        self.model = model
-        self.provider_key = hashlib.sha256(f"test:{model}:{dims}".encode()).hexdigest()
-        self._dims = dims
-        self.fail = fail
-        self.delay = delay
-        self.calls: list[list[str]] = []
-
-    @property
-    def dims(self) -> int | None:
-        return self._dims
-
-    def _vector(self, text: str) -> np.ndarray:
-        vec = np.zeros(self._dims, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vec[int(hashlib.md5(word.encode()).hexdigest(), 16) % self._dims] += 1.0
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm else vec
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._vector(text)
-
-    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
-        self.calls.append(list(texts))
-        if self.delay:
-            time.sleep(self.delay)
-        if self.fail:
-            raise RuntimeError("embedding service exploded")
-        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self._dims), np.float32)
-
-    @property
-    def embedded_texts(self) -> list[str]:
-        return [t for call in self.calls for t in call]
+from tests.memory.support import FTS_ONLY, HashEmbedder
 
 
 def settings(**values: Any) -> MemorySearchConfig:
@@ -75,11 +29,6 @@ def settings(**values: Any) -> MemorySearchConfig:
 
 def selection_for(embedder: HashEmbedder | None) -> EmbedderSelection:
     return FTS_ONLY if embedder is None else EmbedderSelection(embedder, "test")
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state"
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from sessionmem.config import Config, merge
 from sessionmem.errors import MemoryPathError
 from sessionmem.hooks import HookRegistry
 from sessionmem.memory.db import connect
-from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.paths import resolve_memory_target
 from sessionmem.memory.session_files import entry_date, list_session_files
@@ -26,10 +25,11 @@ from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware, last_user_text
 from sessionmem.session.lifecycle import archive_name
 from sessionmem.session.runner import Session, SessionRunner
-from tests.memory.test_session_indexing import (
-    CountingEmbedder,
+from tests.memory.support import (
+    HashEmbedder,
     chat,
     chunk_rows,
+    index_opener,
     jsonl_messages,
     make_config,
     new_transcript,
@@ -40,25 +40,9 @@ WHEN = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state"
-
-
-@pytest.fixture
 def open_index(workspace: Path, state: Path) -> Iterator[Callable[..., MemoryIndex]]:
-    opened: list[MemoryIndex] = []
-
-    def _open(config: Config, embedder: CountingEmbedder | None = None) -> MemoryIndex:
-        selection = EmbedderSelection(embedder, "test") if embedder else EmbedderSelection(None, "none")
-        index = MemoryIndex.open(
-            "main", workspace, config.for_agent("main").memory_search, state_dir=state, selection=selection
-        )
-        opened.append(index)
-        return index
-
-    yield _open
-    for index in opened:
-        index.close()
+    with index_opener(workspace, state) as opener:
+        yield opener
 
 
 def respond(request: ModelRequest) -> str:
@@ -111,7 +95,7 @@ def test_a_fact_from_a_session_ended_by_new_is_still_found_and_readable(
 ) -> None:
     # The hook keeps only the last two messages, so the fact survives in the archived transcript alone.
     config = with_hook(make_config(), messages=2)
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     index = open_index(config, embedder)
     session = start_session(config, index, state, workspace)
     session.run_turn_sync("The harbour master is called Ingrid Solberg and her office is on pier nine.")
@@ -178,7 +162,7 @@ def test_the_hooks_memory_file_and_the_archived_transcript_come_back_once(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
     config = make_config(tokens=400, overlap=0)
-    index = open_index(config, CountingEmbedder())
+    index = open_index(config, HashEmbedder())
     session = start_session(config, index, state, workspace)
     session.run_turn_sync("We should move the greenhouse tomatoes to the east bed next spring.")
     session.run_turn_sync("Also order the copper tape against slugs before March.")
@@ -199,7 +183,7 @@ def test_new_without_the_session_memory_hook_still_leaves_the_archive_searchable
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
     config = make_config()
-    index = open_index(config, CountingEmbedder())
+    index = open_index(config, HashEmbedder())
     session = start_session(config, index, state, workspace, hooks=HookRegistry())  # no hooks at all
     session.run_turn_sync("The spare anchor is stored in locker B under the tarpaulin.")
     index.sync()
@@ -217,7 +201,7 @@ def test_new_without_the_session_memory_hook_still_leaves_the_archive_searchable
 def test_a_renamed_transcript_keeps_its_rows_and_nothing_is_embedded_again(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     index = open_index(make_config(), embedder)
     transcript = new_transcript(state, workspace)
     chat(transcript, index, 30, topic="gardening")
@@ -262,7 +246,7 @@ def test_an_archive_that_is_not_the_indexed_file_is_indexed_from_its_own_content
 def test_deleted_sessions_stay_out_of_search_and_memory_get(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
-    index = open_index(make_config(), CountingEmbedder())
+    index = open_index(make_config(), HashEmbedder())
     transcript = new_transcript(state, workspace)
     transcript.append_message(Message.user("the vault combination is 31-07-22"))
     index.sync()

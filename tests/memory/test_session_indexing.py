@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -15,129 +13,33 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sessionmem.config import Config, merge
 from sessionmem.memory.db import connect
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.session_files import flatten_line
 from sessionmem.memory.tools import MemoryTools
 from sessionmem.memory.types import SearchRequest
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.archive import memory_body, recent_content
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.transcript import Transcript, read_entries
+from sessionmem.session.transcript import read_entries
+from tests.memory.support import (
+    HashEmbedder,
+    chat,
+    chunk_rows,
+    index_opener,
+    jsonl_messages,
+    make_config,
+    new_transcript,
+)
 
 SECRET = "sk-proj-9f8e7d6c5b4a39281706f5e4d3c2b1a0ZZ"
 
 
-class CountingEmbedder:
-    """Deterministic bag-of-words vectors; records every text it is asked to embed."""
-
-    provider = "test"
-    model = "hash-bow"
-    max_input_tokens = 2048
-
-    def __init__(self, dims: int = 64) -> None:
-        self.provider_key = hashlib.sha256(f"test:hash-bow:{dims}".encode()).hexdigest()
-        self._dims = dims
-        self.texts: list[str] = []
-
-    @property
-    def dims(self) -> int:
-        return self._dims
-
-    def _vector(self, text: str) -> np.ndarray:
-        vec = np.zeros(self._dims, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vec[int(hashlib.md5(word.encode()).hexdigest(), 16) % self._dims] += 1.0
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm else vec
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._vector(text)
-
-    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
-        self.texts.extend(texts)
-        if not texts:
-            return np.zeros((0, self._dims), np.float32)
-        return np.stack([self._vector(t) for t in texts])
-
-
-def make_config(
-    *,
-    delta_messages: int = 50,
-    delta_bytes: int = 100_000,
-    debounce_ms: int = 30,
-    post_index_sync: str = "async",
-    tokens: int = 60,
-    overlap: int = 12,
-    sources: Sequence[str] = ("memory", "sessions"),
-) -> Config:
-    return merge(
-        Config(),
-        {
-            "agents": {
-                "defaults": {
-                    "userTimezone": "UTC",
-                    "compaction": {"keepRecentTokens": 40, "postIndexSync": post_index_sync},
-                    "memorySearch": {
-                        "provider": "none",
-                        "sources": list(sources),
-                        "chunking": {"tokens": tokens, "overlap": overlap},
-                        "query": {"minScore": 0.0},
-                        "sync": {
-                            "watch": False,
-                            "sessions": {
-                                "deltaMessages": delta_messages,
-                                "deltaBytes": delta_bytes,
-                                "debounceMs": debounce_ms,
-                            },
-                        },
-                    },
-                }
-            }
-        },
-    )
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state"
-
-
 @pytest.fixture
 def open_index(workspace: Path, state: Path) -> Iterator[Callable[..., MemoryIndex]]:
-    opened: list[MemoryIndex] = []
-
-    def _open(config: Config, embedder: CountingEmbedder | None = None) -> MemoryIndex:
-        selection = EmbedderSelection(embedder, "test") if embedder else EmbedderSelection(None, "none")
-        index = MemoryIndex.open(
-            "main", workspace, config.for_agent("main").memory_search, state_dir=state, selection=selection
-        )
-        opened.append(index)
-        return index
-
-    yield _open
-    for index in opened:
-        index.close()
-
-
-def sessions_dir(state: Path) -> Path:
-    return state / "agents" / "main" / "sessions"
-
-
-def chunk_rows(index: MemoryIndex, path: str) -> list[tuple[int, str, int, int, str, int]]:
-    """(rowid, id, start, end, text, updated_at) of a path's chunks: a rewritten row gets a new updated_at."""
-    conn, _ = connect(index.path)
-    try:
-        return conn.execute(
-            "SELECT rowid, id, start_line, end_line, text, updated_at FROM chunks WHERE path = ?"
-            " ORDER BY start_line, rowid",
-            (path,),
-        ).fetchall()
-    finally:
-        conn.close()
+    with index_opener(workspace, state) as opener:
+        yield opener
 
 
 def indexed_size(index: MemoryIndex, path: str) -> int | None:
@@ -147,33 +49,6 @@ def indexed_size(index: MemoryIndex, path: str) -> int | None:
     finally:
         conn.close()
     return None if row is None else int(row[0])
-
-
-def chat(
-    transcript: Transcript, index: MemoryIndex, count: int, start: int = 0, topic: str = "gardening"
-) -> None:
-    """``count`` messages, alternating user/assistant, each notified to the index as the runner does."""
-    for i in range(start, start + count):
-        words = f"message {i} about {topic} number{i} with some filler words to read"
-        msg = Message.user(words) if i % 2 == 0 else Message.assistant(f"reply {words}")
-        transcript.append_message(msg)
-        index.notify_transcript_appended(transcript.path)
-
-
-def new_transcript(state: Path, workspace: Path, name: str = "s1") -> Transcript:
-    return Transcript.open(sessions_dir(state) / f"{name}.jsonl", name, workspace)
-
-
-def jsonl_messages(path: Path, start: int, end: int) -> list[str]:
-    """The flattened messages on JSONL lines ``start..end`` (what a user reading the file would see)."""
-    out = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if start <= number <= end:
-                flat = flatten_line(raw)
-                if flat is not None:
-                    out.append(flat[0])
-    return out
 
 
 # ---------------------------------------------------------------------------- opt-in
@@ -201,7 +76,7 @@ def test_sources_listing_sessions_is_the_opt_in(
 def test_appends_below_the_thresholds_index_nothing_new(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     index = open_index(make_config(delta_messages=50), embedder)
     transcript = new_transcript(state, workspace)
     chat(transcript, index, 10)
@@ -226,7 +101,7 @@ def test_appends_below_the_thresholds_index_nothing_new(
 def test_crossing_delta_messages_indexes_only_the_new_lines(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     config = make_config(delta_messages=50)
     index = open_index(config, embedder)
     transcript = new_transcript(state, workspace)
@@ -256,7 +131,7 @@ def test_crossing_delta_messages_indexes_only_the_new_lines(
     assert embedder.texts and set(embedder.texts) <= {row[4] for row in added}
     assert not set(embedder.texts) & {row[4] for row in untouched}
     # The boundaries are stable: a from-scratch index of the same file gives the same chunks.
-    fresh = open_index(config.model_copy(), CountingEmbedder())
+    fresh = open_index(config.model_copy(), HashEmbedder())
     fresh_rows = [(r[2], r[3], r[4]) for r in chunk_rows(_synced(fresh), "sessions/s1.jsonl")]
     assert fresh_rows == [(r[2], r[3], r[4]) for r in new]
 
@@ -318,7 +193,7 @@ def test_a_session_hit_points_at_its_jsonl_lines_and_memory_get_reads_them(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
     config = make_config(tokens=400, overlap=0)
-    index = open_index(config, CountingEmbedder())
+    index = open_index(config, HashEmbedder())
     transcript = new_transcript(state, workspace)
     chat(transcript, index, 8)
     transcript.append_custom("note", {"x": 1})  # a non-message line between messages
@@ -409,7 +284,7 @@ def test_post_compaction_sync(
 def test_an_archived_conversation_and_its_transcript_come_back_once(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
-    index = open_index(make_config(tokens=400, overlap=0), CountingEmbedder())
+    index = open_index(make_config(tokens=400, overlap=0), HashEmbedder())
     transcript = new_transcript(state, workspace)
     turns = [
         Message.user("We should move the greenhouse tomatoes to the east bed next spring."),
@@ -548,7 +423,7 @@ def test_real_embeddings_find_a_delta_indexed_session_hit_by_meaning(
         index.close()
 
 
-class _SlowOnTranscripts(CountingEmbedder):
+class _SlowOnTranscripts(HashEmbedder):
     """Takes a second for any batch holding transcript text."""
 
     def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
