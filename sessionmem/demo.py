@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +27,8 @@ from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel
+from sessionmem.scripted_runs import Record, RecordSink, flush_write_target, small_window_config
 from sessionmem.session.events import Event
-from sessionmem.small_window import small_window_config
-
-Record = dict[str, Any]
-RecordSink = Callable[[Record], None]
 
 CONTEXT_WINDOW = 3000
 RESERVE_TOKENS = 900  # compaction at 2,100 projected tokens
@@ -234,7 +231,7 @@ class DemoAgent:
         if last.role == "tool":  # the write went through: stay silent
             return NO_REPLY
         new = [f for f in self.facts_in(request.messages) if f not in self.saved]
-        target = _write_target(request)
+        target = flush_write_target(request)
         if not new or target is None:
             return NO_REPLY
         heading = [] if self.saved else ["## Japan trip with Tomás"]
@@ -270,17 +267,6 @@ class DemoAgent:
             return ToolCall("recall-1", "memory_search", {"query": RECALL_QUERY})
         line = self._by_user.get(last.content) if last.role == "user" else None
         return line.reply if line is not None else "Noted."
-
-
-def _write_target(request: ModelRequest) -> str | None:
-    """The daily log the flush may write: the ``path`` enum of its ``write`` tool."""
-    for schema in request.tools:
-        function = schema.get("function", {})
-        if function.get("name") == "write":
-            allowed = function.get("parameters", {}).get("properties", {}).get("path", {}).get("enum")
-            if allowed:
-                return str(allowed[0])
-    return None
 
 
 def recall_answer(tool_result: str) -> str:

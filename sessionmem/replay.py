@@ -23,7 +23,7 @@ import asyncio
 import dataclasses
 import re
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,10 @@ from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel
+from sessionmem.scripted_runs import Record, RecordSink, flush_write_target, small_window_config
 from sessionmem.session.events import Event
 from sessionmem.session.tools import Tool, ToolError
 from sessionmem.session.transcript import message_from_dict, read_entries
-from sessionmem.small_window import small_window_config
-
-Record = dict[str, Any]
-RecordSink = Callable[[Record], None]
 
 DEFAULT_CONTEXT_WINDOW = 3000
 SESSION_TOOLS = frozenset(
@@ -166,7 +163,7 @@ class ReplayAgent:
         if request.messages[-1].role == "tool":
             return NO_REPLY
         new = [s for s in self.statements(request.messages) if s not in self.saved]
-        target = _write_target(request)
+        target = flush_write_target(request)
         if not new or target is None:
             return NO_REPLY
         self.saved.update(new)
@@ -181,16 +178,6 @@ class ReplayAgent:
         if earlier:  # the previous summary, kept short
             lines += ["## Earlier", first_sentence(earlier[0].split("</summary>")[0][-600:], 300)]
         return "\n".join(lines)
-
-
-def _write_target(request: ModelRequest) -> str | None:
-    for schema in request.tools:
-        function = schema.get("function", {})
-        if function.get("name") == "write":
-            allowed = function.get("parameters", {}).get("properties", {}).get("path", {}).get("enum")
-            if allowed:
-                return str(allowed[0])
-    return None
 
 
 # ---------------------------------------------------------------------------- the run

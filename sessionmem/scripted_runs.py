@@ -1,4 +1,5 @@
-"""The configuration the demo and the replay run under: defaults with a small context window.
+"""What the scripted demo and the replay share: their record type, the configuration they run under
+(defaults with a small context window), and how their scripted agents find the flush's target file.
 
 A small window makes the silent flush and compaction happen within a short scripted conversation.
 Daily logs are not preloaded into the system prompt, so a new session can only know an early fact by
@@ -6,11 +7,16 @@ searching memory; the post-compaction index sync is off because both runs sync t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sessionmem.config import Config, MemorySearchConfig, merge
+from sessionmem.model.base import ModelRequest
 
-__all__ = ["small_window_config"]
+__all__ = ["Record", "RecordSink", "flush_write_target", "small_window_config"]
+
+Record = dict[str, Any]
+RecordSink = Callable[[Record], None]
 
 
 def small_window_config(
@@ -41,3 +47,14 @@ def small_window_config(
     if timezone:
         defaults["userTimezone"] = timezone
     return merge(Config(), {"agents": {"defaults": defaults}})
+
+
+def flush_write_target(request: ModelRequest) -> str | None:
+    """The daily log the flush may write: the ``path`` enum of its ``write`` tool."""
+    for schema in request.tools:
+        function = schema.get("function", {})
+        if function.get("name") == "write":
+            allowed = function.get("parameters", {}).get("properties", {}).get("path", {}).get("enum")
+            if allowed:
+                return str(allowed[0])
+    return None
