@@ -456,10 +456,11 @@ class MemoryIndex:
 
     # -- background work -------------------------------------------------------------------------
 
-    def _sync_quietly(self, reason: str) -> None:
-        """A detached sync: failures are logged and shown in status, never raised."""
+    def _sync_quietly(self, reason: str, session_files: list[str] | None = None) -> None:
+        """A detached sync (of ``session_files`` only, when given): failures are logged and shown in
+        status, never raised."""
         try:
-            self.sync(reason=reason)
+            self.sync(reason=reason, session_files=session_files)
         except Exception as exc:
             if not self._closed:
                 log.warning("memory index %s: %s sync failed: %s", self.agent_id, reason, exc)
@@ -503,7 +504,7 @@ class MemoryIndex:
         """Index only ``paths`` (their new lines) in a thread; searches never wait for it."""
         files = [os.fspath(p) for p in paths]
         if files and not self._closed:
-            self._workers.start(self._sync_files_quietly, files, reason, name="session-sync")
+            self._workers.start(self._sync_quietly, reason, files, name="session-sync")
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Wait until no transcript delta check is pending and no background sync runs; False on timeout.
@@ -520,13 +521,6 @@ class MemoryIndex:
                 thread.join(max(0.0, min(0.05, deadline - time.monotonic())))
             time.sleep(0.005)
         return False
-
-    def _sync_files_quietly(self, files: list[str], reason: str) -> None:
-        try:
-            self.sync(reason=reason, session_files=files)
-        except Exception as exc:
-            if not self._closed:
-                log.warning("memory index %s: %s sync failed: %s", self.agent_id, reason, exc)
 
     def _indexed_size(self, path: Path, conn: Any = None) -> int | None:
         sql = "SELECT size FROM files WHERE path = ? AND source = 'sessions'"
