@@ -83,13 +83,17 @@ def test_post_compaction_sync_indexes_the_latest_turns_of_the_transcript(
         }
     )
     config = config.model_copy(update={"agents": config.agents.model_copy(update={"defaults": defaults})})
-    with MemoryIndex.open("main", workspace, settings, state_dir=tmp_path / "state") as index:
+    # Unwatched: only the runner's own syncs (after the flush, after the compaction) touch the index.
+    with MemoryIndex.open("main", workspace, settings, state_dir=tmp_path / "state", watch=False) as index:
         runner, recorder = make_runner(agent_model(), tmp_path, workspace, config, memory_index=index)
         session = runner.open()
         turns = 0
-        while "compaction" not in recorder.kinds() and turns < 40:
-            session.run_turn_sync(f"chat {turns} zebra{turns} " + " ".join(f"topic{i}" for i in range(60)))
-            turns += 1
+        with freeze_time("2026-11-22 15:00:00"):  # the day TODAY names: the flush may write only there
+            while "compaction" not in recorder.kinds() and turns < 40:
+                session.run_turn_sync(
+                    f"chat {turns} zebra{turns} " + " ".join(f"topic{i}" for i in range(60))
+                )
+                turns += 1
         # The flush synced the index before this turn's message; only the post-compaction sync has it.
         assert recorder.kinds("flush", "compaction") == ["flush", "compaction"]
         assert not index.dirty
