@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ class MemoryWriter:
         self.on_write = on_write
 
     def today_path(self) -> str:
-        return daily_log_path(datetime.now().astimezone(), user_zone(self.timezone_name))
+        return daily_log_path(datetime.now(UTC), user_zone(self.timezone_name))
 
     def read(self, path: str, start: int | None = None, count: int | None = None) -> str:
         target = self._resolve_read(path)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +41,17 @@ def test_flush_write_refuses_every_other_path(workspace: Path, path: str) -> Non
     assert not (workspace / "memory" / "2026-03-06.md").exists()
 
 
-def test_flush_crossing_midnight_may_write_the_new_days_log(workspace: Path) -> None:
+@pytest.fixture(params=["UTC", "Asia/Tokyo", "America/Los_Angeles"])
+def machine_zone(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The machine's own time zone must not move the user's date (freezegun's clock is naive)."""
+    monkeypatch.setenv("TZ", request.param)
+    time.tzset()
+    yield request.param
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_flush_crossing_midnight_may_write_the_new_days_log(workspace: Path, machine_zone: str) -> None:
     tools = flush_write_tools(MemoryWriter(workspace, timezone_name="UTC"), "memory/2026-03-07.md")
     with freeze_time("2026-03-08 00:00:05"):
         text, is_error = run(tools, "write", path="memory/2026-03-08.md", content="after midnight")
@@ -56,7 +68,7 @@ def test_append_is_not_repeated_when_the_model_re_emits_its_note(workspace: Path
 
 
 @freeze_time("2026-11-23 05:30:00")
-def test_append_daily_uses_the_users_date(workspace: Path) -> None:
+def test_append_daily_uses_the_users_date(workspace: Path, machine_zone: str) -> None:
     events: list[tuple[str, str, int]] = []
     writer = MemoryWriter(
         workspace, timezone_name="America/Los_Angeles", on_write=lambda *e: events.append(e)
