@@ -4,10 +4,12 @@ user would look at (sessions.json, the transcript, memory files, what the model 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sessionmem.config import Config, merge
+from sessionmem.messages import Message
 from sessionmem.model.base import ModelRequest
 from sessionmem.session.events import Event
 from sessionmem.session.runner import SessionRunner
@@ -45,9 +47,17 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.kept_problems: list[str] = []  # tool-pair problems in what each compaction kept
+        self._watched: Any = None
+
+    def check_each_compaction(self, session: Any) -> None:
+        """From now on, check the context each compaction of ``session`` leaves (kept_problems)."""
+        self._watched = session
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
+        if event.kind == "compaction" and self._watched is not None:
+            self.kept_problems += kept_context_problems(self._watched)
 
     def kinds(self, *only: str) -> list[str]:
         return [e.kind for e in self.events if not only or e.kind in only]
@@ -88,10 +98,21 @@ def flush_prompt_requests(calls: list[ModelRequest]) -> list[ModelRequest]:
 
 def orphan_tool_messages(request: ModelRequest) -> list[str]:
     """Tool results whose call is not earlier in the request, and calls without a result."""
+    return tool_pair_problems(request.messages)
+
+
+def kept_context_problems(session: Any) -> list[str]:
+    """Tool-pair problems in the context the transcript rebuilds (summary + kept entries): what
+    compaction itself kept, before the runner's request-time repair could hide a bad cut."""
+    return tool_pair_problems([message for _, message in session.transcript.context_messages()])
+
+
+def tool_pair_problems(messages: Sequence[Message]) -> list[str]:
+    """Tool results whose call is not earlier in ``messages``, and calls without a result."""
     problems: list[str] = []
     calls: set[str] = set()
-    results = {m.tool_call_id for m in request.messages if m.role == "tool"}
-    for message in request.messages:
+    results = {m.tool_call_id for m in messages if m.role == "tool"}
+    for message in messages:
         if message.role == "tool" and message.tool_call_id not in calls:
             problems.append(f"orphan result {message.tool_call_id}")
         for call in message.tool_calls:

@@ -54,6 +54,7 @@ def test_two_hundred_turns_flush_once_per_cycle_before_each_compaction(
     config = small_config(window=8000, reserve=reserve, floor=floor, soft=500, keep=1500, timezone="UTC")
     runner, recorder = make_runner(model, tmp_path, workspace, config)
     session = runner.open()
+    recorder.check_each_compaction(session)  # the flush's tool pairs stay whole in what is kept
     replies = []
     with freeze_time("2026-11-22 09:00:00", tick=True):
         for turn in range(200):
@@ -89,3 +90,4 @@ def test_two_hundred_turns_flush_once_per_cycle_before_each_compaction(
     assert all(r and r.startswith("Noted about topic") for r in replies)
     assert max(count_request_tokens(c) for c in model.calls) <= 8000
     assert all(orphan_tool_messages(c) == [] for c in model.calls)
+    assert recorder.kept_problems == []
