@@ -210,3 +210,48 @@ def test_chat_loop_prints_a_streamed_reply_once(tmp_path: Path, capsys: pytest.C
     asyncio.run(chat_loop(runner.open(), lambda: next(lines), ChatPrinter(False, stream=True)))
     assert capsys.readouterr().out == "Hello there, how are you?\nBye.\n"
     assert len(model.streamed) == 3
+
+
+def test_piped_compact_with_instructions_then_reset(
+    chat_args: list[str], openai_server: OpenAIServer, isolated_env: Path, tmp_path: Path
+) -> None:
+    from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
+
+    def summarise_briefly(body: dict[str, Any]) -> Any:
+        system = (body.get("messages") or [{}])[0].get("content")
+        if system == SUMMARIZATION_SYSTEM_PROMPT:
+            return text_reply("## Decisions\n- none yet\n## Open TODOs\n- detail0", prompt_tokens=900)
+        return route(body)
+
+    openai_server.chat.handler = summarise_briefly
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"defaults": {"compaction": {"keepRecentTokens": 40}}}}))
+    messages = [f"note {i}: " + " ".join(f"detail{i}-{j}" for j in range(40)) for i in range(4)]
+    script = "\n".join([*messages, "/compact keep the open TODOs", "/reset"]) + "\n"
+    result = CliRunner().invoke(cli, ["--config", str(config), *chat_args, "--json"], input=script)
+    assert result.exit_code == 0, result.output + str(result.exception)
+    objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    kinds = [o["kind"] for o in objects]
+
+    # /compact: the cycle's flush first, then a manual compaction asked with the user's instructions.
+    compaction = objects[kinds.index("compaction")]
+    assert compaction["reason"] == "manual" and compaction["compaction_count"] == 1
+    assert 0 < compaction["tokens_after"] < compaction["tokens_before"]
+    assert kinds.index("flush") < kinds.index("compaction")
+    assert {"kind": "command", "command": "compact"}.items() <= objects[kinds.index("compaction") + 1].items()
+    summary_requests = [
+        r.body for r in openai_server.chat.requests if "keep the open TODOs" in json.dumps(r.body)
+    ]
+    assert summary_requests, "the summary request carries the /compact instructions"
+
+    # /reset: a new session (reason reset), the old transcript archived with its compaction entry.
+    new = objects[kinds.index("new")]
+    assert new["reason"] == "reset" and new["previous_session_id"] != new["session_id"]
+    (archived,) = sessions_dir(isolated_env).glob("*.jsonl.reset.*")
+    lines = [json.loads(line) for line in archived.read_text(encoding="utf-8").splitlines()]
+    (compaction_line,) = [line for line in lines if line["type"] == "compaction"]
+    assert "## Open TODOs\n- detail0" in compaction_line["summary"]
+    store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
+    entry = store["agent:main:main"]
+    assert entry["sessionId"] == new["session_id"] and entry["compactionCount"] == 0
+    assert objects[-1]["kind"] == "command" and objects[-1]["command"] == "reset"
