@@ -9,11 +9,15 @@
   when a sessions directory is known. The name must be exactly one of those two shapes
   (``files.is_transcript_name``): no folder, no ``..``, no ``.deleted.`` archive, nothing else there.
 
-Paths are normalised lexically (``..`` folded away) and then checked against those roots, so
-``memory/../../etc/x.md`` is refused for escaping the workspace rather than read. Symlinks are never
-followed: not the file, and not any folder between the root and the file (OpenClaw's discovery skips
-symlinks, so a symlinked path can never be a legitimate search hit). A missing file is allowed here;
-the reader decides what "missing" means (memory_get returns empty text).
+A ``..`` segment is refused outright, even one that folds back to an allowed file
+(``memory/../MEMORY.md``): a path the tools hand out never has one, so a ``..`` is a traversal
+attempt, not a name. The one exception is the form results carry for a file in an extra path
+outside the workspace (``../vault/idea.md``): leading ``../`` segments only, and only when they land
+in a configured extra path. Paths are then normalised lexically and checked against the roots
+above. Symlinks are never followed: not the file, and not any folder between the root and the file
+(OpenClaw's discovery skips symlinks, so a symlinked path can never be a legitimate search hit).
+A missing file is allowed here; the reader decides what "missing" means (memory_get returns empty
+text).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def resolve_memory_target(
         raise MemoryPathError(str(rel_or_abs), "path required")
     original = rel_or_abs
     norm = normalize_rel_path(rel_or_abs)
+    leading_dotdot = _require_no_inner_dotdot(original, norm)
     session = _SESSION_RE.match(norm)
     if session is not None:
         return _resolve_session(original, session.group(1), sessions_dir)
@@ -78,6 +83,9 @@ def resolve_memory_target(
         rel = _relative_inside(candidate, ws_real)
         if rel is not None:
             candidate = ws_abs / rel
+    if leading_dotdot and (rel is not None or candidate == ws_abs):
+        # "../workspace/MEMORY.md" climbs out and back in: not the form any result carries.
+        raise MemoryPathError(original, _DOTDOT)
     if rel is not None and is_memory_path(rel):
         _require_markdown(original, candidate)
         _require_no_symlinks(original, ws_abs, candidate)
@@ -138,6 +146,22 @@ def writable_memory_path(workspace: Path, rel: str) -> Path:
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+
+_DOTDOT = "'..' segments are not allowed"
+
+
+def _require_no_inner_dotdot(original: str, norm: str) -> bool:
+    """Refuse a ``..`` segment anywhere but a relative path's leading run; True when there is such a run.
+
+    The leading run is left for the caller, which admits it only into an extra path outside the workspace.
+    """
+    parts = norm.split("/")
+    lead = 0
+    while lead < len(parts) and parts[lead] == "..":
+        lead += 1
+    if ".." in parts[lead:]:
+        raise MemoryPathError(original, _DOTDOT)
+    return lead > 0
 
 
 def _resolve_session(original: str, name: str, sessions_dir: Path | None) -> MemoryTarget:

@@ -242,6 +242,15 @@ def test_get_missing_file_and_escaping_path_are_errors(runner: CliRunner, worksp
     assert "'--from'" in zero.output
 
 
+def test_get_refuses_dotdot_that_folds_back_inside(runner: CliRunner, workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("long-term secret\n", encoding="utf-8")
+    result = runner.invoke(cli, ["--workspace", str(workspace), "memory", "get", "memory/../MEMORY.md"])
+    assert result.exit_code == 1
+    assert "'..' segments are not allowed: memory/../MEMORY.md" in result.output
+    assert "long-term secret" not in result.output
+    assert "Traceback" not in result.output
+
+
 # ---------------------------------------------------------------------------- end to end
 
 JAN_NOTE = (

@@ -29,6 +29,9 @@ def _refused(workspace: Path, value: str, **kwargs: object) -> str:
     return info.value.reason
 
 
+DOTDOT = "'..' segments are not allowed"
+
+
 @pytest.mark.parametrize(
     ("rel", "expected"),
     [
@@ -68,16 +71,40 @@ def test_missing_memory_file_is_allowed_for_the_reader_to_report_empty(workspace
 
 
 @pytest.mark.parametrize(
-    "value", ["memory/../../outside.md", "../outside.md", "memory/../../../etc/passwd.md"]
+    "value",
+    [
+        "memory/../../outside.md",
+        "memory/../../../etc/passwd.md",
+        "memory/../MEMORY.md",
+        "memory/sub/../a.md",
+        "memory\\..\\MEMORY.md",
+        "./memory/../MEMORY.md",
+        "../workspace/MEMORY.md",
+        "../workspace/memory/a.md",
+    ],
 )
-def test_dotdot_escapes_are_refused(workspace: Path, value: str) -> None:
+def test_dotdot_segments_are_refused_even_when_they_fold_back_inside(workspace: Path, value: str) -> None:
     _write(workspace.parent / "outside.md")
-    assert "escapes the workspace" in _refused(workspace, value)
+    _write(workspace / "MEMORY.md")
+    _write(workspace / "memory" / "a.md")
+    assert DOTDOT in _refused(workspace, value)
 
 
-def test_dotdot_folding_back_to_a_non_memory_file_is_refused(workspace: Path) -> None:
-    _write(workspace / "secrets.md")
-    assert "not a memory file" in _refused(workspace, "memory/../secrets.md")
+def test_absolute_path_with_dotdot_is_refused(workspace: Path) -> None:
+    _write(workspace / "MEMORY.md")
+    assert DOTDOT in _refused(workspace, f"{workspace}/memory/../MEMORY.md")
+
+
+def test_leading_dotdot_outside_any_extra_path_escapes(workspace: Path) -> None:
+    _write(workspace.parent / "outside.md")
+    assert "escapes the workspace" in _refused(workspace, "../outside.md")
+
+
+def test_dotdot_inside_an_extra_path_display_is_refused(workspace: Path, tmp_path: Path) -> None:
+    _write(tmp_path / "vault" / "idea.md")
+    extras = [str(tmp_path / "vault")]
+    assert resolve_memory_target(workspace, "../vault/idea.md", extra_paths=extras).kind == "extra"
+    assert DOTDOT in _refused(workspace, "../vault/sub/../idea.md", extra_paths=extras)
 
 
 def test_absolute_path_elsewhere_is_refused(workspace: Path, tmp_path: Path) -> None:

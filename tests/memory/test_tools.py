@@ -361,6 +361,19 @@ def test_get_refusals_are_disabled_errors(workspace: Path, tmp_path: Path, path:
     assert path in out["error"]
 
 
+@pytest.mark.parametrize("path", ["memory/../MEMORY.md", "memory/2026/../../MEMORY.md", "memory/../x.md"])
+def test_get_refuses_dotdot_even_when_it_folds_back_to_a_memory_file(workspace: Path, path: str) -> None:
+    (workspace / "MEMORY.md").write_text("long-term secret\n", encoding="utf-8")
+    out = handle_memory_get(workspace, {"path": path})
+    assert out == {
+        "path": path,
+        "text": "",
+        "disabled": True,
+        "error": f"'..' segments are not allowed: {path}",
+    }
+    assert json.loads(json.dumps(out)) == out
+
+
 def test_get_refuses_symlinked_note(workspace: Path, tmp_path: Path) -> None:
     (tmp_path / "real.md").write_text("secret", encoding="utf-8")
     (workspace / "MEMORY.md").symlink_to(tmp_path / "real.md")
