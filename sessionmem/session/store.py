@@ -5,7 +5,7 @@ Every mutation re-reads the file under a cross-process lock (``sessions.json.loc
 (temp file in the same folder, fsync, ``os.replace``, fsync of the folder), so readers see either the
 old file or the new one and concurrent processes lose no update.
 
-A corrupt store (invalid JSON, wrong shape) is never silently emptied: it is moved aside as
+A corrupt store (invalid JSON, wrong shape, or an empty file) is never silently emptied: it is moved aside as
 ``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and rebuilt from
 the transcripts in the same folder (one entry per ``*.jsonl``, keyed by the header's ``sessionKey``
 when present, else ``agent:<agentId>:recovered:<sessionId>``).
@@ -219,7 +219,13 @@ class CorruptStore(SessionError):
 
 
 def parse_store(raw: bytes) -> dict[str, SessionEntry]:
-    """Parse sessions.json content. Keys are normalised; legacy mixed-case duplicates merge (newest wins)."""
+    """Parse sessions.json content. Keys are normalised; legacy mixed-case duplicates merge (newest wins).
+
+    Empty (or whitespace-only) content is corrupt too: the store is never written that way (writes are
+    atomic), so an empty file means something truncated it, and the transcripts can still rebuild it.
+    """
+    if not raw.strip():
+        raise CorruptStore("the file is empty")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -290,12 +296,6 @@ class SessionStore:
         raw = self._read_raw()
         if raw is None:
             return {}
-        if not raw.strip():
-            entries = self._rebuild_from_transcripts()
-            if entries:
-                self._report(f"{self.path} was empty; rebuilt {len(entries)} entries from transcripts")
-                self._write(entries)
-            return entries
         try:
             return parse_store(raw)
         except CorruptStore as exc:
@@ -314,8 +314,8 @@ class SessionStore:
         if raw is None:
             return {}
         try:
-            return parse_store(raw) if raw.strip() else {}
-        except CorruptStore:
+            return parse_store(raw)
+        except CorruptStore:  # recovery writes, so it takes the lock (and re-reads under it)
             with self._lock:
                 return self._load_locked()
 

@@ -16,6 +16,8 @@ from sessionmem.messages import Message
 from sessionmem.session import keys
 from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
 from sessionmem.session.transcript import Transcript
+from sessionmem.testing import ScriptedModel
+from tests.scenarios.harness import make_runner, small_config
 
 
 @pytest.fixture
@@ -298,3 +300,48 @@ def test_readers_never_see_a_partial_file_while_a_writer_is_killed(tmp_path: Pat
         proc.join(10)
     assert reads > 0
     assert isinstance(orjson.loads(target.read_bytes()), dict)
+
+
+# --- an empty store is a corrupt store ------------------------------------------------------------
+
+
+def test_an_empty_store_is_moved_aside_and_rebuilt_so_the_session_keeps_its_context(
+    tmp_path: Path, workspace: Path
+) -> None:
+    config = small_config(window=100_000)
+    model = ScriptedModel(["Noted: the cutover is on the 14th."])
+    runner, _ = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    session.run_turn_sync("remember: the billing cutover is on the 14th")
+    old_id = session.entry.session_id
+    runner.store.path.write_bytes(b"")  # truncated to 0 bytes
+
+    fresh = SessionStore(runner.store.path)
+    entry = fresh.get("agent:main:main")
+    assert entry is not None and entry.session_id == old_id
+    assert fresh.recovered and "empty" in fresh.issues[0]
+    aside = list(fresh.sessions_dir.glob("sessions.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == b""
+    assert set(orjson.loads(fresh.path.read_bytes())) == {"agent:main:main"}  # the rebuilt store is saved
+
+    # Whitespace only counts as empty too, and a new runner opens the old session with its context.
+    runner.store.path.write_bytes(b"  \n")
+    model = ScriptedModel(["The 14th."])
+    again, _ = make_runner(model, tmp_path, workspace, config)
+    reopened = again.open()
+    assert reopened.entry.session_id == old_id
+    assert reopened.transcript.path == session.transcript.path
+    assert again.store.recovered
+    reopened.run_turn_sync("when is the cutover?")
+    sent = [m.content for m in model.calls[0].messages]
+    assert "remember: the billing cutover is on the 14th" in sent
+    assert "Noted: the cutover is on the 14th." in sent
+
+
+def test_an_empty_store_without_transcripts_is_reported_and_rewritten(store: SessionStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    store.path.write_bytes(b"")
+    assert store.all() == {}
+    assert store.recovered and "empty" in store.issues[0]
+    assert orjson.loads(store.path.read_bytes()) == {}
+    assert list(store.sessions_dir.glob("sessions.json.corrupt-*"))
