@@ -129,7 +129,9 @@ def open_index(
     "--json", "as_json", is_flag=True, help="Print one JSON object: {results, provider, model, mode}."
 )
 @click.option(
-    "--batch", is_flag=True, help="Read one JSON request per stdin line; write one JSON result per line."
+    "--batch",
+    is_flag=True,
+    help="Read one JSON request per stdin line; write one JSON result per line (exit 1 if any failed).",
 )
 @click.pass_context
 def search(
@@ -161,7 +163,12 @@ def search(
             raise click.UsageError("Give either a positional query or --batch, not both.")
         app = output.resolved(ctx)
         with open_index(app) as index:
-            run_batch(index, sys.stdin, defaults)
+            failed, answered = run_batch(index, sys.stdin, defaults)
+        if failed:
+            # Every line was answered; the status tells a script that some answers are errors.
+            raise output.CommandFailed(
+                f'{failed} of {answered} batch lines failed (their answers carry "error")'
+            )
         return
     if not query or not query.strip():
         raise click.UsageError(MISSING_QUERY)
@@ -238,18 +245,21 @@ def _batch_date(data: dict[str, Any], key: str, default: date | None) -> date | 
         raise ValueError(f"'{key}': {exc}") from None
 
 
-def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
+def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> tuple[int, int]:
     """Answer each non-blank line with one JSON line; a bad line gets ``{"error", "line"}``.
 
-    Returns how many lines failed. A failing search (not only a malformed line) is reported on its
-    line too, so one bad request never costs the rest of the batch.
+    Returns how many lines failed and how many were answered. A failing search (not only a
+    malformed line) is reported on its line too, so one bad request never costs the rest of the
+    batch; the command exits 1 afterwards when any line failed.
     """
     from sessionmem.errors import SessionMemError
 
     failures = 0
+    answered = 0
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
+        answered += 1
         request_id: Any = None
         try:
             request, request_id = parse_batch_line(raw, defaults)
@@ -268,7 +278,7 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> int:
         if request_id is not None:
             answer["id"] = request_id
         output.echo_line_json(answer)
-    return failures
+    return failures, answered
 
 
 # ---------------------------------------------------------------------------- get

@@ -351,7 +351,8 @@ def test_batch_answers_every_line_and_reports_a_bad_one_in_place(config_file: Pa
         ]
     )
     proc = run_cli("--config", str(config_file), "memory", "search", "--batch", input=stdin + "\n")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == "Error: 2 of 4 batch lines failed (their answers carry \"error\")\n"
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["line"] for a in answers] == [1, 2, 4, 5]
     first, broken, dated, bad_date = answers
@@ -360,6 +361,36 @@ def test_batch_answers_every_line_and_reports_a_bad_one_in_place(config_file: Pa
     assert "not valid JSON" in broken["error"] and "results" not in broken
     assert [r["path"] for r in dated["results"]] == ["memory/2024-02-10.md"]
     assert "'after'" in bad_date["error"]
+
+
+def test_batch_without_bad_lines_exits_0(runner: CliRunner, notes: Path) -> None:
+    stdin = json.dumps({"query": "billing cutover"}) + "\n\n" + json.dumps({"query": "xylophone"}) + "\n"
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "--batch"], input=stdin)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["line"] for line in result.output.splitlines()] == [1, 3]
+
+
+def test_batch_failing_search_still_answers_later_lines_then_exits_1(
+    runner: CliRunner, notes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessionmem.errors import MemoryIndexError
+    from sessionmem.memory.index import MemoryIndex
+
+    real_search = MemoryIndex.search
+
+    def search(self: MemoryIndex, request: SearchRequest) -> object:
+        if request.query == "explode":
+            raise MemoryIndexError("database is locked")
+        return real_search(self, request)
+
+    monkeypatch.setattr(MemoryIndex, "search", search)
+    stdin = "\n".join(json.dumps({"query": q}) for q in ("explode", "billing cutover")) + "\n"
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "--batch"], input=stdin)
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert json.loads(lines[0]) == {"error": "database is locked", "line": 1}
+    assert json.loads(lines[1])["results"]
+    assert result.stderr == 'Error: 1 of 2 batch lines failed (their answers carry "error")\n'
 
 
 def test_batch_and_positional_query_do_not_mix(runner: CliRunner, notes: Path) -> None:
