@@ -175,12 +175,14 @@ def search(
     app = output.resolved(ctx)
     with open_index(app) as index:
         response = index.search(replace(defaults, query=query))
-    if as_json:
-        output.echo_json(output.response_json(response))
-        return
-    for warning in response.warnings:
-        output.echo_err(f"warning: {warning}")
-    click.echo(output.format_response(response, explain=explain))
+        # Answer before leaving the block: close() waits for the background sync a search on a dirty
+        # index starts, and the answer must not wait for it (click.echo flushes each write).
+        if as_json:
+            output.echo_json(output.response_json(response))
+            return
+        for warning in response.warnings:
+            output.echo_err(f"warning: {warning}")
+        click.echo(output.format_response(response, explain=explain))
 
 
 # ---------------------------------------------------------------------------- --batch
@@ -353,12 +355,13 @@ def index_command(ctx: click.Context, force: bool, as_json: bool) -> None:
     app = output.resolved(ctx)
     with open_index(app) as index:
         report = sync_with_progress(index, app.agent_id, force=force)
-    if as_json:
-        output.echo_json(output.sync_report_json(report, app.agent_id))
-        return
-    for issue in report.issues:
-        output.echo_err(f"warning: {issue}")
-    click.echo(output.format_sync_summary(app.agent_id, report))
+        # Printed before close(), which may still wait for background work (as in ``search``).
+        if as_json:
+            output.echo_json(output.sync_report_json(report, app.agent_id))
+            return
+        for issue in report.issues:
+            output.echo_err(f"warning: {issue}")
+        click.echo(output.format_sync_summary(app.agent_id, report))
 
 
 def sync_with_progress(index: MemoryIndex, agent_id: str, *, force: bool) -> SyncReport:
@@ -408,19 +411,20 @@ def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> N
         probe = probe_embeddings(selection) if deep else None
         vector_path = current_vector_path(index, warm=deep and provider_error is None)
         state = index.status()
-    if provider_error is not None:
-        state = replace(
-            state, mode="unavailable", issues=(f"embedding provider: {provider_error}", *state.issues)
-        )
-    if as_json:
-        data = output.status_json(state, vector_path, probe)
+        if provider_error is not None:
+            state = replace(
+                state, mode="unavailable", issues=(f"embedding provider: {provider_error}", *state.issues)
+            )
+        # Printed before close(), which may still wait for background work (as in ``search``).
+        if as_json:
+            data = output.status_json(state, vector_path, probe)
+            if report is not None:
+                data["sync"] = output.sync_report_json(report, app.agent_id)
+            output.echo_json(data)
+            return
         if report is not None:
-            data["sync"] = output.sync_report_json(report, app.agent_id)
-        output.echo_json(data)
-        return
-    if report is not None:
-        click.echo(output.format_sync_summary(app.agent_id, report))
-    click.echo(output.format_status(state, vector_path, probe))
+            click.echo(output.format_sync_summary(app.agent_id, report))
+        click.echo(output.format_status(state, vector_path, probe))
 
 
 def probe_embeddings(selection: EmbedderSelection) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -391,6 +392,40 @@ def test_batch_failing_search_still_answers_later_lines_then_exits_1(
     assert json.loads(lines[0]) == {"error": "database is locked", "line": 1}
     assert json.loads(lines[1])["results"]
     assert result.stderr == 'Error: 1 of 2 batch lines failed (their answers carry "error")\n'
+
+
+CLOSED = "<index closed>"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "billing cutover"],
+        ["search", "billing cutover", "--json"],
+        ["index"],
+        ["index", "--json"],
+        ["status"],
+        ["status", "--json"],
+    ],
+)
+def test_output_is_written_before_the_index_closes(
+    runner: CliRunner, notes: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """close() waits for the background sync a search on a dirty index starts: the answer must not."""
+    from sessionmem.memory.index import MemoryIndex
+
+    real_close = MemoryIndex.close
+
+    def close(self: MemoryIndex) -> None:
+        click.echo(CLOSED)
+        real_close(self)
+
+    monkeypatch.setattr(MemoryIndex, "close", close)
+    result = runner.invoke(cli, ["--workspace", str(notes), "memory", *args])
+    assert result.exit_code == 0, result.output
+    answer, closed, rest = result.stdout.partition(CLOSED + "\n")
+    assert closed and rest == "", result.stdout
+    assert answer.strip(), "nothing was printed before close()"
 
 
 def test_batch_and_positional_query_do_not_mix(runner: CliRunner, notes: Path) -> None:
