@@ -1,14 +1,27 @@
 """sessions.json: the per-agent map from session key to :class:`SessionEntry` (reference §1.10).
 
-Every mutation re-reads the file under a cross-process lock (``sessions.json.lock``, see
-:class:`StoreLock`), applies a function, and writes the whole store atomically
-(temp file in the same folder, fsync, ``os.replace``, fsync of the folder), so readers see either the
-old file or the new one and concurrent processes lose no update.
+Every mutation re-reads the file under a cross-process lock (see :class:`StoreLock`), applies a
+function, and writes the whole store atomically (temp file in the same folder, fsync, ``os.replace``,
+fsync of the folder), so readers see either the old file or the new one and concurrent processes lose
+no update.
 
-A corrupt store (invalid JSON, wrong shape, or an empty file) is never silently emptied: it is moved aside as
-``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and rebuilt from
-the transcripts in the same folder (one entry per ``*.jsonl``, keyed by the header's ``sessionKey``
-when present, else ``agent:<agentId>:recovered:<sessionId>``).
+The lock is ``flock`` on ``sessions.json.lock``, a file that is created once and never deleted (the
+``filelock`` package where there is no ``fcntl``). Why not OpenClaw's lock file (created ``O_EXCL``,
+holding ``{pid, createdAt}``, removed by whoever judges it stale): judging and removing are two steps,
+so two waiters can both judge one stale file, and the second removes the lock the first has just
+taken; a process killed between creating the file and writing its body leaves a lock that only ages
+out; a slow holder past the stale age is robbed while it still writes. With ``flock`` the kernel
+releases the lock when its holder dies, so there is nothing stale to recover and nothing to race on: a
+dead holder's lock is free at once, whatever the file contains, and a live one is never taken. A
+holder that hangs makes waiters fail with :class:`StoreLockTimeout` instead of writing over it. The
+file is never removed, so every process locks the same inode (if someone removes or replaces it
+anyway, a waiter notices the inode changed and locks the new file). This lock does not exclude
+OpenClaw processes, which use the ``O_EXCL`` protocol: do not point both at one store at once.
+
+A corrupt store (invalid JSON, wrong shape, or an empty file) is never silently emptied: it is moved
+aside as ``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and
+rebuilt from the transcripts in the same folder (one entry per ``*.jsonl``, keyed by the header's
+``sessionKey`` when present, else ``agent:<agentId>:recovered:<sessionId>``).
 """
 
 from __future__ import annotations
@@ -26,6 +39,11 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+try:
+    import fcntl
+except ImportError:  # Windows: StoreLock uses the filelock package instead
+    fcntl = None  # type: ignore[assignment]
+
 from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
 from sessionmem.messages import now_ms
 from sessionmem.session import keys
@@ -38,15 +56,17 @@ log = logging.getLogger(__name__)
 
 
 class _PathLock:
-    """This process's hold on one lock file: a re-entrant thread lock and the nesting depth.
+    """This process's hold on one lock file: a re-entrant thread lock, the nesting depth, the handle.
 
-    Shared by every :class:`StoreLock` on the same path, so two store objects for one file nest
-    correctly instead of mistaking each other's lock file for a stale one.
+    Shared by every :class:`StoreLock` on the same file (keyed by real path), so two store objects for
+    one file nest instead of waiting on each other: ``flock`` locks of two descriptors conflict even
+    within one process.
     """
 
     def __init__(self) -> None:
         self.rlock = threading.RLock()
         self.depth = 0  # guarded by rlock
+        self.handle: Any = None  # the locked descriptor (a FileLock without fcntl) while depth > 0
 
 
 _REGISTRY_GUARD = threading.Lock()
@@ -54,16 +74,26 @@ _PATH_LOCKS: dict[str, _PathLock] = {}
 _ACTIVE = threading.local()  # open transactions of this thread, by store path
 
 
+def _real(path: Path) -> str:
+    """The key for ``path`` in this process's registries: one key per file, whatever the symlinks."""
+    return os.path.realpath(path)
+
+
 def _path_lock_for(path: Path) -> _PathLock:
-    key = os.path.abspath(path)
+    key = _real(path)
     with _REGISTRY_GUARD:
         return _PATH_LOCKS.setdefault(key, _PathLock())
 
 
 def _reset_after_fork() -> None:
-    # A forked child holds no lock files, whatever its parent's threads held at fork time.
+    # A forked child holds no locks, whatever its parent's threads held at fork time. It inherits the
+    # parent's locked descriptors: close them without unlocking (an unlock would free the parent's lock).
     global _REGISTRY_GUARD
     _REGISTRY_GUARD = threading.Lock()
+    for held in _PATH_LOCKS.values():
+        if isinstance(held.handle, int):
+            with contextlib.suppress(OSError):
+                os.close(held.handle)
     _PATH_LOCKS.clear()
 
 
@@ -71,29 +101,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class StoreLock:
-    """Cross-process lock file (created O_EXCL, JSON ``{pid, createdAt}``) plus an in-process RLock.
+    """Cross-process lock (``flock`` on a lock file that is never deleted) plus an in-process RLock.
 
     Re-entrant within a thread. Contention backs off ``min(1000, 50*attempt)`` ms; after ``timeout_s``
-    of waiting it raises :class:`StoreLockTimeout`. A lock file whose pid is dead (or is this process,
-    which does not hold it) or older than ``stale_after_s`` is removed and retaken.
-    Waiting time is the sum of the sleeps, not a clock reading, so frozen clocks in tests cannot hang it.
+    of waiting it raises :class:`StoreLockTimeout`. Waiting time is the sum of the sleeps, not a clock
+    reading, so frozen clocks in tests cannot hang it. See the module docstring for why ``flock``.
     """
 
-    def __init__(self, path: Path, *, timeout_s: float = 10.0, stale_after_s: float = 30.0) -> None:
+    def __init__(self, path: Path, *, timeout_s: float = 10.0) -> None:
         self.path = path
         self.timeout_s = timeout_s
-        self.stale_after_s = stale_after_s
         self._held = _path_lock_for(path)
 
     def __enter__(self) -> StoreLock:
@@ -114,64 +132,66 @@ class StoreLock:
         try:
             held.depth -= 1
             if held.depth == 0:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path)
+                handle, held.handle = held.handle, None
+                if isinstance(handle, int):
+                    # Unlock before closing: a child forked meanwhile shares the descriptor, and
+                    # closing ours alone would leave the lock held until the child closes its copy.
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+                    finally:
+                        os.close(handle)  # the file stays, for the next holder
+                elif handle is not None:
+                    handle.release()
         finally:
             held.rlock.release()
 
     def _acquire_file(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        body = orjson.dumps({"pid": os.getpid(), "createdAt": now_ms()})
         waited = 0.0
         attempt = 0
         while True:
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                if self._remove_if_stale():
-                    continue
-                attempt += 1
-                if waited >= self.timeout_s:
-                    raise StoreLockTimeout(str(self.path), self.timeout_s) from None
-                delay = min(1.0, 0.05 * attempt, self.timeout_s - waited)
-                time.sleep(delay)
-                waited += delay
-                continue
-            try:
-                os.write(fd, body)
-            finally:
-                os.close(fd)
-            return
+            handle = self._try_lock()
+            if handle is not None:
+                self._held.handle = handle
+                return
+            attempt += 1
+            if waited >= self.timeout_s:
+                raise StoreLockTimeout(str(self.path), self.timeout_s)
+            delay = min(1.0, 0.05 * attempt, self.timeout_s - waited)
+            time.sleep(delay)
+            waited += delay
 
-    def _remove_if_stale(self) -> bool:
-        try:
-            raw = self.path.read_bytes()
-            mtime = self.path.stat().st_mtime
-        except FileNotFoundError:
-            return True  # released meanwhile: try again at once
-        pid: int | None = None
-        created: float | None = None
-        try:
-            info = orjson.loads(raw)
-            if isinstance(info, dict):
-                pid = info.get("pid") if isinstance(info.get("pid"), int) else None
-                created = info.get("createdAt") if isinstance(info.get("createdAt"), (int, float)) else None
-        except orjson.JSONDecodeError:
-            pass  # torn lock body: judge by age only
-        age_s = (now_ms() - created) / 1000 if created is not None else time.time() - mtime
-        dead = pid is not None and (pid == os.getpid() or not _pid_alive(pid))
-        if not dead and age_s <= self.stale_after_s:
-            return False
-        # Trigger: the holder died or hung. Why: re-read first so we do not delete a lock someone
-        # just retook. Outcome: the stale file goes, the caller retries O_EXCL.
-        try:
-            if self.path.read_bytes() != raw:
-                return False
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        log.warning("removed stale session store lock %s (pid %s, age %.1fs)", self.path, pid, age_s)
-        return True
+    def _try_lock(self) -> Any:
+        """The locked handle, or None while another process holds the lock."""
+        if fcntl is None:
+            from filelock import FileLock, Timeout
+
+            lock = FileLock(str(self.path))
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                return None
+            return lock
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except BaseException:
+                os.close(fd)
+                raise
+            # Trigger: the lock file was removed or replaced between our open and our flock (by hand,
+            # or by a writer that speaks the O_EXCL protocol). Why: a lock on an unlinked inode
+            # excludes nobody. Outcome: let it go and lock the file that is there now.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd
+            os.close(fd)
 
 
 class SessionEntry(BaseModel):
@@ -261,17 +281,12 @@ class SessionStore:
         *,
         agent_id: str | None = None,
         lock_timeout_s: float = 10.0,
-        stale_after_s: float = 30.0,
     ) -> None:
         self.path = Path(path)
         self.agent_id = agent_id or _agent_id_from_path(self.path)
         self.issues: list[str] = []
         self.recovered = False
-        self._lock = StoreLock(
-            self.path.with_name(self.path.name + ".lock"),
-            timeout_s=lock_timeout_s,
-            stale_after_s=stale_after_s,
-        )
+        self._lock = StoreLock(self.path.with_name(self.path.name + ".lock"), timeout_s=lock_timeout_s)
 
     @classmethod
     def for_agent(cls, state_dir: str | Path, agent_id: str = keys.DEFAULT_AGENT_ID) -> SessionStore:
@@ -386,7 +401,7 @@ class SessionStore:
         writes are not lost when the outer one saves.
         """
         active: dict[str, dict[str, SessionEntry]] = _ACTIVE.__dict__.setdefault("maps", {})
-        key = os.path.abspath(self.path)
+        key = _real(self.path)
         with self._lock:
             if key in active:
                 yield active[key]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -14,6 +17,7 @@ import pytest
 from sessionmem.errors import StoreLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.session import keys
+from sessionmem.session import store as store_module
 from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
 from sessionmem.session.transcript import Transcript
 from sessionmem.testing import ScriptedModel
@@ -118,7 +122,19 @@ def test_failed_update_writes_nothing(store: SessionStore) -> None:
     with pytest.raises(RuntimeError):
         store.update("agent:main:main", boom)
     assert store.path.read_bytes() == before
-    assert not store._lock.path.exists()  # the lock was released
+    assert _lock_is_free(store)  # the lock was released
+
+
+def _lock_is_free(store: SessionStore) -> bool:
+    """Whether another holder could take the store's lock now (a new descriptor conflicts with ours)."""
+    fd = os.open(store._lock.path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def _increment_many(path: str, n: int) -> None:
@@ -144,7 +160,7 @@ def test_two_processes_lose_no_update(store: SessionStore) -> None:
         p.join(100)
         assert p.exitcode == 0
     assert store.get("agent:main:main").compaction_count == 400  # type: ignore[union-attr]
-    assert not store._lock.path.exists()
+    assert _lock_is_free(store)
     assert not list(store.path.parent.glob("*.tmp"))
 
 
@@ -181,8 +197,8 @@ def test_two_store_objects_for_one_file_nest_without_stealing_the_lock(store: Se
     with store.transaction() as entries:
         entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
         other.patch("agent:main:b", session_id="b")
-        assert store._lock.path.exists()  # still held by the outer transaction
-    assert not store._lock.path.exists()
+        assert not _lock_is_free(store)  # still held by the outer transaction
+    assert _lock_is_free(store)
     assert set(other.all()) == {"agent:main:a", "agent:main:b"}
 
 
@@ -193,31 +209,64 @@ def _dead_pid() -> int:
     return proc.pid  # type: ignore[return-value]
 
 
-def test_stale_lock_from_a_dead_process_is_recovered(store: SessionStore) -> None:
+@pytest.mark.parametrize(
+    "left_behind",
+    [
+        pytest.param(lambda: {"pid": _dead_pid(), "createdAt": int(time.time() * 1000)}, id="dead-pid"),
+        pytest.param(lambda: {"pid": os.getppid(), "createdAt": int(time.time() * 1000)}, id="live-pid"),
+        pytest.param(lambda: {"pid": os.getppid(), "createdAt": int(time.time() * 1000) - 31_000}, id="old"),
+        pytest.param(lambda: None, id="empty"),  # killed between creating the file and writing its body
+    ],
+)
+def test_a_lock_file_nobody_holds_never_blocks_whatever_it_contains(
+    isolated_env: Path, left_behind: Callable[[], dict[str, int] | None]
+) -> None:
+    # Lock files as the O_EXCL protocol (ours before, OpenClaw's) leaves them. Only a live flock blocks.
+    store = SessionStore(keys.store_path(isolated_env, "main"), lock_timeout_s=1)
     store.path.parent.mkdir(parents=True)
-    store._lock.path.write_bytes(orjson.dumps({"pid": _dead_pid(), "createdAt": int(time.time() * 1000)}))
+    body = left_behind()
+    store._lock.path.write_bytes(orjson.dumps(body) if body is not None else b"")
     started = time.monotonic()
     store.patch("agent:main:main", session_id="s")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 1
     assert store.get("agent:main:main") is not None
-    assert not store._lock.path.exists()
+    assert _lock_is_free(store)
 
 
-def test_old_lock_is_stale_even_if_its_pid_lives(store: SessionStore) -> None:
-    store.path.parent.mkdir(parents=True)
-    old = int(time.time() * 1000) - 31_000
-    store._lock.path.write_bytes(orjson.dumps({"pid": os.getppid(), "createdAt": old}))
-    store.patch("agent:main:main", session_id="s")
-    assert store.get("agent:main:main") is not None
+def _hold_the_lock(path: str, holding: Any, release: Any) -> None:
+    with SessionStore(path).transaction():
+        holding.set()
+        release.wait(30)
 
 
-def test_live_lock_times_out_with_a_named_error(isolated_env: Path) -> None:
+@pytest.mark.timeout(60)
+def test_a_live_holder_makes_waiters_time_out_with_a_named_error(isolated_env: Path) -> None:
     store = SessionStore(keys.store_path(isolated_env, "main"), lock_timeout_s=0.3)
-    store.path.parent.mkdir(parents=True)
-    store._lock.path.write_bytes(orjson.dumps({"pid": os.getppid(), "createdAt": int(time.time() * 1000)}))
-    with pytest.raises(StoreLockTimeout, match="timeout waiting for session store lock"):
-        store.patch("agent:main:main", session_id="s")
-    assert store._lock.path.exists()  # someone else's live lock is left alone
+    ctx = multiprocessing.get_context("fork")
+    holding, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_the_lock, args=(str(store.path), holding, release))
+    holder.start()
+    try:
+        assert holding.wait(10)
+        with pytest.raises(StoreLockTimeout, match="timeout waiting for session store lock"):
+            store.patch("agent:main:main", session_id="s")
+    finally:
+        release.set()
+        holder.join(10)
+    assert holder.exitcode == 0
+    store.patch("agent:main:main", session_id="s")  # free once the holder let go
+
+
+def test_without_fcntl_the_lock_falls_back_to_filelock(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "fcntl", None)  # as on Windows
+    with store.transaction() as entries:
+        entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
+        SessionStore(store.path).patch("agent:main:b", session_id="b")
+        assert not _lock_is_free(store)  # filelock flocks the same file on POSIX
+    assert set(store.all()) == {"agent:main:a", "agent:main:b"}
+    assert _lock_is_free(store)
 
 
 def test_corrupt_store_is_moved_aside_and_rebuilt_from_transcripts(store: SessionStore) -> None:
@@ -345,3 +394,66 @@ def test_an_empty_store_without_transcripts_is_reported_and_rewritten(store: Ses
     assert store.recovered and "empty" in store.issues[0]
     assert orjson.loads(store.path.read_bytes()) == {}
     assert list(store.sessions_dir.glob("sessions.json.corrupt-*"))
+
+
+# --- the lock: no stale-lock race, one lock per real file -------------------------------------------
+
+
+def _inc_slowly(path: str, inside: Any = None, hold_s: float = 0.0) -> None:
+    def inc(e: SessionEntry | None) -> SessionEntry:
+        assert e is not None
+        if inside is not None:
+            inside.set()
+        time.sleep(hold_s)
+        e.compaction_count += 1
+        return e
+
+    SessionStore(path, lock_timeout_s=10).update("agent:main:main", inc)
+
+
+def _late_stale_breaker(path: str, lock_path: str, judged: Any, rival_in: Any) -> None:
+    # Widen the window between "judged the lock stale" and "removed it" until a rival is inside.
+    real_unlink = os.unlink
+    fired = False
+
+    def unlink(p: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal fired
+        if not fired and os.fspath(p) == lock_path:
+            fired = True
+            judged.set()
+            rival_in.wait(5)
+        real_unlink(p, *args, **kwargs)
+
+    os.unlink = unlink  # type: ignore[assignment]  # a forked child: the parent is untouched
+    _inc_slowly(path)
+
+
+@pytest.mark.timeout(60)
+def test_two_waiters_breaking_one_stale_lock_never_both_hold_it(store: SessionStore) -> None:
+    store.patch("agent:main:main", session_id="s", compaction_count=0)
+    store._lock.path.write_bytes(orjson.dumps({"pid": _dead_pid(), "createdAt": int(time.time() * 1000)}))
+    ctx = multiprocessing.get_context("fork")
+    judged, rival_in = ctx.Event(), ctx.Event()
+    late = ctx.Process(
+        target=_late_stale_breaker, args=(str(store.path), str(store._lock.path), judged, rival_in)
+    )
+    late.start()
+    judged.wait(1)  # the late breaker has judged the lock stale (or, with flock, nothing was stale)
+    rival = ctx.Process(target=_inc_slowly, args=(str(store.path), rival_in, 1.0))
+    rival.start()
+    for p in (late, rival):
+        p.join(30)
+        assert p.exitcode == 0
+    assert store.get("agent:main:main").compaction_count == 2  # type: ignore[union-attr]
+
+
+def test_stores_reached_through_a_symlink_share_the_lock_and_the_transaction(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    direct = SessionStore(real / "sessions.json", lock_timeout_s=1)
+    linked = SessionStore(tmp_path / "link" / "sessions.json", lock_timeout_s=1)
+    with direct.transaction() as entries:
+        entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
+        linked.patch("agent:main:b", session_id="b")  # nested through the other path: no self-deadlock
+    assert set(direct.all()) == {"agent:main:a", "agent:main:b"}  # and the nested write was not lost
