@@ -98,15 +98,23 @@ def open_index(
 
     if selection is None:
         selection = _selection(app)
-    index = MemoryIndex.open(
-        app.agent_id,
-        app.workspace,
-        app.agent.memory_search,
-        state_dir=app.state_dir,
-        selection=selection,
-        env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
-        watch=watch,
-    )
+    try:
+        index = MemoryIndex.open(
+            app.agent_id,
+            app.workspace,
+            app.agent.memory_search,
+            state_dir=app.state_dir,
+            selection=selection,
+            env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
+            watch=watch,
+        )
+    except OSError as exc:
+        # Trigger: the store's folder cannot be created or opened (a file in the way, no permission).
+        # Why: that is the user's setup, not a bug, so no traceback. Outcome: a MemoryIndexError with
+        # the path and the cause (exit 1 via translate_errors; ``chat`` goes on without memory).
+        from sessionmem.errors import MemoryIndexError
+
+        raise MemoryIndexError(f"cannot open the memory index of agent {app.agent_id!r}: {exc}") from exc
     try:
         yield index
     finally:

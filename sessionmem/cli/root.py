@@ -68,6 +68,10 @@ def resolve(options: GlobalOptions, env: Mapping[str, str] | None = None) -> Con
     """Read the config file and the environment once; raise ``ConfigError`` naming what is wrong."""
     environ: Mapping[str, str] = MappingProxyType(dict(os.environ if env is None else env))
     state_dir = _absolute(options.state_dir or environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+    if options.state_dir:
+        _require_folder(state_dir, "--state-dir")
+    else:
+        _require_folder(state_dir, f"${STATE_DIR_ENV}" if environ.get(STATE_DIR_ENV) else "the default")
     agent_id = options.agent or DEFAULT_AGENT_ID
     if not _AGENT_ID.match(agent_id):
         raise ConfigError(
@@ -88,6 +92,21 @@ def resolve(options: GlobalOptions, env: Mapping[str, str] | None = None) -> Con
         env=environ,
         config_path=config_path,
     )
+
+
+def _require_folder(state_dir: Path, origin: str) -> None:
+    """Refuse a state folder that is a file, or lies under one, before anything tries to create it.
+
+    Trigger: ``--state-dir notes.txt``. Why: the index would fail deep inside with a bare
+    ``NotADirectoryError`` traceback. Outcome: a ``ConfigError`` naming the folder and the file.
+    A folder that does not exist yet is fine (it is created on first use).
+    """
+    for path in (state_dir, *state_dir.parents):
+        if path.is_dir():
+            return
+        if os.path.lexists(path):
+            what = "is a file" if path.is_file() else "is not a directory"
+            raise ConfigError(f"state folder {state_dir} (from {origin}) is not a directory: {path} {what}")
 
 
 def _config_path(given: str | None, env: Mapping[str, str], state_dir: Path) -> Path | None:

@@ -175,6 +175,21 @@ def test_the_model_can_search_memory_during_the_chat(
     assert any(m.get("role") == "tool" and "Friday" in str(m.get("content")) for m in second)
 
 
+def test_an_index_store_that_cannot_be_opened_leaves_the_chat_without_memory(
+    chat_args: list[str], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("", encoding="utf-8")
+    config = tmp_path / "store.json"
+    store = {"store": {"path": str(blocker / "index.sqlite")}}
+    config.write_text(json.dumps({"agents": {"defaults": {"memorySearch": store}}}), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--config", str(config), *chat_args], input="hello there\n")
+    assert result.exit_code == 0, result.output
+    assert "cannot open the memory index of agent 'main'" in result.stderr
+    assert "chatting without memory_search" in result.stderr
+    assert "hello there" in result.stdout
+
+
 def test_a_terminal_gets_the_reply_streamed(
     chat_args: list[str], openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

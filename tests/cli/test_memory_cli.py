@@ -110,6 +110,46 @@ def test_config_error_names_the_key_and_exits_2(runner: CliRunner, tmp_path: Pat
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("below", [False, True])
+def test_state_dir_that_is_a_file_is_named_not_a_traceback(
+    runner: CliRunner, tmp_path: Path, below: bool
+) -> None:
+    afile = tmp_path / "state.txt"
+    afile.write_text("not a folder", encoding="utf-8")
+    given = afile / "sub" if below else afile
+    for command in (["memory", "search", "x"], ["memory", "status"], ["memory", "index"]):
+        result = runner.invoke(cli, ["--state-dir", str(given), *command])
+        assert result.exit_code == 2, result.output
+        assert isinstance(result.exception, SystemExit)
+        assert result.stderr == (
+            f"Error: state folder {given} (from --state-dir) is not a directory: {afile} is a file\n"
+        )
+
+
+def test_state_dir_from_the_environment_that_is_a_file_is_named(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    afile = tmp_path / "state.txt"
+    afile.write_text("", encoding="utf-8")
+    monkeypatch.setenv("SESSIONMEM_STATE_DIR", str(afile))
+    result = runner.invoke(cli, ["memory", "search", "x"])
+    assert result.exit_code == 2
+    assert "(from $SESSIONMEM_STATE_DIR) is not a directory" in result.stderr
+
+
+def test_index_store_that_cannot_be_created_is_named(runner: CliRunner, tmp_path: Path, notes: Path) -> None:
+    afile = tmp_path / "blocker"
+    afile.write_text("", encoding="utf-8")
+    config = tmp_path / "store.json"
+    store = afile / "index.sqlite"
+    config.write_text(json.dumps({"agents": {"defaults": {"memorySearch": {"store": {"path": str(store)}}}}}))
+    result = runner.invoke(cli, ["--config", str(config), "--workspace", str(notes), "memory", "search", "x"])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert result.stderr.startswith("Error: cannot open the memory index of agent 'main'")
+    assert str(afile) in result.stderr
+
+
 def test_missing_config_file_is_named(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["--config", str(tmp_path / "nope.json"), "memory", "search", "x"])
     assert result.exit_code == 2
