@@ -21,7 +21,8 @@ OpenClaw processes, which use the ``O_EXCL`` protocol: do not point both at one 
 A corrupt store (invalid JSON, wrong shape, or an empty file) is never silently emptied: it is moved
 aside as ``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and
 rebuilt from the transcripts in the same folder (one entry per ``*.jsonl``, keyed by the header's
-``sessionKey`` when present, else ``agent:<agentId>:recovered:<sessionId>``).
+``sessionKey`` when present, else ``agent:<agentId>:recovered:<sessionId>``), with the compaction
+count, model and last usage the runner would have recorded from that transcript.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ except ImportError:  # Windows: StoreLock uses the filelock package instead
 from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
 from sessionmem.messages import now_ms
 from sessionmem.session import keys
-from sessionmem.session.transcript import read_header
+from sessionmem.session.transcript import message_from_dict, read_entries
 
 log = logging.getLogger(__name__)
 
@@ -437,7 +438,7 @@ class SessionStore:
         for file in sorted(folder.glob("*.jsonl")):
             if keys.is_archive_name(file.name):
                 continue
-            header = read_header(file) or {}
+            header, figures = _replay_transcript(file)
             found = header.get("id")
             session_id = found if isinstance(found, str) and keys.SESSION_ID_RE.match(found) else file.stem
             key = header.get("sessionKey")
@@ -445,6 +446,7 @@ class SessionStore:
                 key = keys.recovered_key(self.agent_id, session_id)
             entry = SessionEntry.model_validate(
                 {
+                    **figures,
                     "sessionId": session_id,
                     "updatedAt": int(file.stat().st_mtime * 1000),
                     "sessionFile": str(file),
@@ -456,6 +458,52 @@ class SessionStore:
             if norm not in entries or entry.updated_at >= entries[norm].updated_at:
                 entries[norm] = entry
         return entries
+
+
+def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A transcript's header and the figures the runner would have recorded from it (camelCase).
+
+    Replays the runner's own rules in file order: an assistant message with usage sets the call's
+    figures (``totalTokens`` = its prompt tokens, as :func:`~sessionmem.session.projection.usage_fields`);
+    a compaction adds one to ``compactionCount`` and, as the gate does, sets ``totalTokens`` to its
+    ``tokensAfter`` and clears the call's figures. ``model``/``modelProvider`` come from the last
+    assistant message that names them. ``contextTokens`` and the flush marks are not in the file.
+    """
+    header: dict[str, Any] = {}
+    figures: dict[str, Any] = {"compactionCount": 0}
+    for _, obj in read_entries(file):
+        kind = obj.get("type")
+        if kind == "session":
+            header = header or obj
+        elif kind == "compaction":
+            after = obj.get("tokensAfter")
+            known = isinstance(after, int) and not isinstance(after, bool)
+            figures.update(
+                compactionCount=figures["compactionCount"] + 1,
+                totalTokens=after if known else None,
+                totalTokensFresh=True if known else None,
+                inputTokens=None,
+                outputTokens=None,
+                cacheRead=None,
+                cacheWrite=None,
+            )
+        elif kind == "message" and isinstance(raw := obj.get("message"), dict):
+            message = message_from_dict(raw)
+            if message is None or message.role != "assistant":
+                continue
+            for alias, name in (("model", "model"), ("modelProvider", "provider")):
+                if isinstance(raw.get(name), str) and raw[name]:
+                    figures[alias] = raw[name]
+            if (usage := message.usage) is not None:
+                figures.update(
+                    inputTokens=usage.input,
+                    outputTokens=usage.output,
+                    cacheRead=usage.cache_read,
+                    cacheWrite=usage.cache_write,
+                    totalTokens=usage.prompt_tokens,
+                    totalTokensFresh=True,
+                )
+    return header, figures
 
 
 def _agent_id_from_path(path: Path) -> str:

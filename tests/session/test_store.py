@@ -15,12 +15,12 @@ import orjson
 import pytest
 
 from sessionmem.errors import StoreLockTimeout, UsageError
-from sessionmem.messages import Message
+from sessionmem.messages import Message, Usage
 from sessionmem.session import keys
 from sessionmem.session import store as store_module
 from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
 from sessionmem.session.transcript import Transcript
-from sessionmem.testing import ScriptedModel
+from sessionmem.testing import ScriptedModel, flush_aware
 from tests.scenarios.harness import make_runner, small_config
 
 
@@ -457,3 +457,79 @@ def test_stores_reached_through_a_symlink_share_the_lock_and_the_transaction(tmp
         entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
         linked.patch("agent:main:b", session_id="b")  # nested through the other path: no self-deadlock
     assert set(direct.all()) == {"agent:main:a", "agent:main:b"}  # and the nested write was not lost
+
+
+# --- rebuilding keeps the counters -----------------------------------------------------------------
+
+
+def test_rebuilt_entries_keep_compactions_model_and_last_usage(store: SessionStore) -> None:
+    sessions = store.sessions_dir
+    t = Transcript.open(sessions / "s1.jsonl", "s1", session_key="agent:main:main")
+    t.append_message(Message.user("hi"))
+    t.append_message(
+        Message("assistant", "a", usage=Usage(input=1000, output=50, cache_read=200)),
+        provider="openai",
+        model="gpt-4o-mini",
+    )
+    t.append_compaction("summary one", None, 5000, 1200)
+    t.append_message(Message.user("more"))
+    t.append_message(
+        Message("assistant", "b", usage=Usage(input=1500, output=40, cache_write=10)),
+        provider="anthropic",
+        model="claude-x",
+    )
+    t.append_message(Message("assistant", "stopped"))  # no usage, no model: does not count
+    t.append_custom("memory-flush", {"compactionCount": 1})
+    # Ends on a compaction: the runner then records its tokensAfter and clears the call's figures.
+    ended = Transcript.open(sessions / "s2.jsonl", "s2", session_key="agent:main:telegram:direct:42")
+    ended.append_message(Message("assistant", "c", usage=Usage(input=900, output=9)), provider="p", model="m")
+    ended.append_compaction("one", None, 4000, 800)
+    ended.append_compaction("two", None, 3000, 700)
+    Transcript.open(sessions / "s3.jsonl", "s3").append_message(Message.user("never answered"))
+    store.path.write_text("{torn")
+
+    entries = store.all()
+    first = entries["agent:main:main"]
+    assert first.compaction_count == 1
+    assert (first.model, first.model_provider) == ("claude-x", "anthropic")
+    assert (first.input_tokens, first.output_tokens, first.cache_read, first.cache_write) == (1500, 40, 0, 10)
+    assert first.total_tokens == 1510 and first.total_tokens_fresh  # prompt tokens, as the runner records
+    second = entries["agent:main:telegram:direct:42"]
+    assert second.compaction_count == 2 and (second.model, second.model_provider) == ("m", "p")
+    assert second.total_tokens == 700 and second.total_tokens_fresh
+    assert second.input_tokens is second.output_tokens is None
+    third = entries["agent:main:recovered:s3"]
+    assert third.compaction_count == 0 and third.model is None and third.total_tokens is None
+    assert orjson.loads(store.path.read_bytes())["agent:main:main"]["compactionCount"] == 1
+
+
+def test_a_store_rebuilt_after_a_long_conversation_has_the_runners_figures(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + " ".join(f"w{i}" for i in range(30))))
+    config = small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    for i in range(25):
+        session.run_turn_sync(f"q{i} " + " ".join(f"w{j}" for j in range(50)))
+    assert len(recorder.kinds("compaction")) >= 2
+    figures = (
+        "sessionId",
+        "sessionFile",
+        "compactionCount",
+        "model",
+        "modelProvider",
+        "inputTokens",
+        "outputTokens",
+        "cacheRead",
+        "cacheWrite",
+        "totalTokens",
+        "totalTokensFresh",
+    )
+    before = orjson.loads(runner.store.path.read_bytes())["agent:main:main"]
+    runner.store.path.write_bytes(b"")
+
+    rebuilt = SessionStore(runner.store.path).get("agent:main:main")
+    assert rebuilt is not None
+    after = rebuilt.to_json_dict()
+    assert {k: after.get(k) for k in figures} == {k: before.get(k) for k in figures}
