@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -533,3 +534,50 @@ def test_a_store_rebuilt_after_a_long_conversation_has_the_runners_figures(
     assert rebuilt is not None
     after = rebuilt.to_json_dict()
     assert {k: after.get(k) for k in figures} == {k: before.get(k) for k in figures}
+
+
+# --- a writer killed mid-update --------------------------------------------------------------------
+
+
+def _update_forever(path: str, inside: Any, hang: bool) -> None:
+    store = SessionStore(path)
+
+    def inc(e: SessionEntry | None) -> SessionEntry:
+        assert e is not None
+        inside.set()
+        if hang:  # killed holding the lock, between its read and its write
+            time.sleep(60)
+        e.compaction_count += 1
+        return e
+
+    while True:
+        store.update("agent:main:main", inc)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("hang", "run_s"), [(True, 0.0), (False, 0.0), (False, 0.05), (False, 0.3)])
+def test_a_process_killed_in_update_leaves_a_readable_store_and_a_free_lock(
+    store: SessionStore, hang: bool, run_s: float
+) -> None:
+    store.patch("agent:main:main", session_id="s", compaction_count=0)
+    ctx = multiprocessing.get_context("fork")
+    inside = ctx.Event()
+    proc = ctx.Process(target=_update_forever, args=(str(store.path), inside, hang))
+    proc.start()
+    try:
+        assert inside.wait(10)  # inside the lock at least once
+        time.sleep(run_s)  # then killed wherever its loop happens to be
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        proc.join(10)
+    count = orjson.loads(store.path.read_bytes())["agent:main:main"]["compactionCount"]
+    if hang:
+        assert count == 0  # its read-modify-write never reached the file
+
+    after = SessionStore(store.path, lock_timeout_s=2)
+    started = time.monotonic()
+    after.patch("agent:main:main", model="m")
+    assert time.monotonic() - started < 2
+    entry = orjson.loads(store.path.read_bytes())["agent:main:main"]
+    assert entry["model"] == "m" and entry["compactionCount"] == count
+    assert not after.recovered
