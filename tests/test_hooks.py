@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
 import re
 import time
@@ -266,9 +267,18 @@ def test_pyproject_lists_every_package_and_maps_the_hooks_folder() -> None:
         f"add these packages to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
     )
     assert setuptools_cfg["package-dir"]["sessionmem._bundled_hooks"] == "hooks"
-    assert any(
-        re.fullmatch(r"\*/\*\.md", g) for g in setuptools_cfg["package-data"]["sessionmem._bundled_hooks"]
-    )
+    globs = setuptools_cfg["package-data"]["sessionmem._bundled_hooks"]
+    assert any(re.fullmatch(r"\*/\*\.md", g) for g in globs)  # HOOK.md
+    assert any(re.fullmatch(r"\*/\*\.py", g) for g in globs)  # handler.py
+    # Every file of a bundled hook folder is matched by a glob, so the wheel ships all of it.
+    hook_files = [
+        p.relative_to(REPO_ROOT / "hooks").as_posix()
+        for p in (REPO_ROOT / "hooks").glob("*/*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    assert "session-memory/handler.py" in hook_files
+    unshipped = [f for f in hook_files if not any(fnmatch.fnmatchcase(f, g) for g in globs)]
+    assert not unshipped, f"add package-data globs for the bundled hook files {unshipped}"
 
 
 def test_emit_sync_inside_a_running_loop_is_a_usage_error(tmp_path: Path) -> None:
