@@ -12,6 +12,9 @@ A rotation ends the current session and starts a new one under the same session 
    ``compactionCount`` 0, no flush record, no token figures;
 5. ``session:end`` (old) and ``session:start`` (new) hooks, then a ``new`` event for ``on_event``.
 
+A session that :meth:`~sessionmem.session.runner.SessionRunner.open` creates (no sessions.json entry yet)
+gets its ``session:start`` (reason ``created``) at the start of its first turn (:func:`announce_created`).
+
 Freshness (reference §3.3): with ``session.reset.mode`` ``daily`` a session last active before the most
 recent ``atHour`` (default 4, in the user's time zone) is stale; with ``idle`` (or ``idleMinutes`` set in
 daily mode) one idle longer than ``idleMinutes`` is. A stale session is rotated at the start of the next
@@ -222,6 +225,23 @@ async def emit_hook(session: Session, name: str, **fields: Any) -> list[HookOutc
     except Exception:
         log.warning("hook event %s could not be emitted", name, exc_info=True)
         return []
+
+
+async def announce_created(session: Session) -> None:
+    """``session:start`` for a session :meth:`SessionRunner.open` created (reason ``created``); the
+    runner calls it once, at the start of the session's first turn. Rotations announce theirs in
+    :func:`rotate`."""
+    from sessionmem.hooks import SESSION_START
+
+    runner = session.runner
+    await emit_hook(
+        session,
+        SESSION_START,
+        session_entry=session.entry.to_json_dict(),
+        transcript_path=session.transcript.path,
+        command_source=runner.command_source,
+        extra={"reason": "created"},
+    )
 
 
 async def relay_event(session: Session, event: Event) -> None:

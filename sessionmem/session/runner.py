@@ -136,6 +136,7 @@ class SessionRunner:
         if key in self._sessions:
             return self._sessions[key]
         entry = self.store.get(key)
+        created = entry is None
         if entry is None:
             session_id = str(uuid.uuid4())
             path = keys.transcript_path(self.state_dir, self.agent_id, session_id)
@@ -150,8 +151,13 @@ class SessionRunner:
             entry.session_file or keys.transcript_path(self.state_dir, self.agent_id, entry.session_id)
         )
         transcript = Transcript.open(path, entry.session_id, self.workspace, session_key=key)
-        self._sessions[key] = Session(self, key, transcript, entry)
-        return self._sessions[key]
+        session = Session(self, key, transcript, entry)
+        # Trigger: open() made a new sessions.json entry. Why: open() is sync and hooks are async, and
+        # rotations announce their own new session. Outcome: session:start ("created") fires once, at
+        # the start of the first run_turn; a session reopened from sessions.json does not announce.
+        session._announce_start = created
+        self._sessions[key] = session
+        return session
 
     session = open
 
@@ -167,6 +173,7 @@ class Session:
         self._events: list[Event] = []
         self._queued: list[Event] = []
         self._busy = False
+        self._announce_start = False  # session:start is due at the first turn (set by SessionRunner.open)
         self.attach(transcript, entry)
 
     def attach(self, transcript: Transcript, entry: SessionEntry) -> None:
@@ -190,6 +197,11 @@ class Session:
             raise UsageError(f"session {self.key} is already running a turn; await it first")
         self._busy, self._events = True, []
         try:
+            if self._announce_start:
+                self._announce_start = False
+                from sessionmem.session.lifecycle import announce_created
+
+                await announce_created(self)
             outcome = await self._before_turn(text)
             if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
                 return outcome

@@ -405,6 +405,7 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
     assert purposes(model) == ["turn", "turn", "flush", "compaction", "flush", "turn"]
     names = [name for name, _ in seen]
     assert names == [
+        "session:start",  # the session open() created, announced at its first turn
         "memory:flush",
         "compaction:before",
         "compaction:after",
@@ -413,6 +414,8 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
         "session:end",
         "session:start",
     ]
+    assert seen[0][1]["reason"] == "created"
+    seen = seen[1:]
     assert seen[0][1]["path"].startswith("memory/") and seen[0][1]["compaction_count"] == 0
     assert seen[1][1] == {
         "reason": "manual",
@@ -424,3 +427,55 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
     assert seen[4][1]["reason"] == "new"
     assert seen[5][1]["next_session_id"] == session.entry.session_id
     assert seen[6][1]["resumed_from"] == old_id
+
+
+def start_spy(registry: HookRegistry) -> list[HookEvent]:
+    seen: list[HookEvent] = []
+    registry.register("session:start", seen.append, name="spy-session-start")
+    return seen
+
+
+def test_a_created_session_announces_session_start_once_at_its_first_turn(
+    tmp_path: Path, workspace: Path
+) -> None:
+    registry = HookRegistry()
+    seen = start_spy(registry)
+    model = ScriptedModel(["one", "two"])
+    runner, _ = make_runner(model, tmp_path, workspace, hooks=registry, command_source="test")
+    session = runner.open()
+    assert seen == []  # open() is sync: the hook waits for the first turn
+    session.run_turn_sync("hello")
+    assert runner.open() is session
+    session.run_turn_sync("again")
+    (event,) = seen
+    assert event.extra["reason"] == "created"
+    assert event.session_entry is not None
+    assert event.session_entry["sessionId"] == session.entry.session_id
+    assert event.transcript_path == session.transcript.path
+    assert event.command_source == "test"
+    assert event.session_key == session.key
+
+
+def test_a_session_reopened_from_sessions_json_does_not_announce_a_start(
+    tmp_path: Path, workspace: Path
+) -> None:
+    first_runner, _ = make_runner(ScriptedModel(["one"]), tmp_path, workspace, hooks=HookRegistry())
+    first_runner.open().run_turn_sync("hello")
+    registry = HookRegistry()
+    seen = start_spy(registry)
+    runner, _ = make_runner(ScriptedModel(["two"]), tmp_path, workspace, hooks=registry)
+    session = runner.open()  # same key: the entry is in sessions.json
+    session.run_turn_sync("back again")
+    assert seen == []
+
+
+def test_new_as_the_first_message_announces_the_created_session_then_the_rotation(
+    tmp_path: Path, workspace: Path
+) -> None:
+    registry = HookRegistry()
+    seen: list[tuple[str, str]] = []
+    for name in ("session:start", "session:end"):
+        registry.register(name, lambda e: seen.append((e.name, e.extra["reason"])), name=f"spy-{name}")
+    runner, _ = make_runner(ScriptedModel([]), tmp_path, workspace, hooks=registry)
+    runner.open().run_turn_sync("/new")
+    assert seen == [("session:start", "created"), ("session:end", "new"), ("session:start", "new")]
