@@ -1,9 +1,12 @@
 """Text as the FTS5 index sees it.
 
 SQLite's ``unicode61`` tokenizer keeps a run of Chinese, Japanese or Korean characters as one
-token, so a keyword inside the run is never found (OpenClaw #20730). We index and query a form of
-the text in which every CJK character stands alone; a CJK query word becomes a phrase of single
-characters, which matches the same characters side by side. Other scripts are unchanged.
+token, so a keyword inside the run is never found (OpenClaw #20730). Thai is written without
+spaces between words and has the same problem, worse: ``unicode61`` also treats Thai vowel and tone
+marks as separators, so a Thai sentence falls into arbitrary pieces. We index and query a form of
+the text in which every CJK character, and every Thai cluster (a base character with the vowel and
+tone marks written on it), stands alone; a CJK or Thai query word becomes a phrase of those units,
+which matches the same units side by side. Other scripts are unchanged.
 """
 
 from __future__ import annotations
@@ -15,10 +18,20 @@ CJK_CHAR = re.compile(
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]"
 )
 
+# Thai combining marks (category Mn): MAI HAN-AKAT, the upper and lower vowels, PHINTHU, the tone marks,
+# THANTHAKHAT, NIKHAHIT, YAMAKKAN. Everything else in the block is a base character of its own.
+THAI_MARKS = "\u0e31\u0e34-\u0e3a\u0e47-\u0e4e"
+THAI_CHARS = "\u0e01-\u0e3a\u0e3f-\u0e5b"
+# Marks are consumed by the cluster before them; a mark with no base (after a space) is a unit alone.
+THAI_CLUSTER = re.compile(f"[{THAI_CHARS}][{THAI_MARKS}]*")
+
+# One unit of the FTS form: a CJK character or a Thai cluster (a base with its marks).
+_FTS_UNIT = re.compile(f"{CJK_CHAR.pattern}|{THAI_CLUSTER.pattern}")
+
 
 def fts_text(text: str) -> str:
-    """The document text to store in the FTS5 column (CJK characters space-separated)."""
-    return CJK_CHAR.sub(lambda m: f" {m.group(0)} ", text)
+    """The document text to store in the FTS5 column (CJK characters and Thai clusters space-separated)."""
+    return _FTS_UNIT.sub(lambda m: f" {m.group(0)} ", text)
 
 
 def has_cjk(text: str) -> bool:

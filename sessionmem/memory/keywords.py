@@ -1,13 +1,16 @@
 """Query keywords and safe FTS5 queries.
 
 ``extract_keywords`` turns a natural question into the words worth matching (OpenClaw's
-``query-expansion.ts``, reference §9): stop words of seven languages dropped, Korean particles
-stripped, Japanese split into script runs, Chinese into characters and character pairs.
+``query-expansion.ts``, reference §9): stop words of nine languages dropped, Korean particles
+stripped, Japanese split into script runs, Chinese into characters and character pairs, Thai
+(written without spaces) cut at its stop words into words and pairs of clusters. French elisions
+(``l'``, ``d'``, ``qu'``, ``jusqu'``) fall away: the apostrophe splits them off and they are stop words.
 
 ``fts_queries`` turns a query into FTS5 MATCH strings. Every term is a double-quoted string, so
 FTS5 operators typed by a user (``AND``, ``NEAR(``, ``*``, ``:``, ``^``, ``-``, parentheses, stray
 quotes) are plain text and can never raise a syntax error. Chinese, Japanese and Korean terms
-become phrases of single characters, the form ``ftstext.fts_text`` stores (#20730).
+become phrases of single characters, Thai terms phrases of clusters: the form
+``ftstext.fts_text`` stores (#20730).
 
 Why AND first, then OR: qmd ANDs every query word, so "when is the billing cutover" finds nothing
 while "billing cutover" finds the note. Stop words are dropped first (the AND of the remaining
@@ -20,7 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.ftstext import THAI_CHARS, THAI_CLUSTER, fts_text
 
 # ---------------------------------------------------------------------------- stop words
 
@@ -64,6 +67,24 @@ STOP_WORDS_PT = _words(
     """
 )
 
+# The elided forms (l', d', qu', jusqu', aujourd'hui's "aujourd" and "hui") are here because
+# _segments splits at the apostrophe (' and ’ are punctuation), leaving them as words of their own.
+# Left out because English spells a content word the same: car, comment, font, ton, dire, personne.
+STOP_WORDS_FR = _words(
+    """
+    le la les l un une des du de d au aux ce cet cette ces c ça cela ceci celui celle ceux celles et
+    ou où mais donc ni que qu quoi qui quand pourquoi combien quel quelle quels quelles lequel laquelle
+    dont est es suis sommes êtes sont était étais étaient été être ai as avons avez ont avait avais
+    avaient eu avoir fait faire fais je j me m moi tu t te toi il elle on nous vous ils elles se s lui
+    leur leurs mon ma mes ta tes sa ses notre nos votre vos y en dans sur sous avec sans pour par chez
+    entre vers depuis pendant avant après jusqu lorsqu puisqu quoiqu quelqu presqu aujourd hui ne n pas
+    plus moins très trop aussi encore déjà toujours jamais si oui non tout tous toute toutes autre
+    autres même mêmes chose choses truc quelque quelques rien hier demain maintenant récemment bientôt
+    tard tôt là ici à dit dis rappelle souviens cherche chercher trouve trouver montre montrer aide
+    aider besoin veux voudrais sais peux pouvez
+    """
+)
+
 STOP_WORDS_AR = _words(
     """
     في من إلى على عن مع هذا هذه ذلك تلك الذي التي الذين ما ماذا متى أين كيف لماذا هل و أو ثم لا لم لن إن
@@ -99,14 +120,28 @@ STOP_WORDS_JA = _words(
     """
 )
 
+# Thai has no spaces, so these are found inside a run (_thai_fragments), longest first. Left out
+# because they begin or end common content words: การ and ความ (they make nouns: ความจำ, memory),
+# อัน (อันตราย), กัน (กันยายน, September), หา (ปัญหา).
+STOP_WORDS_TH = _words(
+    """
+    ที่ ซึ่ง และ หรือ แต่ กับ ของ ใน จาก ถึง ให้ ได้ แล้ว จะ ก็ คือ เป็น มี ว่า นี้ นั้น โดย เพื่อ
+    เมื่อ ถ้า หาก ยัง อยู่ ไม่ ไหม มั้ย อะไร ทำไม อย่างไร ยังไง เมื่อไร เมื่อไหร่ ตอนไหน ที่ไหน ใคร
+    เรา พวกเรา ฉัน ผม คุณ เขา ครับ ค่ะ คะ นะ เลย บ้าง เคย เกี่ยวกับ เรื่อง ช่วย บอก หน่อย ไป มา
+    มาก ไว้ ตอน ตอนนี้ เมื่อวาน วันนี้ พรุ่งนี้ ล่าสุด เมื่อกี้ ได้ไหม
+    """
+)
+
 STOP_WORDS = (
     STOP_WORDS_EN
     | STOP_WORDS_ES
     | STOP_WORDS_PT
+    | STOP_WORDS_FR
     | STOP_WORDS_AR
     | STOP_WORDS_ZH
     | STOP_WORDS_KO
     | STOP_WORDS_JA
+    | STOP_WORDS_TH
 )
 
 # Longest first, so 에서 is stripped before 서 could be mistaken for a particle.
@@ -125,6 +160,12 @@ _HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 _HAS_HAN = re.compile(f"[{_HAN}]")
 _HAS_KANA = re.compile(f"[{_HIRAGANA}{_KATAKANA}]")
 _HAS_HANGUL = re.compile(f"[{_HANGUL}]")
+_HAS_THAI = re.compile(f"[{THAI_CHARS}]")
+_THAI_RUN = re.compile(f"[{THAI_CHARS}]+")
+# Vowels written before the consonant they follow in speech: a word never ends on one.
+_THAI_LEADING_VOWELS = frozenset("\u0e40\u0e41\u0e42\u0e43\u0e44")
+# Vowels that close a syllable (ะ า ำ ๅ): a word never starts with one.
+_THAI_FOLLOWING_VOWELS = frozenset("\u0e30\u0e32\u0e33\u0e45")
 _HAN_RUN = re.compile(f"[{_HAN}]+")
 _KATAKANA_RUN = re.compile(f"[{_KATAKANA}]+")
 _HIRAGANA_RUN = re.compile(f"[{_HIRAGANA}]{{2,}}")
@@ -187,6 +228,71 @@ def _chinese(segment: str, *, fts: bool) -> list[str]:
     return out
 
 
+def _clusters(text: str) -> tuple[str, ...]:
+    return tuple(THAI_CLUSTER.findall(text))
+
+
+# Thai stop words as clusters, grouped by their first cluster, longest first.
+_THAI_STOPS: dict[str, list[tuple[str, ...]]] = {}
+for _word in sorted(STOP_WORDS_TH, key=lambda w: -len(_clusters(w))):
+    _THAI_STOPS.setdefault(_clusters(_word)[0], []).append(_clusters(_word))
+
+
+def _thai_stop_at(clusters: tuple[str, ...], i: int) -> int:
+    """How many clusters the longest stop word starting at ``clusters[i]`` spans (0: none)."""
+    for stop in _THAI_STOPS.get(clusters[i], ()):
+        end = i + len(stop)
+        if clusters[i:end] == stop and (end == len(clusters) or clusters[end] not in _THAI_FOLLOWING_VOWELS):
+            return len(stop)
+    return 0
+
+
+def _thai_fragments(run: str) -> list[tuple[str, ...]]:
+    """The pieces of a Thai run between its stop words, as clusters.
+
+    A stop word is not cut out right after a single cluster or a leading vowel: there it is the end of
+    a word (ภู|เขา, mountain; ช|นะ, win), not a word of its own. A wrong cut costs precision, never
+    recall: every piece is a substring of the query, so a note holding the query holds every piece.
+    """
+    clusters = _clusters(run)
+    pieces: list[tuple[str, ...]] = []
+    current: list[str] = []
+    i = 0
+    while i < len(clusters):
+        glued = len(current) == 1 or (bool(current) and current[-1] in _THAI_LEADING_VOWELS)
+        span = 0 if glued else _thai_stop_at(clusters, i)
+        if span:
+            if current:
+                pieces.append(tuple(current))
+                current = []
+            i += span
+            continue
+        current.append(clusters[i])
+        i += 1
+    if current:
+        pieces.append(tuple(current))
+    return pieces
+
+
+def _thai(segment: str, *, fts: bool) -> list[str]:
+    out: list[str] = []
+    for run in _THAI_RUN.findall(segment):
+        for piece in _thai_fragments(run):
+            if len(piece) < 2:
+                continue  # a lone cluster is a letter, not a word
+            # Cluster pairs, like Chinese character pairs: without a dictionary the word boundaries
+            # are unknown, and the AND of the pairs finds the words wherever the note has them.
+            pairs = ["".join(piece[i : i + 2]) for i in range(len(piece) - 1)]
+            if fts:
+                out += pairs
+            else:
+                out.append("".join(piece))
+                out += pairs if len(piece) > 2 else []
+    # Text glued to the Thai ("OpenClawคือ") is kept as words of its own.
+    out += [piece for piece in _THAI_RUN.split(segment) if piece]
+    return out
+
+
 def _strip_particle(word: str) -> str:
     for particle in KOREAN_PARTICLES:
         if len(word) > len(particle) and word.endswith(particle):
@@ -226,6 +332,8 @@ def _extract(query: str, *, fts: bool) -> list[str]:
             tokens += _chinese(segment, fts=fts)
         elif _HAS_HANGUL.search(segment):
             tokens += _korean(segment, fts=fts)
+        elif _HAS_THAI.search(segment):
+            tokens += _thai(segment, fts=fts)
         else:
             tokens.append(segment)
     seen: set[str] = set()
@@ -246,7 +354,8 @@ def extract_keywords(query: str) -> list[str]:
 
 
 def _quote(term: str) -> str | None:
-    """One FTS5 string: CJK characters spaced exactly like the indexed text, inner quotes removed.
+    """One FTS5 string: CJK characters and Thai clusters spaced exactly like the indexed text, inner
+    quotes removed.
 
     The exact spacing (``fts_text`` puts a space on each side of every CJK character, so two
     between neighbours) matters for the ``trigram`` tokenizer, which matches substrings;
@@ -263,7 +372,7 @@ def fts_terms(query: str) -> list[str]:
 
     Unlike ``extract_keywords`` this keeps the fewest terms that carry the meaning: Chinese character
     pairs rather than single characters, a Korean stem rather than stem and inflected word, a kanji
-    run rather than its pairs.
+    run rather than its pairs, Thai cluster pairs rather than the words between stop words.
     """
     terms = _extract(query, fts=True)
     if terms:

@@ -57,6 +57,65 @@ def test_mixed_spanish_portuguese_stop_words() -> None:
     assert extract_keywords("quando é a migração do faturamento") == ["migração", "faturamento"]
 
 
+def test_french_question_keeps_content_words() -> None:
+    assert extract_keywords("quand est-ce que nous avons décidé la migration") == ["décidé", "migration"]
+    assert fts_terms("Quand est-ce que nous avons décidé la migration ?") == ["décidé", "migration"]
+
+
+@pytest.mark.parametrize("apostrophe", ["'", "\u2019"])
+def test_french_elisions_leave_only_the_word(apostrophe: str) -> None:
+    query = "qu'est-ce que l'équipe a dit sur l'API d'authentification jusqu'à aujourd'hui"
+    assert extract_keywords(query.replace("'", apostrophe)) == ["équipe", "api", "authentification"]
+    assert extract_keywords("lorsqu'on s'est parlé du déploiement") == ["parlé", "déploiement"]
+
+
+def test_french_stop_words_spare_english_words_of_the_same_spelling() -> None:
+    assert extract_keywords("car comment font") == ["car", "comment", "font"]
+
+
+def test_thai_is_split_at_stop_words_into_words_and_cluster_pairs() -> None:
+    # "when did we decide about the database": we / about / when are stop words.
+    kws = extract_keywords("เราตัดสินใจเรื่องฐานข้อมูลเมื่อไหร่")
+    assert kws[:2] == ["ตัดสินใจ", "ตัด"] and "ฐานข้อมูล" in kws and "ข้อ" in kws
+    for stop in ("เรา", "เรื่อง", "เมื่อไหร่"):
+        assert stop not in kws
+    # Keyword search: pairs of clusters (a consonant with its vowel and tone marks), never a lone mark.
+    assert fts_terms("ฐานข้อมูล") == ["ฐา", "าน", "นข้", "ข้อ", "อมู", "มูล"]
+    assert fts_terms("ตัดสินใจเรื่องฐานข้อมูล")[:4] == ["ตัด", "ดสิ", "สิน", "นใ"]
+
+
+def test_thai_stop_word_inside_a_word_does_not_orphan_a_syllable() -> None:
+    assert "ภูเขา" in extract_keywords("ภูเขา")  # เขา ("he") after one cluster stays in the word
+    assert extract_keywords("ชนะ")[:1] == ["ชนะ"]  # นะ (a particle) likewise
+    assert extract_keywords("ครับ ค่ะ อะไร") == []
+
+
+def test_thai_glued_to_latin_keeps_both() -> None:
+    terms = fts_terms("หน่วยความจำของOpenClawคือ")
+    assert "openclaw" in terms and "หน่" in terms and "จำ" in terms
+    assert not any("ของ" in t or "คือ" in t for t in terms)
+
+
+def test_thai_text_is_spaced_by_cluster_for_fts() -> None:
+    assert fts_text("ข้อมูล") == " ข้  อ  มู  ล "
+    assert fts_text("OpenClawคือ") == "OpenClaw คื  อ "
+
+
+def test_thai_word_inside_a_sentence_matches_through_fts5() -> None:
+    conn, _ = connect(":memory:", load_vector=False)
+    conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
+    for cid, text in (
+        ("hit", "เราตัดสินใจย้ายฐานข้อมูลไปยังเซิร์ฟเวอร์ใหม่"),
+        ("miss", "ทีมออกแบบประชุมเรื่องหน้าจอต้อนรับผู้ใช้ใหม่"),
+    ):
+        conn.execute("INSERT INTO chunks_fts(text, id) VALUES (?, ?)", (fts_text(text), cid))
+    for query in ("ฐานข้อมูล", "เซิร์ฟเวอร์"):
+        (match, *_) = fts_queries(query)
+        assert conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall() == [
+            ("hit",)
+        ]
+
+
 def test_build_fts_query_quotes_every_term() -> None:
     assert build_fts_query("billing cutover") == '"billing" AND "cutover"'
     assert build_fts_query("billing cutover", operator="OR") == '"billing" OR "cutover"'

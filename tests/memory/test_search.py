@@ -19,6 +19,7 @@ from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.ranking import DECAY_FLOOR
 from sessionmem.memory.search import Searcher, candidate_count
 from sessionmem.memory.types import SearchRequest
+from tests.memory.support import index_opener, make_config
 
 DIMS = 8
 
@@ -213,6 +214,50 @@ def test_trigram_tokenizer_finds_cjk_and_latin_keywords(tmp_path: Path) -> None:
     assert paths(searcher.search(SearchRequest("数据库迁移")))[:1] == ["memory/zh.md"]
     assert paths(searcher.search(SearchRequest("when is the billing cutover")))[:1] == ["memory/en.md"]
     assert paths(searcher.search(SearchRequest("서버에서 에러가")))[:1] == ["memory/ko.md"]
+
+
+THAI_NOTES = {
+    # "We decided to move the database to the new server in March."
+    "memory/th.md": "# การตัดสินใจ\n\nเราตัดสินใจย้ายฐานข้อมูลไปยังเซิร์ฟเวอร์ใหม่ในเดือนมีนาคม\n",
+    # "The design team met about the welcome screen for new users."
+    "memory/th-design.md": "# ประชุม\n\nทีมออกแบบประชุมเรื่องหน้าจอต้อนรับผู้ใช้ใหม่\n",
+    # From the Thai seed: "Memory tools are provided by the active memory plugin."
+    "memory/th-seed.md": "เครื่องมือค้นหาหน่วยความจำถูกจัดเตรียมโดยปลั๊กอินหน่วยความจำที่เปิดใช้งานอยู่\n",
+    "memory/en.md": "Billing cutover to the new invoicing system is set for March 14.\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("ฐานข้อมูล", "memory/th.md"),  # "database", inside a sentence with no spaces
+        ("เซิร์ฟเวอร์", "memory/th.md"),  # "server"
+        ("เราย้ายฐานข้อมูลไปที่ไหน", "memory/th.md"),  # "where did we move the database?"
+        ("หน้าจอต้อนรับ", "memory/th-design.md"),  # "welcome screen"
+        ("ปลั๊กอิน", "memory/th-seed.md"),  # "plugin"
+    ],
+)
+def test_thai_keyword_inside_a_sentence_is_found_through_the_real_index(
+    workspace: Path, state: Path, query: str, expected: str
+) -> None:
+    for rel, text in THAI_NOTES.items():
+        (workspace / rel).write_text(text, encoding="utf-8")
+    with index_opener(workspace, state) as open_index:
+        index = open_index(make_config(sources=("memory",)))
+        index.sync()
+        response = index.search(SearchRequest(query))
+    assert response.mode == "fts-only"
+    assert paths(response) == [expected]
+
+
+def test_trigram_tokenizer_finds_thai_keywords(tmp_path: Path) -> None:
+    conn, support = make_db(tmp_path, tokenizer="trigram")
+    add_filler(conn)
+    add_chunk(conn, "memory/th.md", THAI_NOTES["memory/th.md"])
+    add_chunk(conn, "memory/th-design.md", THAI_NOTES["memory/th-design.md"])
+    searcher = Searcher(conn, None, cfg(), support)
+    assert paths(searcher.search(SearchRequest("ฐานข้อมูล"))) == ["memory/th.md"]
+    assert paths(searcher.search(SearchRequest("หน้าจอต้อนรับ"))) == ["memory/th-design.md"]
 
 
 def test_max_results_and_snippet_length(tmp_path: Path) -> None:
