@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -40,6 +41,10 @@ class HashEmbedder:
         self.delay = delay
         self.calls: list[list[str]] = []
         self.texts: list[str] = []  # every text asked for, in order (a test may clear it)
+        # While ``hold`` is set to an unset Event, batches wait for it (up to 10 s): a caller that
+        # returns while they wait did not wait for the embedding; ``held_too_long`` says one gave up.
+        self.hold: threading.Event | None = None
+        self.held_too_long = False
 
     @property
     def dims(self) -> int | None:
@@ -60,9 +65,15 @@ class HashEmbedder:
         self.texts.extend(texts)
         if self.delay:
             time.sleep(self.delay)
+        if self.hold is not None and self._holds(texts) and not self.hold.wait(10):
+            self.held_too_long = True
         if self.fail:
             raise RuntimeError("embedding service exploded")
         return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self._dims), np.float32)
+
+    def _holds(self, texts: Sequence[str]) -> bool:
+        """Which batches ``hold`` applies to (all of them; subclasses narrow it)."""
+        return True
 
     @property
     def embedded_texts(self) -> list[str]:

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from sessionmem.memory.db import connect
@@ -423,13 +423,11 @@ def test_real_embeddings_find_a_delta_indexed_session_hit_by_meaning(
         index.close()
 
 
-class _SlowOnTranscripts(HashEmbedder):
-    """Takes a second for any batch holding transcript text."""
+class _HeldOnTranscripts(HashEmbedder):
+    """Holds any batch of transcript text until released (``hold``)."""
 
-    def embed_documents(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
-        if any(t.startswith(("User:", "Assistant:")) for t in texts):
-            time.sleep(1.0)
-        return super().embed_documents(texts, progress)
+    def _holds(self, texts: Sequence[str]) -> bool:
+        return any(t.startswith(("User:", "Assistant:")) for t in texts)
 
 
 def test_the_first_search_of_an_empty_index_does_not_wait_for_transcripts(
@@ -438,10 +436,12 @@ def test_the_first_search_of_an_empty_index_does_not_wait_for_transcripts(
     (workspace / "MEMORY.md").write_text("- The spare key is under the blue pot.\n")
     transcript = new_transcript(state, workspace)
     transcript.append_message(Message.user("where did we put the spare key again?"))
-    index = open_index(make_config(), _SlowOnTranscripts())
-    started = time.monotonic()
+    embedder = _HeldOnTranscripts()
+    embedder.hold = threading.Event()
+    index = open_index(make_config(), embedder)
     found = index.search(SearchRequest(query="spare key blue pot"))
-    assert time.monotonic() - started < 0.9
+    embedder.hold.set()
+    assert not embedder.held_too_long  # the search came back while the transcript was held
     assert [r.path for r in found.results] == ["MEMORY.md"]
     assert index.wait_idle(10)  # the transcript was indexed in the background
     assert chunk_rows(index, "sessions/s1.jsonl")
