@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessionmem.cli import cli
-from sessionmem.cli.demo import STATE_FOLDER, Timeline, bar
+from sessionmem.cli.demo import STATE_FOLDER, Timeline, bar, format_record
 from sessionmem.config import MemorySearchConfig
 from sessionmem.demo import RECALL_QUERY, run_demo
 
@@ -185,6 +185,25 @@ def test_bar_and_timeline_order() -> None:
     timeline({"event": "memory_write", "path": "memory/d.md", "mode": "append", "chars": 5, "lines": ["- x"]})
     timeline({"event": "flush", "reason": "r", "path": "memory/d.md", "compaction_count": 0})
     assert "silent memory flush" in printed[0] and printed[-1].endswith("+ - x")
+
+
+def test_a_failing_workspace_hook_is_a_record_and_a_timeline_line(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    hook = workspace / "hooks" / "broken-audit"
+    hook.mkdir(parents=True)
+    (hook / "HOOK.md").write_text("---\nname: broken-audit\nevents: [compaction:after]\n---\n")
+    (hook / "handler.py").write_text("def handle(event):\n    raise RuntimeError('audit log offline')\n")
+    records: list[dict[str, Any]] = []
+    report = run_demo(workspace, tmp_path / "state", emit=records.append)
+    assert report.recalled and report.compactions == 1  # the failing hook cost nothing
+    for record in records:
+        json.dumps(record)  # every --json line still serialises
+    (failed,) = [r for r in records if r["event"] == "hook_error"]
+    assert (failed["hook"], failed["hook_event"]) == ("broken-audit", "compaction:after")
+    assert "audit log offline" in failed["error"]
+    assert format_record(failed) == [f"         ⚠ {failed['error']}"]
+    kinds = [r["event"] for r in records]
+    assert kinds.index("compaction") < kinds.index("hook_error")
 
 
 def test_demo_uses_a_configured_local_model(tmp_path: Path, gguf_model: Path) -> None:

@@ -74,6 +74,8 @@ def event_note(event: Event) -> str | None:
         return f"· memory {data.get('mode')}: {data.get('path')}"
     if kind == "tool_call":
         return f"· tool {data.get('name')}{' (error)' if data.get('is_error') else ''}"
+    if kind == "hook_error":
+        return f"· {data.get('error')}"  # "hook 'name' failed on compaction:after: ..." (hooks.py)
     return None
 
 

@@ -85,6 +85,8 @@ def format_record(record: dict[str, Any]) -> list[str]:
         ]
     if kind == "compaction_failed":
         return [f"{pad}⇣ compaction failed: {record.get('error')}"]
+    if kind == "hook_error":
+        return [f"{pad}⚠ {record.get('error')}"]  # names the hook and the hook event
     if kind == "new":
         return [
             "",

@@ -1,4 +1,4 @@
-"""What the runner reports as it works: turns, flushes, compactions, tool calls, memory writes.
+"""What the runner reports as it works: turns, flushes, compactions, tool calls, memory writes, failed hooks.
 
 Events are plain frozen dataclasses with a ``kind`` literal. The developer's ``on_event`` callback may
 be sync or async; an exception in it is logged and never breaks the user's turn.
@@ -17,7 +17,15 @@ from sessionmem.messages import Message, Usage, now_ms
 log = logging.getLogger(__name__)
 
 EventKind = Literal[
-    "turn", "flush", "flush_skipped", "compaction", "compaction_failed", "tool_call", "memory_write", "new"
+    "turn",
+    "flush",
+    "flush_skipped",
+    "compaction",
+    "compaction_failed",
+    "tool_call",
+    "memory_write",
+    "new",
+    "hook_error",
 ]
 
 
@@ -100,6 +108,16 @@ class NewSessionEvent(Event):
     memory_file: str | None = None  # what the session-memory hook wrote
     flushed: bool = False  # the gate flushed the old session first
     hook_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookErrorEvent(Event):
+    """A hook failed or timed out on a hook event; the turn went on (hooks fail open)."""
+
+    kind: EventKind = "hook_error"
+    hook: str = ""  # the hook's name
+    hook_event: str = ""  # the hook event it failed on: "compaction:after", "command:new", ...
+    error: str = ""
 
 
 # ---------------------------------------------------------------------------- results

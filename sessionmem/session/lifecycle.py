@@ -21,7 +21,8 @@ daily mode) one idle longer than ``idleMinutes`` is. A stale session is rotated 
 turn like ``/new``, flush and hook included; OpenClaw skips both there and loses the conversation.
 A session without any conversation is never stale, and ending one writes no memory file (nothing to save).
 
-Hooks fail open: an error in one is logged, reported in the ``new`` event, and never costs the turn.
+Hooks fail open: an error in one is logged, reported to ``on_event`` as a ``hook_error`` event (whatever
+the hook event; for a rotation also in the ``new`` event), and never costs the turn.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sessionmem.config import ResetConfig
 from sessionmem.messages import now_ms
 from sessionmem.session import keys
-from sessionmem.session.events import Event, MemoryWriteEvent, NewSessionEvent
+from sessionmem.session.events import Event, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from sessionmem.session.flush import user_zone
 from sessionmem.session.store import SessionEntry
 from sessionmem.session.transcript import Transcript
@@ -200,7 +201,8 @@ def hook_registry(runner: SessionRunner) -> HookRegistry:
 
 
 async def emit_hook(session: Session, name: str, **fields: Any) -> list[HookOutcome]:
-    """Emit hook event ``name`` for ``session``; never raises."""
+    """Emit hook event ``name`` for ``session``; never raises. Every hook that failed on it is reported
+    to ``on_event`` as a ``hook_error`` event (the registry has already logged it)."""
     from sessionmem.hooks import HookEvent
 
     runner = session.runner
@@ -221,10 +223,21 @@ async def emit_hook(session: Session, name: str, **fields: Any) -> list[HookOutc
             extra=extra,
             **fields,
         )
-        return await registry.emit(event)
+        outcomes = await registry.emit(event)
     except Exception:
         log.warning("hook event %s could not be emitted", name, exc_info=True)
         return []
+    for outcome in outcomes:
+        if not outcome.ok:
+            await session._emit(
+                HookErrorEvent(
+                    session_key=session.key,
+                    hook=outcome.hook,
+                    hook_event=outcome.event,
+                    error=outcome.error or "failed",
+                )
+            )
+    return outcomes
 
 
 async def announce_created(session: Session) -> None:

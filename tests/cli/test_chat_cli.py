@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.cli.chat import event_json, event_note
-from sessionmem.session.events import CompactionEvent, NewSessionEvent
+from sessionmem.session.events import CompactionEvent, HookErrorEvent, NewSessionEvent
 from tests.support.openai_server import OpenAIServer, text_reply
 
 FLUSH_MARKER = "Pre-compaction memory flush."
@@ -131,6 +131,15 @@ def test_event_formatting() -> None:
     assert event_note(event) == "· compacted (5,000 → 900 tokens, count 1)"
     new = NewSessionEvent(session_key="k", reason="daily", session_id="abc", memory_file="memory/x.md")
     assert event_note(new) == "· new session abc (daily, saved memory/x.md)"
+    failed = HookErrorEvent(
+        session_key="k",
+        hook="audit",
+        hook_event="compaction:after",
+        error="hook 'audit' failed on compaction:after: RuntimeError: boom",
+    )
+    assert json.loads(json.dumps(event_json(failed)))["kind"] == "hook_error"
+    assert event_json(failed)["hook_event"] == "compaction:after"
+    assert event_note(failed) == "· hook 'audit' failed on compaction:after: RuntimeError: boom"
 
 
 def test_session_option_picks_the_key(chat_args: list[str], isolated_env: Path) -> None:

@@ -14,8 +14,8 @@ from freezegun import freeze_time
 
 from sessionmem.config import Config, ResetConfig, merge
 from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
-from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.events import MemoryWriteEvent, NewSessionEvent
+from sessionmem.model.scripted import ScriptedModel, flush_aware
+from sessionmem.session.events import CompactionEvent, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from sessionmem.session.lifecycle import archive_name, daily_boundary, rotated_entry, stale_reason_at
 from sessionmem.session.store import SessionEntry
 from tests.scenarios.harness import FLUSH_MARKER, make_runner, small_config, store_entry, transcript_lines
@@ -479,3 +479,65 @@ def test_new_as_the_first_message_announces_the_created_session_then_the_rotatio
     runner, _ = make_runner(ScriptedModel([]), tmp_path, workspace, hooks=registry)
     runner.open().run_turn_sync("/new")
     assert seen == [("session:start", "created"), ("session:end", "new"), ("session:start", "new")]
+
+
+# ---------------------------------------------------------------------------- failing hooks, any event
+
+
+def test_a_failing_compaction_after_hook_is_reported_and_the_turn_completes(
+    tmp_path: Path, workspace: Path
+) -> None:
+    def broken(event: HookEvent) -> None:
+        raise RuntimeError("index offline")
+
+    registry = HookRegistry()
+    registry.register("compaction:after", broken, name="broken-after")
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + " ".join(f"w{i}" for i in range(30))))
+    config = small_config(window=3000, reserve=500, floor=500, soft=300, keep=400)
+    runner, recorder = make_runner(model, tmp_path, workspace, config, hooks=registry)
+    session = runner.open()
+    for i in range(40):
+        result = session.run_turn_sync(f"turn {i}: " + " ".join(f"t{j}" for j in range(40)))
+        if any(isinstance(e, CompactionEvent) for e in result.events):
+            break
+    else:
+        pytest.fail("no compaction in 40 turns")
+    assert result.reply is not None and result.reply.startswith("ok ")  # the turn completed
+    (error,) = [e for e in result.events if isinstance(e, HookErrorEvent)]
+    assert (error.kind, error.hook, error.hook_event) == ("hook_error", "broken-after", "compaction:after")
+    assert "RuntimeError: index offline" in error.error
+    assert error.session_key == session.key
+    kinds = [e.kind for e in result.events]
+    assert kinds.index("compaction") < kinds.index("hook_error") < kinds.index("turn")
+    assert recorder.kinds("hook_error") == ["hook_error"]  # on_event saw it too
+    assert store_entry(runner)["compactionCount"] == 1
+
+
+def test_every_hook_event_reports_its_failures_the_same_way(tmp_path: Path, workspace: Path) -> None:
+    async def broken(event: HookEvent) -> None:
+        raise ValueError(f"broken on {event.name}")
+
+    registry = HookRegistry()
+    for name in ("session", "memory", "compaction", "command"):  # a kind receives all its events
+        registry.register(name, broken, name=f"broken-{name}")
+    model = ScriptedModel(["one", "two", NO_REPLY, "summary", NO_REPLY, "three"])
+    runner, recorder = make_runner(model, tmp_path, workspace, small_config(keep=20), hooks=registry)
+    session = runner.open()
+    session.run_turn_sync("alpha " * 40)
+    session.run_turn_sync("beta " * 40)
+    session.run_turn_sync("/compact")
+    assert session.run_turn_sync("/new gamma").reply == "three"
+    errors = [e for e in recorder.events if isinstance(e, HookErrorEvent)]
+    assert [e.hook_event for e in errors] == [
+        "session:start",
+        "memory:flush",
+        "compaction:before",
+        "compaction:after",
+        "memory:flush",
+        "command:new",
+        "session:end",
+        "session:start",
+    ]
+    assert all(f"broken on {e.hook_event}" in e.error for e in errors)
+    (new,) = new_events(recorder)
+    assert len(new.hook_errors) == 3  # the rotation's own: command:new, session:end, session:start
