@@ -12,10 +12,14 @@ What this module guarantees on top of a bare ``litellm.embedding`` call:
   (``max_retries=0``) so the policy here is the only one.
 - Responses are validated: the vector count matches the input count, every vector has the same
   width (and the width seen before), values are finite, and no vector is all zeros.
-  **Zero vectors raise** :class:`EmbeddingError`: a zero vector cannot be normalised, and stored as
-  is it would score 0 (or NaN) against every query, silently hiding its chunk from vector search.
-  OpenClaw stores them; we prefer an error that names the input, so the index can keep the chunk
-  FTS-only and say why.
+  A zero vector cannot be normalised, and stored as is it would score 0 (or NaN) against every query,
+  silently hiding its chunk from vector search; OpenClaw stores them, we never do. A query with a
+  bad vector raises :class:`EmbeddingError`. In ``embed_documents`` a bad vector is a problem of its
+  input only: the call raises :class:`UnusableVectorsError` (an ``EmbeddingError``) carrying the good
+  rows and what was wrong with each bad one, so the index keeps those chunks keyword-only, says why
+  in ``status`` and asks again on the next sync. A wrong vector count, or several vectors that all
+  have another width than before (the endpoint now serves another model), is the provider's problem
+  and raises.
 - Rows come back float32 and L2-normalised (OpenAI-style providers already are; others may not be).
 - Two per-request timeouts (§8): ``timeout_s`` for a query (60 s: a search is waiting) and
   ``batch_timeout_s`` for document batches while indexing (120 s: larger inputs, nobody typing).
@@ -32,6 +36,7 @@ import random
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -76,6 +81,8 @@ _MAX_INPUT_TOKENS: Mapping[str, int] = {
 _LITELLM_PREFIX: Mapping[str, str] = {"openai-compatible": "openai"}
 
 EMBEDDING_BATCH_MAX_BYTES = 8000
+
+_Screened = tuple["np.ndarray", dict[int, str]]  # one batch's rows (bad ones NaN), {index: problem}
 
 # Providers litellm sends through the OpenAI SDK (see RemoteEmbedder._openai_client).
 _OPENAI_SDK_PROVIDERS = frozenset({"openai", "openai-compatible", "mistral"})
@@ -157,38 +164,89 @@ def provider_key(
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
 
-def validate_vectors(
+class UnusableVectorsError(EmbeddingError):
+    """Some inputs of an ``embed_documents`` call got no usable vector; the others did.
+
+    ``vectors`` has one row per input, in order (float32, L2-normalised), the unusable rows filled
+    with NaN; ``problems`` maps each unusable input's index to what was wrong with its vector. A
+    caller that can keep an input without a vector (the index keeps its chunk keyword-only) uses
+    both; any other caller sees the ``EmbeddingError`` it always did.
+    """
+
+    def __init__(self, message: str, vectors: np.ndarray, problems: Mapping[int, str]) -> None:
+        super().__init__(message)
+        self.vectors = vectors
+        self.problems = dict(problems)
+
+
+def screen_vectors(
     rows: Sequence[Sequence[float]], expected_count: int, expected_dims: int | None, source: str
-) -> np.ndarray:
-    """Check a provider's vectors and return them float32, L2-normalised; raise naming the problem."""
+) -> tuple[np.ndarray, dict[int, str]]:
+    """Check a provider's vectors row by row: (float32 L2-normalised rows, {input index: problem}).
+
+    A row is unusable when it is empty, has NaN or infinite values, is all zeros, or is not as wide
+    as ``expected_dims`` (else as most rows of the batch); its row comes back NaN. Raises instead when
+    the answer as a whole is wrong: another number of vectors than inputs, or two or more vectors that
+    all share one width other than ``expected_dims`` (the provider changed width; not a row's fault).
+    """
     import numpy as np
 
     if len(rows) != expected_count:
         raise EmbeddingError(f"{source} returned {len(rows)} vectors for {expected_count} inputs")
     if not rows:
-        return np.zeros((0, expected_dims or 0), dtype=np.float32)
-    widths = {len(row) for row in rows}
-    if len(widths) != 1:
-        raise EmbeddingError(f"{source} returned vectors of mixed dimensions {sorted(widths)} in one batch")
-    dims = widths.pop()
-    if dims == 0:
+        return np.zeros((0, expected_dims or 0), dtype=np.float32), {}
+    widths = Counter(len(row) for row in rows if len(row))
+    if not widths:
         raise EmbeddingError(f"{source} returned empty vectors")
-    if expected_dims is not None and dims != expected_dims:
-        raise EmbeddingError(
-            f"{source} returned {dims}-dimensional vectors, expected {expected_dims} like its earlier ones"
-        )
-    matrix = np.asarray(rows, dtype=np.float64)
-    finite = np.isfinite(matrix).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise EmbeddingError(f"{source} returned a vector with NaN or infinite values (input {bad})")
-    norms = np.linalg.norm(matrix, axis=1)
-    if (norms < 1e-10).any():
-        bad = int(np.flatnonzero(norms < 1e-10)[0])
-        raise EmbeddingError(
-            f"{source} returned an all-zero vector (input {bad}); it cannot be normalised or searched"
-        )
-    return (matrix / norms[:, None]).astype(np.float32)
+    dims = expected_dims or widths.most_common(1)[0][0]
+    if dims not in widths and len(widths) == 1 and len(rows) > 1:
+        raise EmbeddingError(_width_problem(source, next(iter(widths)), dims))
+    problems: dict[int, str] = {}
+    if len(widths) == 1 and dims in widths and len(rows[0]) == dims and all(rows):
+        matrix = np.asarray(rows, dtype=np.float64)
+    else:
+        matrix = np.full((len(rows), dims), np.nan)
+        for i, row in enumerate(rows):
+            if not row:
+                problems[i] = f"{source} returned an empty vector"
+            elif len(row) != dims and len(widths) > 1:
+                problems[i] = (
+                    f"{source} returned vectors of mixed dimensions {sorted(widths)} in one batch"
+                    f" (this one {len(row)}, expected {dims})"
+                )
+            elif len(row) != dims:
+                problems[i] = _width_problem(source, len(row), dims)
+            else:
+                matrix[i] = row
+    finite = np.asarray(np.isfinite(matrix).all(axis=1))
+    norms = np.linalg.norm(np.where(finite[:, None], matrix, 0.0), axis=1)
+    for i in range(len(rows)):
+        if i in problems:
+            continue
+        if not finite[i]:
+            problems[i] = f"{source} returned a vector with NaN or infinite values"
+        elif norms[i] < 1e-10:
+            problems[i] = f"{source} returned an all-zero vector; it cannot be normalised or searched"
+    good = np.ones(len(rows), dtype=bool)
+    good[list(problems)] = False
+    out = np.full((len(rows), dims), np.nan, dtype=np.float32)
+    out[good] = (matrix[good] / norms[good, None]).astype(np.float32)
+    return out, problems
+
+
+def _width_problem(source: str, width: int, expected: int) -> str:
+    return f"{source} returned {width}-dimensional vectors, expected {expected} like its earlier ones"
+
+
+def validate_vectors(
+    rows: Sequence[Sequence[float]], expected_count: int, expected_dims: int | None, source: str
+) -> np.ndarray:
+    """Check a provider's vectors and return them float32, L2-normalised; raise naming the first problem."""
+    vectors, problems = screen_vectors(rows, expected_count, expected_dims, source)
+    if problems:
+        first = min(problems)
+        raise EmbeddingError(f"{problems[first]} (input {first})")
+    return vectors
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -271,16 +329,21 @@ class RemoteEmbedder:
     # -- the protocol
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed_batch([text], query=True)[0]
+        vectors, problems = self._embed_batch([text], query=True)
+        if problems:
+            raise EmbeddingError(problems[0])
+        return vectors[0]
 
     def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """Vectors for ``texts`` in order; raises :class:`UnusableVectorsError` (with the good rows)
+        when some inputs got no usable vector."""
         import numpy as np
 
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dims or 0), dtype=np.float32)
         batches = batch_by_bytes(texts, self.batch_max_bytes)
-        out: list[np.ndarray | None] = [None] * len(batches)
+        out: list[_Screened | None] = [None] * len(batches)
         if len(batches) == 1 or self.concurrency == 1:
             for b, indices in enumerate(batches):
                 out[b] = self._embed_batch([texts[i] for i in indices], query=False)
@@ -288,19 +351,46 @@ class RemoteEmbedder:
                     progress(len(indices))
         else:
             self._run_concurrently(texts, batches, out, progress)
-        return np.concatenate([rows for rows in out if rows is not None], axis=0)
+        return self._assemble(batches, out)
 
     # -- internals
+
+    def _assemble(self, batches: list[list[int]], out: list[_Screened | None]) -> np.ndarray:
+        """One matrix from the batches' rows (each batch's bad rows already NaN); raise
+        :class:`UnusableVectorsError` naming every input without a usable vector."""
+        import numpy as np
+
+        screened = [item for item in out if item is not None]
+        dims = self._dims or max(vectors.shape[1] for vectors, _ in screened)
+        parts: list[np.ndarray] = []
+        problems: dict[int, str] = {}
+        for indices, (vectors, bad) in zip(batches, screened, strict=True):
+            if vectors.shape[1] != dims:
+                if len(bad) < len(indices):  # good rows of two widths: cannot happen under _dims_lock
+                    raise EmbeddingError(f"{self._label} returned vectors of mixed dimensions across batches")
+                vectors = np.full((len(indices), dims), np.nan, dtype=np.float32)  # all bad anyway
+            parts.append(vectors)
+            problems.update((indices[i], problem) for i, problem in bad.items())
+        matrix = np.concatenate(parts, axis=0)
+        if problems:
+            first = min(problems)
+            raise UnusableVectorsError(
+                f"{self._label} gave no usable vector for {len(problems)} of {len(matrix)} inputs "
+                f"(input {first}: {problems[first]})",
+                matrix,
+                problems,
+            )
+        return matrix
 
     def _run_concurrently(
         self,
         texts: list[str],
         batches: list[list[int]],
-        out: list[np.ndarray | None],
+        out: list[_Screened | None],
         progress: Progress | None,
     ) -> None:
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="embed") as pool:
-            futures: dict[Future[np.ndarray], int] = {
+            futures: dict[Future[_Screened], int] = {
                 pool.submit(self._embed_batch, [texts[i] for i in indices], query=False): b
                 for b, indices in enumerate(batches)
             }
@@ -318,13 +408,13 @@ class RemoteEmbedder:
                     if progress is not None:
                         progress(len(batches[b]))
 
-    def _embed_batch(self, batch: list[str], *, query: bool) -> np.ndarray:
+    def _embed_batch(self, batch: list[str], *, query: bool) -> _Screened:
         rows = self._request_with_retry(batch, query=query)
         with self._dims_lock:
-            vectors = validate_vectors(rows, len(batch), self._dims, self._label)
-            if self._dims is None:
+            vectors, problems = screen_vectors(rows, len(batch), self._dims, self._label)
+            if self._dims is None and len(problems) < len(batch):  # only good rows tell the width
                 self._dims = int(vectors.shape[1])
-        return vectors
+        return vectors, problems
 
     @property
     def _label(self) -> str:

@@ -5,7 +5,9 @@ The Markdown is the truth; the index is derived and disposable. ``sync`` is incr
 When the configuration that shaped the index changes (provider, model, sources, extra paths,
 chunking) or ``force`` is given, a new index is built beside the live one and copied over it in one
 SQLite transaction (``rebuild.py``): readers here or in another process never see a half-built index,
-and a failed rebuild leaves the old one working.
+and a failed rebuild leaves the old one working. The same rebuild runs when the embedder's vectors
+turn out to have another width than the index's (``VectorWidthChanged``, learned mid-pass), so an
+index never mixes widths and no pass drops the older vectors.
 
 Concurrency: one sync at a time per index (concurrent callers wait for and share its result);
 across processes a file lock ``<db>.lock`` serialises syncs, and every write is ``BEGIN IMMEDIATE``
@@ -39,6 +41,7 @@ from sessionmem.memory.indexer import (
     FTS_ONLY_MODEL,
     Indexer,
     SyncReport,
+    VectorWidthChanged,
     apply_schema,
     is_corruption,
     meta_mismatch,
@@ -73,6 +76,14 @@ __all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
+
+
+def _start_over(report: SyncReport, issue: str) -> None:
+    """Reset ``report`` for a pass that starts again as a rebuild, noting why in its issues."""
+    fresh = SyncReport(reason=report.reason)
+    for f in dataclasses.fields(SyncReport):
+        setattr(report, f.name, getattr(fresh, f.name))
+    report.issues.append(issue)
 
 
 def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path:
@@ -418,14 +429,34 @@ class MemoryIndex:
             self._rebuild(embedder, desired, progress, report)
             return
         indexer = self._indexer(self._conn, embedder, report, progress)
-        indexer.sync(self._sources(scope), full=False, targeted=not scope.whole)
-        self._finish(self._conn, desired, embedder, prune=report.wrote)
+        try:
+            indexer.sync(self._sources(scope), full=False, targeted=not scope.whole)
+        except VectorWidthChanged as exc:
+            # Trigger: the embedder answered with another width than the index holds (a remote model
+            # tells its width only once called, so the meta check above could not see it). Why: mixing
+            # widths hides one of them from vector search; dropping the vec table loses the other.
+            # Outcome: the safe rebuild at the new width; the old index serves until it is swapped in.
+            log.warning("memory index %s: %s; rebuilding", self.path, exc)
+            _start_over(report, f"{exc}; rebuilt the index at {exc.new} dimensions")
+            self._rebuild(embedder, self._desired_meta(embedder), progress, report)
+            return
+        self._finish(self._conn, desired, embedder, prune=report.wrote, width=indexer.width)
 
-    def _finish(self, conn: Any, desired: dict[str, Any], embedder: Embedder | None, *, prune: bool) -> None:
-        """Record the meta the index now matches; prune the embedding cache."""
+    def _finish(
+        self,
+        conn: Any,
+        desired: dict[str, Any],
+        embedder: Embedder | None,
+        *,
+        prune: bool,
+        width: int | None = None,
+    ) -> None:
+        """Record the meta the index now matches (``width``: of the vectors it holds); prune the cache."""
         meta = dict(desired)
         if embedder is not None:
-            meta["vectorDims"] = embedder.dims or vec_dims(conn) or (read_meta(conn) or {}).get("vectorDims")
+            meta["vectorDims"] = (
+                width or embedder.dims or vec_dims(conn) or (read_meta(conn) or {}).get("vectorDims")
+            )
         if read_meta(conn) != meta:
             with atomic(conn):
                 write_json(conn, META_KEY, meta)
@@ -439,7 +470,26 @@ class MemoryIndex:
         progress: ProgressFn | None,
         report: SyncReport,
     ) -> None:
-        """Build a fresh index beside the live one, then copy it over in one transaction."""
+        """Build a fresh index beside the live one, then copy it over in one transaction.
+
+        A scratch index takes its width from the embedder, or (when the embedder has not been called
+        yet) from the vectors seeded into its cache. If those turn out older than the embedder's
+        answers (``VectorWidthChanged``), it is built once more, now at the embedder's width."""
+        try:
+            self._build_and_swap(embedder, desired, progress, report)
+        except VectorWidthChanged as exc:
+            if embedder is None or embedder.dims != exc.new:
+                raise
+            _start_over(report, f"{exc}; rebuilt the index at {exc.new} dimensions")
+            self._build_and_swap(embedder, self._desired_meta(embedder), progress, report)
+
+    def _build_and_swap(
+        self,
+        embedder: Embedder | None,
+        desired: dict[str, Any],
+        progress: ProgressFn | None,
+        report: SyncReport,
+    ) -> None:
         report.full = True
         with scratch_index(self.path, self._connect) as conn:
             fts_error = apply_schema(conn, self.settings.store.fts.tokenizer)
@@ -447,7 +497,7 @@ class MemoryIndex:
             indexer = self._indexer(conn, embedder, report, progress)
             indexer.fts = fts_error is None
             indexer.sync(self._sources(), full=True)
-            self._finish(conn, desired, embedder, prune=True)
+            self._finish(conn, desired, embedder, prune=True, width=indexer.width)
             if not self.settings.cache.enabled:
                 with atomic(conn):
                     conn.execute("DELETE FROM embedding_cache")

@@ -8,6 +8,22 @@ writes ``files``, ``chunks``, ``chunks_fts``, ``chunks_vec`` and ``embedding_cac
 
 Invariant kept for cheap deletes: a chunk's ``chunks_fts`` row has the chunk's ``rowid`` (FTS5's
 ``UNINDEXED`` columns cannot be looked up without a full scan).
+
+Bad vectors. When the embedder gives some chunk no usable vector (NaN, all zeros, another width than
+the rest), that chunk is written without one (``embedding`` NULL, no ``chunks_vec`` row, nothing
+cached): keyword search finds it, the rest of its file and every other file index normally. The file
+is listed in the meta key ``vector_issues_v1`` ({path: issue}), which ``status`` shows, and that list is
+also the retry marker: ``plan_source`` treats a listed file as changed and the pass re-reads it in full,
+so the next sync asks the embedder again for exactly the chunks that have no vector (the others come
+back from the existing rows or the cache). A file leaves the list once all its chunks have vectors.
+Only when a call of several texts returns no usable vector at all is the provider itself at fault:
+that raises ``EmbeddingError`` as a failed call does (and may trigger the runtime fallback).
+
+One width per index. Every vector in ``chunks`` and ``chunks_vec`` has the width of the index
+(``Indexer.width``: the vec table's, else the stored meta's, else a stored vector's). Lookups only
+return vectors of that width, and when the embedder answers with another width the pass raises
+:class:`VectorWidthChanged` before writing anything of it; ``MemoryIndex`` then rebuilds the whole
+index at the new width in a scratch file. A pass never drops or recreates ``chunks_vec``.
 """
 
 from __future__ import annotations
@@ -17,6 +33,7 @@ import json
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,6 +54,7 @@ if TYPE_CHECKING:
 FTS_ONLY_MODEL = "fts-only"
 SCHEMA_VERSION_KEY = "schema_version"
 FILE_ISSUES_KEY = "file_issues_v1"  # JSON {path: issue} for files indexed with a problem
+VECTOR_ISSUES_KEY = "vector_issues_v1"  # JSON {path: issue} for files with chunks left without a vector
 NONE_PROVIDER_KEY = hashlib.sha256(b'{"model":"fts-only","provider":"none"}').hexdigest()
 EMBED_BATCH = 64  # texts per embed_documents call
 WRITE_BATCH_CHUNKS = 512  # chunks buffered before a batch is embedded and written
@@ -59,6 +77,20 @@ _UPSERT_FILE = "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size,
 _VEC_DIMS = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
 
 
+class VectorWidthChanged(EmbeddingError):
+    """The embedder now returns ``new``-dimensional vectors; the index holds ``stored``-dimensional ones.
+
+    Raised by a pass before anything of the new width is written; ``MemoryIndex`` answers it with a
+    full rebuild at the new width (a raise from that rebuild means the width moved again)."""
+
+    def __init__(self, stored: int, new: int, model: str) -> None:
+        super().__init__(
+            f"{model} now returns {new}-dimensional vectors but the index holds {stored}-dimensional ones"
+        )
+        self.stored = stored
+        self.new = new
+
+
 def is_corruption(exc: BaseException) -> bool:
     """True for errors meaning the file is not a usable database (not for 'locked' or 'busy')."""
     text = str(exc).lower()
@@ -78,6 +110,7 @@ class SyncReport:
     chunks_written: int = 0
     embedded: int = 0  # texts sent to the embedder
     cache_hits: int = 0  # chunks whose vector came from the cache or an existing chunk
+    without_vectors: int = 0  # chunks written keyword-only: the embedder gave them no usable vector
     seconds: float = 0.0
     issues: list[str] = field(default_factory=list)
     full: bool = False  # a full rebuild ran
@@ -144,7 +177,10 @@ def read_meta(conn: Any) -> dict[str, Any] | None:
 
 
 def meta_mismatch(stored: dict[str, Any] | None, desired: dict[str, Any]) -> list[str]:
-    """The keys whose change requires a full rebuild (vector dims only when both are known)."""
+    """The keys whose change requires a full rebuild.
+
+    Vector dims count only when both are known: a remote embedder learns its width from its first
+    answer. Until then the pass itself guards the width (:class:`VectorWidthChanged`)."""
     if stored is None:
         return ["no index metadata"]
     out = [key for key in desired if key != "vectorDims" and stored.get(key) != desired[key]]
@@ -169,8 +205,11 @@ class SourcePlan:
 
 
 def plan_source(conn: Any, source: EntrySource, *, full: bool = False, targeted: bool = False) -> SourcePlan:
-    """Compare ``source``'s files (stat only) with the ``files`` table: what to index, what is gone."""
+    """Compare ``source``'s files (stat only) with the ``files`` table: what to index, what is gone.
+
+    A file listed under ``VECTOR_ISSUES_KEY`` is to index even when its stat is unchanged (retry)."""
     entries = source.scan()
+    retry = read_json(conn, VECTOR_ISSUES_KEY) or {}
     known = {
         row[0]: (row[1], row[2], row[3])
         for row in conn.execute(
@@ -181,7 +220,13 @@ def plan_source(conn: Any, source: EntrySource, *, full: bool = False, targeted:
     unchanged = 0
     for entry in entries:
         old = known.get(entry.rel_path)
-        if not full and old is not None and old[1] == entry.mtime_ns and old[2] == entry.size:
+        if (
+            not full
+            and old is not None
+            and old[1] == entry.mtime_ns
+            and old[2] == entry.size
+            and entry.rel_path not in retry
+        ):
             unchanged += 1
         else:
             todo.append((entry, old[0] if old else None))
@@ -202,13 +247,23 @@ def vec_dims(conn: Any) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def ensure_vec_table(conn: Any, dims: int) -> None:
-    """Create ``chunks_vec`` for ``dims``; a table of other dims is dropped (its rows are stale)."""
+def stored_width(conn: Any) -> int | None:
+    """The width of the vectors the index holds: its vec table's, else the meta's, else a chunk's."""
+    dims = vec_dims(conn) or (read_meta(conn) or {}).get("vectorDims")
+    if isinstance(dims, int) and dims > 0:
+        return dims
+    row = conn.execute("SELECT length(embedding) FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
+    return int(row[0]) // 4 if row is not None else None
+
+
+def ensure_vec_table(conn: Any, dims: int, model: str) -> None:
+    """Create ``chunks_vec`` for ``dims`` if missing. A table of other dims is never dropped here (that
+    would silently lose every older vector): raises :class:`VectorWidthChanged`, answered by a rebuild."""
     current = vec_dims(conn)
     if current == dims:
         return
     if current is not None:
-        conn.execute("DROP TABLE chunks_vec")
+        raise VectorWidthChanged(current, dims, model)
     conn.execute(vec_table_sql(dims))
 
 
@@ -265,6 +320,8 @@ class Indexer:
     report: SyncReport
     progress: Callable[[int, int], None] | None = None
     file_issues: dict[str, str] = field(default_factory=dict)
+    vector_issues: dict[str, str] = field(default_factory=dict)  # see the module docstring
+    width: int | None = None  # the width of every vector in the index (None: none yet)
 
     @property
     def model(self) -> str:
@@ -274,7 +331,10 @@ class Indexer:
         """Bring the index in line with ``sources``; ``full`` re-reads every entry. ``targeted``: the
         sources list only some of their files (a session-delta pass), so none is deleted as gone."""
         self.file_issues = dict(read_json(self.conn, FILE_ISSUES_KEY) or {})
-        before = dict(self.file_issues)
+        self.vector_issues = dict(read_json(self.conn, VECTOR_ISSUES_KEY) or {})
+        before = dict(self.file_issues), dict(self.vector_issues)
+        if self.embedder is not None:
+            self.width = stored_width(self.conn)
         plans = []
         for source in sources:
             plan = plan_source(self.conn, source, full=full, targeted=targeted)
@@ -295,11 +355,14 @@ class Indexer:
                         self._delete_path(path)
                         self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
                         self.file_issues.pop(path, None)
+                        self.vector_issues.pop(path, None)
                 self.report.files_deleted += len(gone)
-        if self.file_issues != before:
+        if (self.file_issues, self.vector_issues) != before:
             with atomic(self.conn):
                 write_json(self.conn, FILE_ISSUES_KEY, self.file_issues)
+                write_json(self.conn, VECTOR_ISSUES_KEY, self.vector_issues)
         self.report.issues.extend(self.file_issues.values())
+        self.report.issues.extend(self.vector_issues.values())
 
     def _adopt_renames(self, source: EntrySource, plan: SourcePlan) -> SourcePlan:
         """Give a renamed file the rows of the path it was renamed from (a transcript archived by ``/new``).
@@ -358,6 +421,8 @@ class Indexer:
         self.conn.execute("UPDATE files SET path = ? WHERE path = ?", (new, old))
         if old in self.file_issues:
             self.file_issues[new] = self.file_issues.pop(old)
+        if old in self.vector_issues:
+            self.vector_issues[new] = self.vector_issues.pop(old)
 
     def _index_entries(
         self,
@@ -370,7 +435,8 @@ class Indexer:
         pending: list[_Prepared] = []
         pending_chunks = 0
         for entry, old_hash in todo:
-            prepared = self._prepare(source, entry, old_hash, full)
+            retry = entry.rel_path in self.vector_issues  # re-read in full: see the module docstring
+            prepared = self._prepare(source, entry, old_hash, full or retry)
             done += 1
             if prepared is not None:
                 pending.append(prepared)
@@ -399,9 +465,7 @@ class Indexer:
             content = EntryContent("", UNREADABLE_HASH)
         except OSError:
             # Vanished or unreadable right now: forget it, so the next sync tries again.
-            with atomic(self.conn):
-                self._delete_path(entry.rel_path)
-                self.conn.execute("DELETE FROM files WHERE path = ?", (entry.rel_path,))
+            self._forget(entry.rel_path)
             return None
         else:
             if content.issue:
@@ -432,9 +496,7 @@ class Indexer:
         try:
             plan = plan_append(entry, old_hash, self.chunk_tokens, self.chunk_overlap, date)
         except OSError:
-            with atomic(self.conn):
-                self._delete_path(entry.rel_path)
-                self.conn.execute("DELETE FROM files WHERE path = ?", (entry.rel_path,))
+            self._forget(entry.rel_path)
             return None
         if plan.unchanged:
             with atomic(self.conn):
@@ -450,41 +512,48 @@ class Indexer:
             dated = [(piece, d) for c, d in dated for piece in split_for_embedding([c], limit)]
         return _Prepared(entry, plan.hash, date, dated, from_line=plan.from_line)
 
+    def _forget(self, path: str) -> None:
+        with atomic(self.conn):
+            self._delete_path(path)
+            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        self.vector_issues.pop(path, None)
+
     # -- embedding -------------------------------------------------------------------------------
 
-    def _vectors_for(self, pending: list[_Prepared]) -> dict[str, bytes]:
-        """hash -> float32 blob for every chunk text in ``pending`` (cache, existing chunks, embedder)."""
+    def _vectors_for(self, pending: list[_Prepared]) -> tuple[dict[str, bytes], dict[str, str]]:
+        """For every chunk text in ``pending``: hash -> float32 blob (cache, existing chunks, embedder),
+        and hash -> why it has none (the embedder gave no usable vector; see the module docstring)."""
         embedder = self.embedder
         if embedder is None:
-            return {}
-        import numpy as np
-
+            return {}, {}
         texts: dict[str, str] = {}
         for prepared in pending:
             for chunk, _ in prepared.chunks:
                 texts.setdefault(chunk.hash, chunk.text)
-        found = self._lookup(embedder, list(texts))
+        if self.width is not None and embedder.dims is not None and embedder.dims != self.width:
+            raise VectorWidthChanged(self.width, embedder.dims, embedder.model)
+        found = self._lookup(embedder, list(texts), self.width or embedder.dims)
+        if found and self.width is None:
+            # Trigger: a new index (a rebuild's scratch file) and an embedder that has not said its
+            # width yet. Why: the seeded cache may hold vectors of an earlier width. Outcome: the most
+            # common width found is the index's; other rows are embedded again (a different answer
+            # then raises VectorWidthChanged, and the rebuild is retried knowing the width).
+            widths = Counter(len(blob) for blob in found.values())
+            self.width = widths.most_common(1)[0][0] // 4
+            found = {h: b for h, b in found.items() if len(b) == self.width * 4}
         self.report.cache_hits += sum(1 for p in pending for c, _ in p.chunks if c.hash in found)
         missing = [(h, t) for h, t in texts.items() if h not in found]
         fresh: list[tuple[str, bytes, int]] = []
+        rejected: dict[str, str] = {}
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]
-            try:
-                matrix = np.asarray(embedder.embed_documents([t for _, t in batch]), dtype=np.float32)
-            except SessionMemError:
-                raise
-            except Exception as exc:
-                raise EmbeddingError(
-                    f"embedding {len(batch)} chunks with {embedder.model} failed: {exc}"
-                ) from exc
-            if matrix.ndim != 2 or matrix.shape[0] != len(batch) or not np.all(np.isfinite(matrix)):
-                raise EmbeddingError(
-                    f"{embedder.model} returned vectors of shape {matrix.shape} for {len(batch)} texts"
-                )
-            for (digest, _), row in zip(batch, matrix, strict=True):
-                blob = to_blob(row)
-                found[digest] = blob
-                fresh.append((digest, blob, row.shape[0]))
+            rows, problems = self._embed(embedder, [t for _, t in batch])
+            for i, (digest, _) in enumerate(batch):
+                if i in problems:
+                    rejected[digest] = problems[i]
+                else:
+                    found[digest] = to_blob(rows[i])
+                    fresh.append((digest, found[digest], rows.shape[1]))
         self.report.embedded += len(missing)
         if fresh and self.cache_enabled:
             now = int(time.time() * 1000)
@@ -496,17 +565,64 @@ class Indexer:
                         for h, b, d in fresh
                     ],
                 )
-        return found
+        return found, rejected
 
-    def _lookup(self, embedder: Embedder, hashes: list[str]) -> dict[str, bytes]:
+    def _embed(self, embedder: Embedder, texts: list[str]) -> tuple[np.ndarray, dict[int, str]]:
+        """One ``embed_documents`` call: the rows and {index: problem} for inputs with no usable vector.
+
+        Raises ``EmbeddingError`` when the call fails, its answer has the wrong shape, none of several
+        inputs got a usable vector (the provider is broken, not one input), or the good rows are not as
+        wide as the index (:class:`VectorWidthChanged`)."""
+        import numpy as np
+
+        from sessionmem.memory.embed_remote import UnusableVectorsError
+
+        problems: dict[int, str] = {}
+        try:
+            matrix = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+        except UnusableVectorsError as exc:
+            matrix, problems = np.asarray(exc.vectors, dtype=np.float32), dict(exc.problems)
+        except SessionMemError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedding {len(texts)} chunks with {embedder.model} failed: {exc}"
+            ) from exc
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+            raise EmbeddingError(
+                f"{embedder.model} returned vectors of shape {matrix.shape} for {len(texts)} texts"
+            )
+        with np.errstate(invalid="ignore", over="ignore"):
+            finite = np.asarray(np.isfinite(matrix).all(axis=1))
+            norms = np.linalg.norm(np.where(finite[:, None], matrix, 0.0), axis=1)
+        for i in range(len(texts)):
+            if i not in problems and not finite[i]:
+                problems[i] = f"{embedder.model} returned a vector with NaN or infinite values"
+            elif i not in problems and norms[i] == 0.0:
+                problems[i] = f"{embedder.model} returned an all-zero vector"
+        if problems and len(problems) == len(texts) > 1:
+            first = problems[min(problems)]
+            raise EmbeddingError(
+                f"{embedder.model} returned no usable vector for any of {len(texts)} texts ({first})"
+            )
+        if len(problems) < len(texts):
+            if self.width is None:
+                self.width = int(matrix.shape[1])
+            elif matrix.shape[1] != self.width:
+                raise VectorWidthChanged(self.width, int(matrix.shape[1]), embedder.model)
+        return matrix, problems
+
+    def _lookup(self, embedder: Embedder, hashes: list[str], width: int | None) -> dict[str, bytes]:
+        """Vectors already known for ``hashes`` (cache, then existing chunks), of ``width`` when given."""
         found: dict[str, bytes] = {}
+        size = -1 if width is None else width * 4  # -1: any width
         for start in range(0, len(hashes), 400):
             part = hashes[start : start + 400]
             marks = ",".join("?" * len(part))
             rows = self.conn.execute(
                 f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
-                f"AND provider_key = ? AND hash IN ({marks})",
-                (embedder.provider, embedder.model, embedder.provider_key, *part),
+                f"AND provider_key = ? AND hash IN ({marks}) AND (? < 0 OR length(embedding) = ?)",
+                (embedder.provider, embedder.model, embedder.provider_key, *part, size, size),
             )
             found.update((h, bytes(b)) for h, b in rows)
             rest = [h for h in part if h not in found]
@@ -514,8 +630,8 @@ class Indexer:
                 marks = ",".join("?" * len(rest))
                 rows = self.conn.execute(
                     f"SELECT hash, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL "
-                    f"AND hash IN ({marks})",
-                    (embedder.model, *rest),
+                    f"AND hash IN ({marks}) AND (? < 0 OR length(embedding) = ?)",
+                    (embedder.model, *rest, size, size),
                 )
                 found.update((h, bytes(b)) for h, b in rows)
         return found
@@ -523,12 +639,12 @@ class Indexer:
     # -- writing ---------------------------------------------------------------------------------
 
     def _write(self, pending: list[_Prepared]) -> None:
-        vectors = self._vectors_for(pending)
+        vectors, rejected = self._vectors_for(pending)
         model = self.model
         now = int(time.time() * 1000)
         with atomic(self.conn):
-            if vectors and self.vectors:
-                ensure_vec_table(self.conn, len(next(iter(vectors.values()))) // 4)
+            if vectors and self.vectors and self.width is not None:
+                ensure_vec_table(self.conn, self.width, model)
             for prepared in pending:
                 entry = prepared.entry
                 ids = [
@@ -556,6 +672,7 @@ class Indexer:
                     if blob is not None and self.vectors:
                         self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (cid, blob))
                 self.report.chunks_written += len(seen) - len(kept)
+                self._note_vectors(entry.rel_path, prepared, rejected)
                 self.conn.execute(
                     _UPSERT_FILE,
                     (
@@ -568,6 +685,20 @@ class Indexer:
                     ),
                 )
                 self.report.files_indexed += 1
+
+    def _note_vectors(self, path: str, prepared: _Prepared, rejected: dict[str, str]) -> None:
+        """Record (or clear) that ``path`` has chunks without a vector, so status shows it and the
+        next sync retries them. (A retried file is re-read in full, so its chunks are all here.)"""
+        bad = [chunk for chunk, _ in prepared.chunks if chunk.hash in rejected]
+        if not bad:
+            self.vector_issues.pop(path, None)
+            return
+        self.report.without_vectors += len(bad)
+        self.vector_issues[path] = (
+            f"{path}: {len(bad)} of {len(prepared.chunks)} chunks indexed without a vector "
+            f"({rejected[bad[0].hash]}); keyword search finds them, the next sync asks for their "
+            "vectors again"
+        )
 
     def _delete_path(
         self, path: str, *, from_line: int | None = None, keep: set[str] | None = None

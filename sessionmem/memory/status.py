@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.files import list_memory_files
-from sessionmem.memory.indexer import FILE_ISSUES_KEY, read_json, read_meta, vec_dims
+from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta, vec_dims
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -56,22 +56,26 @@ class IndexCounts:
     chunks_by_source: dict[str, int] = field(default_factory=dict)
     cache_entries: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    file_issues: dict[str, str] = field(default_factory=dict)
+    file_issues: dict[str, str] = field(default_factory=dict)  # per path; chunks without vectors too
     vector_dims: int | None = None
 
 
 def read_counts(reader: Any) -> IndexCounts:
-    """Files and chunks per source, cache size, meta and per-file issues (raises the DB's errors)."""
+    """Files and chunks per source, cache size, meta and per-file issues, including files with chunks
+    left without a vector (raises the DB's errors)."""
     files_by = dict(reader.execute("SELECT source, COUNT(*) FROM files GROUP BY source").fetchall())
     chunks_by = dict(reader.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source").fetchall())
     (cache_entries,) = reader.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
     meta = read_meta(reader) or {}
+    file_issues = dict(read_json(reader, FILE_ISSUES_KEY) or {})
+    for path, issue in (read_json(reader, VECTOR_ISSUES_KEY) or {}).items():
+        file_issues[path] = f"{file_issues[path]}; {issue}" if path in file_issues else issue
     return IndexCounts(
         files_by_source=files_by,
         chunks_by_source=chunks_by,
         cache_entries=int(cache_entries),
         meta=meta,
-        file_issues=read_json(reader, FILE_ISSUES_KEY) or {},
+        file_issues=file_issues,
         vector_dims=vec_dims(reader) or meta.get("vectorDims"),
     )
 
