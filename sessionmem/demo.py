@@ -12,6 +12,11 @@ a question about an early fact by calling ``memory_search`` and quoting the hit.
 :func:`run_demo` reports what happened as plain dict records (``{"event": "turn", ...}``), in display
 order: a turn's preflight flush/compaction, its tool calls, the turn, then the compaction after it.
 The CLI prints them as JSON lines or as a timeline (``sessionmem.cli.demo``).
+
+Every token figure is the session's projection (:meth:`~sessionmem.session.runner.Session.projection`),
+the measure the flush and compaction thresholds are checked against: a turn's ``tokens`` (at the end of
+the turn, before a compaction it triggers), a flush's ``tokens`` (what the flush decision saw), and a
+compaction's ``tokens_before`` / ``tokens_after``.
 """
 
 from __future__ import annotations
@@ -425,6 +430,7 @@ class _Driver:
         self._during: list[Record] = []
         self._after: list[Record] = []
         self._last_write: str = ""
+        self._projected = 0  # the projection at the start of the current turn or command
 
     # -- events -> records
 
@@ -457,6 +463,7 @@ class _Driver:
             return {"event": "memory_write", **data, "lines": lines}
         if kind == "flush":
             self.report.flushes += 1
+            data["tokens"] = self._projected  # a flush after the turn gets the turn's figure (turn())
         elif kind == "compaction":
             self.report.compactions += 1
         elif kind == "new":
@@ -496,9 +503,11 @@ class _Driver:
 
     # -- turns
 
-    def _start(self) -> None:
+    def _start(self, pending: str | None = None) -> None:
         self._calls_at_start = self.agent.turn_calls
         self._before, self._during, self._after = [], [], []
+        # What the runner's preflight projects with the message pending (a command sends none).
+        self._projected = self.session.projection([Message.user(pending)] if pending else []).tokens
 
     def _flush_records(self, *groups: list[Record]) -> None:
         for group in groups:
@@ -506,11 +515,18 @@ class _Driver:
                 self.emit(record)
 
     async def turn(self, text: str) -> None:
-        self._start()
+        self._start(text)
         result = await self.session.run_turn(text)
         self.turn_no += 1
-        last = next((m for m in reversed(result.messages) if m.role == "assistant"), None)
-        tokens = last.usage.total_tokens if last is not None and last.usage is not None else 0
+        # The projection at the end of the turn: when the turn's own size triggered a compaction, the
+        # figure it triggered at (the projection has dropped since), else the projection now.
+        tokens = next(
+            (r["tokens_before"] for r in self._after if r["event"] == "compaction"),
+            self.session.projection().tokens,
+        )
+        for record in self._after:
+            if record["event"] == "flush":  # the gate flushed before that compaction (its figure is
+                record["tokens"] = tokens  # then the projection with the flush's messages: close)
         turn = {
             "event": "turn",
             "session": self.session_no,

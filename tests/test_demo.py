@@ -3,6 +3,7 @@ the early fact through memory_search, on the real runner, hook, Markdown files a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -51,6 +52,19 @@ def check_story(records: list[dict[str, Any]], workspace: Path) -> None:
     assert 15 <= len(turns) <= 25
     assert turns[0]["tokens"] < turns[0]["flush_threshold"]
     assert max(t["tokens"] for t in turns) >= turns[0]["compaction_threshold"]
+
+    # One measure throughout (the session's projection): the flush runs at the flush threshold, one
+    # pending message above the turn before it; the compaction's "before" is the figure of the turn that
+    # triggered it; the turn after it continues from its "after" with an ordinary step.
+    steps = [b["tokens"] - a["tokens"] for a, b in itertools.pairwise(turns[:10])]
+    flush = records[flush_at]
+    before_flush = next(r for r in reversed(records[:flush_at]) if r["event"] == "turn")
+    assert turns[0]["flush_threshold"] <= flush["tokens"] < turns[0]["compaction_threshold"]
+    assert 0 <= flush["tokens"] - before_flush["tokens"] <= max(steps)  # + the pending message
+    triggering = next(r for r in reversed(records[:compaction_at]) if r["event"] == "turn")
+    assert compaction["tokens_before"] == triggering["tokens"] >= turns[0]["compaction_threshold"]
+    following = next(r for r in records[compaction_at:] if r["event"] == "turn")
+    assert 0 < following["tokens"] - compaction["tokens_after"] <= max(steps)
 
     # The flush wrote the early fact (stated in turn 2) to the daily log.
     flush_write = next(r for r in records[:flush_at] if r["event"] == "memory_write")

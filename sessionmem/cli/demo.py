@@ -53,6 +53,8 @@ def format_record(record: dict[str, Any]) -> list[str]:
             f"  model      {record['model']} · memory search {record['memory_mode']}",
             f"  window     {record['context_window']:,} tokens · silent flush at "
             f"{record['flush_threshold']:,} · compaction at {record['compaction_threshold']:,}",
+            "  tokens     the projected prompt (system prompt, messages, tool schemas), as the thresholds"
+            " count it",
             "",
             "── session 1 " + "─" * 50,
         ]
@@ -72,8 +74,9 @@ def format_record(record: dict[str, Any]) -> list[str]:
         return lines + [f"{pad}    + {_short(line, 90)}" for line in record.get("lines", []) if line.strip()]
     if kind == "flush":
         failed = f" · failed: {record['error']}" if record.get("error") else ""
+        at = f" at {record['tokens']:,} tokens" if record.get("tokens") else ""
         return [
-            f"{pad}⚑ silent memory flush ({record.get('reason')}) → {record.get('path')}, "
+            f"{pad}⚑ silent memory flush{at} ({record.get('reason')}) → {record.get('path')}, "
             f"replied NO_REPLY{failed}"
         ]
     if kind == "flush_skipped":

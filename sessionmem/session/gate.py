@@ -124,14 +124,19 @@ async def compact_now(session: Session, reason: str, instructions: str | None) -
     except CompactionFailed as exc:
         await session._emit(CompactionFailedEvent(session_key=session.key, reason=reason, error=str(exc)))
         return CompactionResult(False, reason, error=str(exc))
-    tokens_before = count_tokens(session.system_prompt) + session.counter.count_all(session.context)
-    # The refreshed system prompt (it may now show the daily log the flush just wrote) + summary + kept.
+    # Both figures are the session's projection (Session.projection), the measure the thresholds, the
+    # turns' figures and /status use. Before: what reached the threshold (the reported usage when fresh,
+    # so tool schemas included). After: what the projection will count once the context is replaced (no
+    # fresh usage then): the refreshed system prompt (it may now show the daily log the flush just
+    # wrote), the summary, the kept messages and the tool schemas.
+    tokens_before = session.projection().tokens
     system_prompt = session.tools.system_prompt()
     summary_message = Message.user(compaction_summary_text(summary))
     tokens_after = (
         count_tokens(system_prompt)
         + session.counter.count(summary_message)
         + session.counter.count_all(plan.kept)
+        + session._schema_tokens()
     )
     session.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
     session.context, session._stale = context_state(session.transcript)

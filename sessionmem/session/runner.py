@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
+
 from sessionmem.config import Config
 from sessionmem.errors import ContextWindowExceeded, UsageError
 from sessionmem.messages import Message, Usage
@@ -68,6 +70,7 @@ from sessionmem.session.store import SessionEntry, SessionStore
 from sessionmem.session.streaming import PartialCallback, stream_reply
 from sessionmem.session.tools import Tool, dispatch
 from sessionmem.session.transcript import Transcript
+from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
@@ -174,6 +177,7 @@ class Session:
         self._queued: list[Event] = []
         self._busy = False
         self._announce_start = False  # session:start is due at the first turn (set by SessionRunner.open)
+        self._schemas_counted: tuple[str, int] = ("", 0)  # the tool schemas' JSON and its token count
         self.attach(transcript, entry)
 
     def attach(self, transcript: Transcript, entry: SessionEntry) -> None:
@@ -238,13 +242,32 @@ class Session:
         return await compact_through_gate(self, "manual", instructions)
 
     def projection(self, pending: Sequence[Message] = ()) -> Projection:
-        return project_tokens(
+        """The projected prompt of the next ordinary call (with ``pending``): the one measure the flush
+        and compaction thresholds, ``/status``, compaction figures and the demo's timeline use."""
+        projection = project_tokens(
             self.context,
             self.counter,
             pending=pending,
             system_prompt=self.system_prompt,
             stale_entry_ids=self._stale,
         )
+        if projection.fresh:
+            return projection
+        # Trigger: no fresh reported usage (a new session, or right after a compaction). Why: a reported
+        # prompt includes the tool schemas sent with every call; counting the messages alone would fall
+        # short by them, and the next reported figure would jump by that much. Outcome: the schemas of an
+        # ordinary turn are counted too.
+        schemas = self._schema_tokens()
+        return Projection(projection.tokens + schemas, None, projection.counted + schemas)
+
+    def _schema_tokens(self) -> int:
+        schemas = [tool.schema() for tool in self.tools.for_turn("turn").values()]
+        if not schemas:
+            return 0
+        text = orjson.dumps(schemas, option=orjson.OPT_SORT_KEYS).decode()
+        if text != self._schemas_counted[0]:
+            self._schemas_counted = (text, count_tokens(text))
+        return self._schemas_counted[1]
 
     # ---------------------------------------------------------------- the turn
 

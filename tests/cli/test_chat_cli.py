@@ -245,6 +245,8 @@ def test_piped_compact_with_instructions_then_reset(
         system = (body.get("messages") or [{}])[0].get("content")
         if system == SUMMARIZATION_SYSTEM_PROMPT:
             return text_reply("## Decisions\n- none yet\n## Open TODOs\n- detail0", prompt_tokens=900)
+        if FLUSH_MARKER in last_user(body):  # a prompt size counted from the request, not a fixed one
+            return text_reply("NO_REPLY", completion_tokens=2)
         return route(body)
 
     openai_server.chat.handler = summarise_briefly

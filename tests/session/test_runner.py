@@ -633,3 +633,56 @@ def test_failing_summaries_on_the_threshold_path_never_break_a_turn(tmp_path: Pa
     assert "compaction" not in recorder.kinds()
     assert store_entry(runner)["compactionCount"] == 0
     assert len(flush_prompt_requests(model.calls)) == 1  # still one flush for the (unfinished) cycle
+
+
+# ---------------------------------------------------------------------------- one token measure
+
+
+def test_without_reported_usage_the_projection_counts_the_tool_schemas(
+    tmp_path: Path, workspace: Path
+) -> None:
+    from sessionmem.messages import Message
+    from sessionmem.session.projection import MESSAGE_OVERHEAD_TOKENS
+
+    model = ScriptedModel(["hello"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[lookup])
+    session = runner.open()
+    text = "what can you look up? " + words(30)
+    projected = session.projection([Message.user(text)])
+    assert not projected.fresh
+    session.run_turn_sync(text)
+    request = model.calls[0]
+    assert request.tools  # memory tools and lookup: their schemas are part of every prompt
+    # The scripted model counts exactly what the provider would: messages and tool schemas (the system
+    # prompt is a message there, with its few tokens of role markup).
+    assert count_request_tokens(request) - projected.tokens == MESSAGE_OVERHEAD_TOKENS
+    assert session.projection().fresh  # from now on the reported figure anchors it
+
+
+def test_compaction_figures_are_the_projection_before_and_after(tmp_path: Path, workspace: Path) -> None:
+    from sessionmem.config import merge
+    from sessionmem.messages import Message
+    from sessionmem.session.projection import MESSAGE_OVERHEAD_TOKENS
+
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(30)))
+    config = merge(BIG, {"agents": {"defaults": {"compaction": {"memoryFlush": {"enabled": False}}}}})
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    chat(session, 6)
+    before = session.projection().tokens  # anchored on the last reply's reported usage
+    result = session.compact_sync()
+    assert result.ok and not result.flushed
+    compaction = next(e for e in recorder.events if isinstance(e, CompactionEvent))
+    assert result.tokens_before == compaction.tokens_before == before
+    assert result.tokens_after == compaction.tokens_after == session.projection().tokens < before
+    assert store_entry(runner)["totalTokens"] == compaction.tokens_after
+    lines = transcript_lines(session.transcript.path)
+    entry = next(line for line in lines if line["type"] == "compaction")
+    assert (entry["tokensBefore"], entry["tokensAfter"]) == (before, compaction.tokens_after)
+    # The next call's reported prompt continues from the "after" figure, with no jump by the schemas.
+    text = "and next " + words(10)
+    pending = session.counter.count(Message.user(text))
+    session.run_turn_sync(text)
+    assert (
+        count_request_tokens(model.calls[-1]) - (compaction.tokens_after + pending) == MESSAGE_OVERHEAD_TOKENS
+    )
