@@ -393,7 +393,7 @@ def test_batch_answers_every_line_and_reports_a_bad_one_in_place(config_file: Pa
     )
     proc = run_cli("--config", str(config_file), "memory", "search", "--batch", input=stdin + "\n")
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr == "Error: 2 of 4 batch lines failed (their answers carry \"error\")\n"
+    assert proc.stderr == 'Error: 2 of 4 batch lines failed (their answers carry "error")\n'
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["line"] for a in answers] == [1, 2, 4, 5]
     first, broken, dated, bad_date = answers
