@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 
+from sessionmem.memory.ftstext import THAI_CHARS, THAI_CLUSTER
+
 SNIPPET_MAX_CHARS = 700
 DECAY_FLOOR = 0.7
 MS_PER_DAY = 86_400_000
@@ -252,22 +254,34 @@ def snippet(text: str) -> str:
 _CJK_RUN = re.compile(
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]+"
 )
+_THAI_RUN = re.compile(f"[{THAI_CHARS}]+")
 _WORD = re.compile(r"\w+")
 
 
+def _pairs(units: Sequence[str]) -> Iterable[str]:
+    """Adjacent units joined in pairs; a one-unit run is its own token."""
+    if len(units) == 1:
+        return [units[0]]
+    return (units[i] + units[i + 1] for i in range(len(units) - 1))
+
+
 def mmr_tokens(text: str) -> frozenset[str]:
-    """Unicode words, with CJK runs as character pairs (single characters for one-character runs).
+    """Unicode words, with CJK runs as character pairs and Thai runs as pairs of Thai clusters.
 
     OpenClaw's ``[a-z0-9_]+`` sees nothing in CJK text, so every CJK snippet looked identical.
+    Thai has no spaces between words either, and ``\\w`` stops at its vowel and tone marks (they are
+    not letters), so a Thai sentence fell into arbitrary pieces with the marks thrown away (ข้าว
+    "rice" and ข่าว "news" were the same). A Thai run is cut into clusters (a base character with
+    its marks, as ``fts_text`` cuts them) and compared by pairs of clusters, like CJK characters.
     """
     tokens: set[str] = set()
     lowered = text.lower()
     for run in _CJK_RUN.findall(lowered):
-        if len(run) == 1:
-            tokens.add(run)
-        else:
-            tokens.update(run[i : i + 2] for i in range(len(run) - 1))
-    for word in _WORD.findall(_CJK_RUN.sub(" ", lowered)):
+        tokens.update(_pairs(run))
+    rest = _CJK_RUN.sub(" ", lowered)
+    for run in _THAI_RUN.findall(rest):
+        tokens.update(_pairs(THAI_CLUSTER.findall(run)))
+    for word in _WORD.findall(_THAI_RUN.sub(" ", rest)):
         tokens.add(word)
     return frozenset(tokens)
 

@@ -197,6 +197,28 @@ def test_mmr_works_on_cjk_snippets() -> None:
     assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.7)] == ["a", "b", "a2", "z"]
 
 
+def test_mmr_tokens_see_thai_text() -> None:
+    # Thai has no spaces and its vowel and tone marks are not \w: "rice" and "news" differ by one tone mark.
+    rice, news = ranking.mmr_tokens("ข้าวใหม่"), ranking.mmr_tokens("ข่าวใหม่")
+    assert ranking.jaccard(rice, news) < 1
+    assert ranking.jaccard(rice, ranking.mmr_tokens("ข้าวใหม่")) == 1
+    t1 = ranking.mmr_tokens("กำหนดการย้ายฐานข้อมูลคือวันที่สามมีนาคม")
+    t2 = ranking.mmr_tokens("ทีมกินข้าวกลางวันวันพุธหน้า")
+    assert t1 and t2 and ranking.jaccard(t1, t2) < 0.2
+    assert "ข้อมูล" not in t1 and "ข้อ" in t1 and "มูล" in t1  # pairs of clusters, marks kept
+    assert {"deploy", "ข้อ"} <= ranking.mmr_tokens("Deploy ข้อมูล")
+
+
+def test_mmr_works_on_thai_snippets() -> None:
+    cands = [
+        cand("a", text="กำหนดการย้ายฐานข้อมูลคือวันที่สามมีนาคม", merged=0.90),
+        cand("a2", text="กำหนดการย้ายฐานข้อมูลคือวันที่สามเมษายน", merged=0.88),
+        cand("b", text="ทีมกินข้าวกลางวันวันพุธหน้า", merged=0.80),
+        cand("z", text="รายงาน", merged=0.30),
+    ]
+    assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.7)] == ["a", "b", "a2", "z"]
+
+
 def test_mmr_lambda_one_is_plain_sort_and_keeps_all() -> None:
     cands = [cand("x", merged=0.2), cand("y", merged=0.9), cand("z", merged=0.5)]
     assert [c.id for c in ranking.mmr_rerank(cands, lambda_=1.0)] == ["y", "z", "x"]
