@@ -8,6 +8,12 @@ compaction that happens during the flush (its own call overflowed) does not skip
 
 A flush that fails (model error) is reported in its ``flush`` event and still counts for its cycle: the
 user's turn goes on, and a broken flush is not retried before every turn of the cycle.
+
+Decisions are taken against sessions.json, never against the session's cached entry: a gateway may run
+several processes (several :class:`~sessionmem.session.runner.SessionRunner` objects) on one store. A
+flush is *claimed* in one locked update that re-reads the entry and records ``memoryFlushCompactionCount``
+only if the stored cycle is still unflushed (:func:`claim_flush`); the loser skips. ``compactionCount`` is
+incremented from the stored value in the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
     from sessionmem.session.runner import Session
+    from sessionmem.session.store import SessionEntry
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
@@ -41,14 +48,18 @@ async def flush_if_unflushed(session: Session, reason: str) -> bool:
     """Run the silent flush unless this compaction cycle already had one, the flush is disabled, or a
     guardrail forbids it (reported as a ``flush_skipped`` event). True when a flush ran."""
     flush_cfg = session.runner.agent.compaction.memory_flush
-    if not flush_cfg.enabled or cycle_flushed(session._entry_dict()):
+    if not flush_cfg.enabled:
+        return False
+    stored = session.runner.store.get(session.key)  # the store's word, not this session's cached entry
+    if stored is not None:
+        session.entry = stored
+    if cycle_flushed(session._entry_dict()):
         return False
     guard = guard_reason(**session._guards())
     if guard is not None:
         await session._emit(FlushSkippedEvent(session_key=session.key, reason=f"{guard} (before {reason})"))
         return False
-    await run_flush(session, f"before {reason} compaction")
-    return True
+    return await run_flush(session, f"before {reason} compaction")
 
 
 async def compact_through_gate(
@@ -60,7 +71,7 @@ async def compact_through_gate(
     A compaction that already happened during the flush (the flush overflowed) is not repeated for
     threshold/overflow reasons.
     """
-    before = session.entry.compaction_count
+    before = session.compactions  # this session's own compactions: others' show in the store, not here
     if reason not in ROTATION_REASONS and _plan(session) is None:
         # Trigger: /compact (or an overflow) with a context that all fits in the kept recent part.
         # Why: a flush now would use up the cycle's one flush while nothing is summarised away, and
@@ -69,7 +80,7 @@ async def compact_through_gate(
     flushed = await flush_if_unflushed(session, reason)
     if reason in ROTATION_REASONS:
         return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
-    if reason != "manual" and session.entry.compaction_count > before:
+    if reason != "manual" and session.compactions > before:
         return CompactionResult(True, reason, flushed=flushed)
     result = await compact_now(session, reason, instructions)
     return CompactionResult(
@@ -77,12 +88,48 @@ async def compact_through_gate(
     )
 
 
-async def run_flush(session: Session, reason: str) -> None:
-    """The silent flush turn; recorded against the cycle it starts in (DESIGN 2)."""
-    cycle = session.entry.compaction_count
-    session.entry = session.runner.store.patch(
-        session.key, memory_flush_compaction_count=cycle, memory_flush_at=now_ms()
-    )
+def claim_flush(session: Session) -> int | None:
+    """Record a flush for the stored cycle, in one locked update, if that cycle has none yet.
+
+    Returns the cycle claimed, or None when the store says the cycle is already flushed (another
+    runner or process won it). Either way ``session.entry`` is refreshed from the store.
+    """
+    claimed: list[int] = []
+
+    def claim(current: SessionEntry | None) -> SessionEntry | None:
+        entry = current if current is not None else session.entry
+        if cycle_flushed(entry.to_json_dict()):
+            return None
+        now = now_ms()
+        claimed.append(entry.compaction_count)
+        return entry.with_updates(
+            memory_flush_compaction_count=entry.compaction_count,
+            memory_flush_at=now,
+            updated_at=max(entry.updated_at, now),
+        )
+
+    stored = session.runner.store.update(session.key, claim)
+    if stored is not None:
+        session.entry = stored
+    return claimed[0] if claimed else None
+
+
+async def run_flush(session: Session, reason: str) -> bool:
+    """The silent flush turn; recorded against the cycle it starts in (DESIGN 2). True when it ran.
+
+    The flush is claimed in the store first (:func:`claim_flush`): when another runner has already
+    flushed this cycle, this one skips (a ``flush_skipped`` event) and goes on with the fresh entry.
+    """
+    cycle = claim_flush(session)
+    if cycle is None:
+        stored = session.entry.memory_flush_compaction_count
+        await session._emit(
+            FlushSkippedEvent(
+                session_key=session.key,
+                reason=f"already flushed compaction cycle {stored} (recorded by another runner)",
+            )
+        )
+        return False
     agent = session.runner.agent
     prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone)
     session.tools.flush_target = prompts.relative_path
@@ -105,6 +152,7 @@ async def run_flush(session: Session, reason: str) -> None:
             error=error,
         )
     )
+    return True
 
 
 async def compact_now(session: Session, reason: str, instructions: str | None) -> CompactionResult:
@@ -141,17 +189,26 @@ async def compact_now(session: Session, reason: str, instructions: str | None) -
     session.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
     session.context, session._stale = context_state(session.transcript)
     session.system_prompt = system_prompt
-    count = session.entry.compaction_count + 1
-    session.entry = session.runner.store.patch(
-        session.key,
-        compaction_count=count,
-        total_tokens=tokens_after,
-        total_tokens_fresh=True,
-        input_tokens=None,
-        output_tokens=None,
-        cache_read=None,
-        cache_write=None,
-    )
+    session.compactions += 1
+
+    def count_it(current: SessionEntry | None) -> SessionEntry:
+        # From the stored count, under the lock: another runner may have compacted since our last read.
+        entry = current if current is not None else session.entry
+        return entry.with_updates(
+            compaction_count=entry.compaction_count + 1,
+            total_tokens=tokens_after,
+            total_tokens_fresh=True,
+            input_tokens=None,
+            output_tokens=None,
+            cache_read=None,
+            cache_write=None,
+            updated_at=max(entry.updated_at, now_ms()),
+        )
+
+    stored = session.runner.store.update(session.key, count_it)
+    assert stored is not None
+    session.entry = stored
+    count = stored.compaction_count
     await session.tools.after_compaction(session.transcript.path)
     await session._emit(
         CompactionEvent(

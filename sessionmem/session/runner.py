@@ -139,17 +139,24 @@ class SessionRunner:
         if key in self._sessions:
             return self._sessions[key]
         entry = self.store.get(key)
-        created = entry is None
+        created = False
         if entry is None:
+            # Trigger: two processes open one new key at once; both read "no entry". Why: creating in a
+            # second step would let each write its own sessionId, the last one winning in the store
+            # while the first talks to an orphan transcript. Outcome: the entry is created in one locked
+            # update that re-reads the store, so whoever comes second adopts the first one's session.
             session_id = str(uuid.uuid4())
-            path = keys.transcript_path(self.state_dir, self.agent_id, session_id)
-            entry = self.store.patch(
-                key,
-                session_id=session_id,
-                session_file=str(path),
-                chat_type=keys.chat_type(key),
-                session_key=key,
+            fresh = SessionEntry.model_validate(
+                {
+                    "sessionId": session_id,
+                    "sessionFile": str(keys.transcript_path(self.state_dir, self.agent_id, session_id)),
+                    "chatType": keys.chat_type(key),
+                    "sessionKey": key,
+                }
             )
+            entry = self.store.update(key, lambda current: current or fresh)
+            assert entry is not None
+            created = entry.session_id == session_id
         path = Path(
             entry.session_file or keys.transcript_path(self.state_dir, self.agent_id, entry.session_id)
         )
@@ -177,6 +184,7 @@ class Session:
         self._queued: list[Event] = []
         self._busy = False
         self._announce_start = False  # session:start is due at the first turn (set by SessionRunner.open)
+        self.compactions = 0  # compactions this object ran (the gate tells "compacted during the flush")
         self._schemas_counted: tuple[str, int] = ("", 0)  # the tool schemas' JSON and its token count
         self.attach(transcript, entry)
 
