@@ -266,7 +266,7 @@ class ResetConfig(_Camel):
 class SessionConfig(_Camel):
     reset_triggers: tuple[str, ...] = ("/new", "/reset")
     reset: ResetConfig = ResetConfig()
-    store: str | None = None  # sessions.json path; may contain {agentId}
+    store: str | None = None  # sessions.json path (~ and {agentId} expanded); transcripts live beside it
 
 
 class HookEntryConfig(_Camel):

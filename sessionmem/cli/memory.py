@@ -107,6 +107,7 @@ def open_index(
             selection=selection,
             env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
             watch=watch,
+            sessions_dir=app.sessions_dir,  # follows session.store, where the runner writes transcripts
         )
     except OSError as exc:
         # Trigger: the store's folder cannot be created or opened (a file in the way, no permission).

@@ -12,6 +12,8 @@ Resolution order:
 - agent: ``--agent`` > ``main``
 - workspace: ``--workspace`` > the agent's ``workspace`` (its ``agents.list`` entry over
   ``agents.defaults``; a relative path is taken from the config file's folder) > ``<state>/workspace``
+- sessions (sessions.json and transcripts, also what the ``sessions`` memory source indexes): the folder
+  of ``session.store`` > ``<state>/agents/<agentId>/sessions``
 """
 
 from __future__ import annotations
@@ -50,8 +52,11 @@ class Context:
 
     @property
     def sessions_dir(self) -> Path:
-        """Where this agent's session transcripts live: ``<state>/agents/<agentId>/sessions``."""
-        return self.state_dir / "agents" / self.agent_id / "sessions"
+        """Where this agent's sessions.json and transcripts live: the folder of ``session.store`` (``~``
+        and ``{agentId}`` expanded), else ``<state>/agents/<agentId>/sessions``."""
+        from sessionmem.session.keys import store_path
+
+        return store_path(self.state_dir, self.agent_id, self.config.session.store).parent
 
 
 @dataclass(frozen=True, slots=True)

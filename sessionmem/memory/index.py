@@ -120,12 +120,14 @@ class MemoryIndex:
         state_dir: Path,
         selection: EmbedderSelection | None,
         env: Mapping[str, str] | None = None,
+        sessions_dir: Path | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.workspace = Path(os.path.abspath(Path(workspace).expanduser()))
         self.settings = settings
         self.path = path
         self.state_dir = Path(state_dir)
+        self._sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
         self._selection = selection
         self._env: Mapping[str, str] = os.environ if env is None else env  # API keys for providers
         self._fallback_tried = False  # the runtime fallback is tried once per index
@@ -161,6 +163,7 @@ class MemoryIndex:
         selection: EmbedderSelection | None = None,
         env: Mapping[str, str] | None = None,
         watch: bool | None = None,
+        sessions_dir: Path | None = None,
     ) -> MemoryIndex:
         """Open (creating, or rebuilding when corrupt) the index of ``agent_id`` over ``workspace``.
 
@@ -168,10 +171,12 @@ class MemoryIndex:
         provider API keys are looked up for that choice and for a runtime fallback (default
         ``os.environ``). ``watch``: watch the memory files (a change syncs after the debounce);
         None follows ``sync.watch``, as OpenClaw's manager does. One-shot commands pass False and
-        start no threads. Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per
-        process); it happens here, not in the background, so no edit after ``open`` returns is missed."""
+        start no threads. ``sessions_dir``: where the agent's transcripts are (the session store's
+        folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``.
+        Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per process); it happens
+        here, not in the background, so no edit after ``open`` returns is missed."""
         path = store_path(agent_id, settings, state_dir)
-        index = cls(agent_id, workspace, settings, path, state_dir, selection, env)
+        index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir)
         index._open_db()
         minutes = settings.sync.interval_minutes
         if minutes and minutes > 0:
@@ -249,6 +254,10 @@ class MemoryIndex:
 
     @property
     def sessions_dir(self) -> Path:
+        """The transcripts the ``sessions`` source indexes: as given to :meth:`open` (the session
+        store's folder, ``session.store``), else ``<state_dir>/agents/<agentId>/sessions``."""
+        if self._sessions_dir is not None:
+            return self._sessions_dir
         return self.state_dir / "agents" / self.agent_id / "sessions"
 
     def _sources(self, scope: _Scope = WHOLE) -> list[EntrySource]:

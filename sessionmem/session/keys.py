@@ -147,8 +147,13 @@ def transcript_path(state_dir: str | Path, agent_id: str, session_id: str) -> Pa
     return sessions_dir(state_dir, agent_id) / f"{validate_session_id(session_id)}.jsonl"
 
 
-def store_path(state_dir: str | Path, agent_id: str) -> Path:
-    """``<sessions_dir>/sessions.json``."""
+def store_path(state_dir: str | Path, agent_id: str, store: str | Path | None = None) -> Path:
+    """sessions.json: ``store`` (the ``session.store`` setting) with ``{agentId}`` replaced and ``~``
+    expanded, a relative path taken from the current folder (as OpenClaw does); else
+    ``<sessions_dir>/sessions.json``. The agent's transcripts live in the same folder as its store."""
+    if store:
+        templated = str(store).replace("{agentId}", validate_agent_id(agent_id))
+        return Path(templated).expanduser().absolute()
     return sessions_dir(state_dir, agent_id) / STORE_FILENAME
 
 

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sessionmem.config import ResetConfig
 from sessionmem.messages import now_ms
-from sessionmem.session import keys
 from sessionmem.session.events import Event, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from sessionmem.session.flush import user_zone
 from sessionmem.session.store import SessionEntry
@@ -319,7 +318,7 @@ async def rotate(session: Session, reason: RotationReason, *, command_source: st
     previous = session.entry
     old_path = session.transcript.path
     new_id = str(uuid.uuid4())
-    new_path = keys.transcript_path(runner.state_dir, runner.agent_id, new_id)
+    new_path = runner.store.transcript_path(new_id)
     source = command_source or runner.command_source or reason
     outcomes: list[HookOutcome] = []
     if conversation:

@@ -24,6 +24,8 @@ write. Memory-index syncs run in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +76,8 @@ from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
+
+log = logging.getLogger(__name__)
 
 TurnKind = Literal["turn", "flush"]
 FLUSH_MAX_TOOL_ITERATIONS = 6
@@ -127,7 +131,9 @@ class SessionRunner:
         # the bundled, workspace and user hooks on first use (sessionmem.session.lifecycle).
         self.hooks = hooks
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
-        self.store = SessionStore.for_agent(self.state_dir, self.agent_id)
+        # sessions.json and the transcripts: session.store (with ~ and {agentId}), else under state_dir.
+        self.store = SessionStore.for_agent(self.state_dir, self.agent_id, self.config.session.store)
+        self._check_index_sessions_dir()
         self._sessions: dict[str, Session] = {}
         user_zone(self.agent.user_timezone)  # a bad userTimezone fails here, not in the middle of a flush
 
@@ -149,7 +155,7 @@ class SessionRunner:
             fresh = SessionEntry.model_validate(
                 {
                     "sessionId": session_id,
-                    "sessionFile": str(keys.transcript_path(self.state_dir, self.agent_id, session_id)),
+                    "sessionFile": str(self.store.transcript_path(session_id)),
                     "chatType": keys.chat_type(key),
                     "sessionKey": key,
                 }
@@ -157,9 +163,7 @@ class SessionRunner:
             entry = self.store.update(key, lambda current: current or fresh)
             assert entry is not None
             created = entry.session_id == session_id
-        path = Path(
-            entry.session_file or keys.transcript_path(self.state_dir, self.agent_id, entry.session_id)
-        )
+        path = Path(entry.session_file or self.store.transcript_path(entry.session_id))
         transcript = Transcript.open(path, entry.session_id, self.workspace, session_key=key)
         session = Session(self, key, transcript, entry)
         # Trigger: open() made a new sessions.json entry. Why: open() is sync and hooks are async, and
@@ -170,6 +174,21 @@ class SessionRunner:
         return session
 
     session = open
+
+    def _check_index_sessions_dir(self) -> None:
+        # Trigger: session.store moves the transcripts, and the memory index was opened without
+        # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
+        # runner's conversations. Outcome: a warning saying what to pass.
+        found = getattr(self.memory_index, "sessions_dir", None)
+        if not isinstance(found, (str, os.PathLike)) or "sessions" not in self.agent.memory_search.sources:
+            return
+        if os.path.abspath(found) != os.path.abspath(self.store.sessions_dir):
+            log.warning(
+                "the memory index reads transcripts from %s but this runner writes them to %s "
+                "(session.store); open the index with sessions_dir=runner.store.sessions_dir",
+                found,
+                self.store.sessions_dir,
+            )
 
 
 class Session:

@@ -290,12 +290,21 @@ class SessionStore:
         self._lock = StoreLock(self.path.with_name(self.path.name + ".lock"), timeout_s=lock_timeout_s)
 
     @classmethod
-    def for_agent(cls, state_dir: str | Path, agent_id: str = keys.DEFAULT_AGENT_ID) -> SessionStore:
-        return cls(keys.store_path(state_dir, agent_id), agent_id=agent_id)
+    def for_agent(
+        cls, state_dir: str | Path, agent_id: str = keys.DEFAULT_AGENT_ID, store: str | Path | None = None
+    ) -> SessionStore:
+        """The agent's store: ``store`` (``session.store``; ``~`` and ``{agentId}`` expanded), else
+        ``<state>/agents/<agentId>/sessions/sessions.json`` (:func:`sessionmem.session.keys.store_path`)."""
+        return cls(keys.store_path(state_dir, agent_id, store), agent_id=agent_id)
 
     @property
     def sessions_dir(self) -> Path:
+        """The folder of the store, where the agent's transcripts live too (OpenClaw keeps them together)."""
         return self.path.parent
+
+    def transcript_path(self, session_id: str) -> Path:
+        """``<sessions_dir>/<sessionId>.jsonl``: where a new session's transcript goes."""
+        return self.sessions_dir / f"{keys.validate_session_id(session_id)}.jsonl"
 
     # --- reading ---
 

@@ -715,3 +715,35 @@ def test_broken_provider_fails_search_cleanly_but_status_still_answers(notes: Pa
     syncing = run_cli("--config", str(config), "memory", "status", "--index")
     assert syncing.returncode == 1
     assert "Local embeddings unavailable" in syncing.stderr
+
+
+def test_sessions_source_follows_the_configured_session_store(
+    runner: CliRunner, notes: Path, tmp_path: Path
+) -> None:
+    """``session.store`` moves sessions.json and the transcripts; indexing and ``memory get`` follow."""
+    from sessionmem.model.scripted import ScriptedModel, flush_aware
+    from sessionmem.session.runner import SessionRunner
+
+    config = tmp_path / "store.json"
+    store = {"store": str(tmp_path / "chats" / "{agentId}" / "sessions.json")}
+    sources = {"memorySearch": {"sources": ["memory", "sessions"]}}
+    config.write_text(json.dumps({"session": store, "agents": {"defaults": sources}}), encoding="utf-8")
+    args = ["--config", str(config), "--workspace", str(notes)]
+    app = resolve(GlobalOptions(config=str(config), workspace=str(notes)))
+    assert app.sessions_dir == tmp_path / "chats" / "main"
+
+    model = ScriptedModel(responder=flush_aware(lambda request: "in locker B under the tarpaulin"))
+    session = SessionRunner(model, config=app.config, workspace=notes, state_dir=app.state_dir).open()
+    session.run_turn_sync("where did we leave the spare anchor")
+    assert session.transcript.path.parent == app.sessions_dir
+
+    indexed = runner.invoke(cli, [*args, "memory", "index", "--json"])
+    assert indexed.exit_code == 0, indexed.output
+    assert json.loads(indexed.output)["filesIndexed"] == 4  # MEMORY.md, two notes, the transcript
+    found = runner.invoke(cli, [*args, "memory", "search", "spare anchor tarpaulin", "--json"])
+    assert found.exit_code == 0, found.output
+    hits = [r["path"] for r in json.loads(found.output)["results"] if r["path"].startswith("sessions/")]
+    assert hits == [f"sessions/{session.transcript.path.name}"]
+    got = runner.invoke(cli, [*args, "memory", "get", hits[0]])
+    assert got.exit_code == 0, got.output
+    assert "tarpaulin" in got.output
