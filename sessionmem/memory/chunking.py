@@ -1,10 +1,14 @@
 """The line-based chunker (reference §6.3), pure and stdlib-only.
 
-Sizes are measured in *weighted characters*: a character counts 1, a Chinese, Japanese or Korean
-character counts 4. With ``max_chars = tokens * 4`` that budgets English at ~4 chars per token and
-CJK at ~1 char per token, so a 400-token chunk of Chinese holds ~400 characters, not 1,600
-(OpenClaw HEAD's ``estimateStringChars``). Counting with a tokenizer would be exact but costs
-~100x more on a 10 MB file; the estimate only needs to never badly undercount.
+Sizes are measured in *weighted characters*: a character counts 1, a Chinese, Japanese, Korean or
+Thai character counts 4. With ``max_chars = tokens * 4`` that budgets English at ~4 chars per token
+and CJK at ~1 char per token, so a 400-token chunk of Chinese holds ~400 characters, not 1,600
+(OpenClaw HEAD's ``estimateStringChars``). Thai is as dense: measured with tiktoken's
+``cl100k_base`` (OpenAI's embedding tokenizer) on the Thai seed, Thai runs take ~1.06 characters per
+token (vowel and tone marks included), against ~0.97 for Chinese and ~3.8 for English, so a Thai
+character weighs 4 too (counted as 1 it made Thai chunks ~2.5x their token budget). Counting with
+a tokenizer would be exact but costs ~100x more on a 10 MB file; the estimate only needs to never
+badly undercount.
 
 Each chunk records 1-based first and last line; consecutive chunks share ``overlap`` tokens of
 whole lines; a line longer than a chunk is cut into segments that keep its line number.
@@ -14,12 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from sessionmem.memory.ftstext import CJK_CHAR
+from sessionmem.memory.ftstext import CJK_CHAR, THAI_CHARS
 
 CJK_WEIGHT = 4
+# Characters that weigh CJK_WEIGHT: CJK (ftstext's class) and the Thai block, marks included.
+HEAVY_CHAR = re.compile("[" + CJK_CHAR.pattern[1:-1] + THAI_CHARS + "]")
 MIN_CHUNK_CHARS = 32
 
 
@@ -36,8 +43,8 @@ def text_hash(text: str) -> str:
 
 
 def weighted_len(text: str) -> int:
-    """Characters, with each CJK character counted ``CJK_WEIGHT`` times."""
-    return len(text) + (CJK_WEIGHT - 1) * len(CJK_CHAR.findall(text))
+    """Characters, with each CJK or Thai character counted ``CJK_WEIGHT`` times."""
+    return len(text) + (CJK_WEIGHT - 1) * len(HEAVY_CHAR.findall(text))
 
 
 def chunk_markdown(content: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
@@ -78,7 +85,7 @@ def _segments(line: str, max_chars: int, tokens: int) -> Iterable[tuple[str, int
     """A line cut into pieces of at most ``max_chars`` weighted characters (an empty line is one piece)."""
     if not line:
         return [("", 0)]
-    if CJK_CHAR.search(line) is None:  # the common case: weight == length
+    if HEAVY_CHAR.search(line) is None:  # the common case: weight == length
         if len(line) <= max_chars:
             return [(line, len(line))]
         pieces = [line[i : i + max_chars] for i in range(0, len(line), max_chars)]
@@ -90,7 +97,7 @@ def _segments(line: str, max_chars: int, tokens: int) -> Iterable[tuple[str, int
         if weight <= max_chars:
             out.append((piece, weight))
             continue
-        # Over-weight (CJK) piece: re-split at ``tokens`` characters, which weigh at most max_chars.
+        # Over-weight (CJK or Thai) piece: re-split at ``tokens`` characters, which weigh at most max_chars.
         step = max(1, tokens)
         for j in range(0, len(piece), step):
             sub = piece[j : j + step]

@@ -74,6 +74,27 @@ def test_cjk_is_not_undercounted() -> None:
     assert worst <= 600, f"a chunk holds {worst} real tokens for a 400-token budget"
 
 
+THAI_NOTES = [
+    "หน่วยความจำของเอเจนต์คือไฟล์Markdownธรรมดาในเวิร์กสเปซ ไฟล์เหล่านี้คือแหล่งอ้างอิงความจริงเพียงหนึ่งเดียว",
+    "เครื่องมือค้นหาหน่วยความจำถูกจัดเตรียมโดยปลั๊กอินหน่วยความจำที่เปิดใช้งานอยู่",
+    "บันทึกรายวันเพิ่มต่อท้ายเท่านั้น อ่านของวันนี้และเมื่อวานตอนเริ่มเซสชัน",
+    "การตัดสินใจ ความชอบ และข้อเท็จจริงที่คงทนให้เขียนลงในหน่วยความจำระยะยาว",
+    "หากมีคนพูดว่าจำสิ่งนี้ไว้ให้เขียนลงไป อย่าเก็บไว้ในหน่วยความจำชั่วคราว",
+]
+
+
+def test_thai_is_not_undercounted() -> None:
+    # Thai takes about one cl100k_base token per character (marks included), like CJK.
+    lines = "\n".join(f"- {THAI_NOTES[i % len(THAI_NOTES)]} ({i})" for i in range(200))
+    one_line = "".join(THAI_NOTES) * 20
+    for content in (lines, one_line):
+        chunks = chunk_markdown(content, tokens=400, overlap=80)
+        assert len(chunks) > 1 and all(weighted_len(c.text) <= 1600 + 1 for c in chunks)
+        sizes = [count_tokens(c.text, "cl100k_base") for c in chunks]
+        assert max(sizes) <= 500, f"a chunk holds {max(sizes)} cl100k tokens for a 400-token budget"
+        assert max(sizes) >= 300  # and a chunk is not a fraction of its budget either
+
+
 def test_mixed_cjk_lines_are_budgeted_by_weight() -> None:
     content = "\n".join(["English words here " * 3, "日本語のメモです。" * 5, "한국어 메모입니다 " * 4] * 60)
     chunks = chunk_markdown(content, tokens=100, overlap=20)
