@@ -7,11 +7,18 @@ marks as separators, so a Thai sentence falls into arbitrary pieces. We index an
 the text in which every CJK character, and every Thai cluster (a base character with the vowel and
 tone marks written on it), stands alone; a CJK or Thai query word becomes a phrase of those units,
 which matches the same units side by side. Other scripts are unchanged.
+
+``FTS_TEXT_VERSION`` names the form ``fts_text`` writes; the index records it in its meta
+(``ftsText``), so an index holding an older form is rebuilt (from its embedding cache, nothing
+re-embedded) instead of waiting for each file to change. Change it whenever ``fts_text`` changes
+what it writes for some text. 1: CJK characters spaced; 2: Thai clusters spaced too.
 """
 
 from __future__ import annotations
 
 import re
+
+FTS_TEXT_VERSION = 2
 
 # Han (incl. extension A and compatibility), Hiragana, Katakana, Hangul syllables and Jamo.
 CJK_CHAR = re.compile(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sessionmem.errors import MemoryIndexError
 from sessionmem.memory.db import VectorSupport, atomic
 from sessionmem.memory.files import normalize_extra_paths
+from sessionmem.memory.ftstext import FTS_TEXT_VERSION
 from sessionmem.memory.indexer import (
     DB_ERRORS,
     FTS_ONLY_MODEL,
@@ -73,6 +74,8 @@ def desired_meta(
         "chunkTokens": settings.chunking.tokens,
         "chunkOverlap": settings.chunking.overlap,
         "ftsTokenizer": settings.store.fts.tokenizer,
+        # The form of the FTS column's text: an index written before Thai support (no key) rebuilds.
+        "ftsText": FTS_TEXT_VERSION,
         "vectorTable": bool(embedder is not None and vector_loaded),
         "vectorDims": embedder.dims if embedder else None,
     }

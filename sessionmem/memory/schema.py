@@ -8,9 +8,8 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 
-META_KEY = (
-    "memory_index_meta_v1"  # JSON: provider, model, providerKey, sources, scopeHash, chunking, vectorDims
-)
+# JSON: provider, model, providerKey, sources, scopeHash, chunking, ftsTokenizer, ftsText, vectorDims
+META_KEY = "memory_index_meta_v1"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (

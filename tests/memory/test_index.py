@@ -18,7 +18,11 @@ from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
 from sessionmem.memory.db import connect
 from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.ftstext import FTS_TEXT_VERSION
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.indexer import meta_mismatch
+from sessionmem.memory.keywords import build_fts_query
+from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.types import SearchRequest
 from tests.memory.support import FTS_ONLY, HashEmbedder
 
@@ -269,6 +273,50 @@ def test_config_change_rebuilds(workspace: Path, state: Path, open_index: Any) -
     report2 = index2.sync()
     assert report2.full and "notes/extra.md" in [r[0] for r in rows(index2, "SELECT path FROM files")]
     assert not index2.sync().full  # settled
+
+
+def test_meta_without_the_fts_text_form_means_a_rebuild() -> None:
+    desired = {"model": "m", "ftsText": FTS_TEXT_VERSION}
+    assert meta_mismatch({"model": "m"}, desired) == ["ftsText"]  # written before the key existed
+    assert meta_mismatch({"model": "m", "ftsText": 1}, desired) == ["ftsText"]
+    assert meta_mismatch(dict(desired), desired) == []
+
+
+def test_index_with_old_fts_text_is_rebuilt_once_from_the_cache(workspace: Path, open_index: Any) -> None:
+    # An index written before Thai support: the FTS column holds Thai unspaced, the meta has no ftsText.
+    write(workspace / "memory" / "th.md", "# การตัดสินใจ\n\nเราตัดสินใจย้ายฐานข้อมูลไปยังเซิร์ฟเวอร์ใหม่\n")
+    write(workspace / "memory" / "a.md", long_note("alpha", 80))
+    old = open_index(HashEmbedder())
+    first = old.sync()
+    conn = db(old)
+    try:
+        with conn:
+            conn.execute(
+                "UPDATE chunks_fts SET text = (SELECT c.text FROM chunks c WHERE c.id = chunks_fts.id)"
+            )
+            meta = json.loads(conn.execute(f"SELECT value FROM meta WHERE key = '{META_KEY}'").fetchone()[0])
+            del meta["ftsText"]
+            conn.execute("UPDATE meta SET value = ? WHERE key = ?", (json.dumps(meta), META_KEY))
+    finally:
+        conn.close()
+    match = f"SELECT path FROM chunks_fts WHERE chunks_fts MATCH '{build_fts_query('ฐานข้อมูล')}'"
+    assert rows(old, match) == []  # the old form: the Thai word is not found by keyword
+
+    embedder = HashEmbedder()  # same model: the cache seeded from the old file serves every chunk
+    index = open_index(embedder)
+    assert index.status().dirty
+    report = index.sync()
+    assert report.full and report.embedded == 0 and embedder.texts == []
+    assert report.cache_hits == first.chunks_written
+    assert rows(index, match) == [("memory/th.md",)]
+    hit = index.search(SearchRequest("ฐานข้อมูล", explain=True)).results[0]
+    assert hit.path == "memory/th.md" and hit.explanation is not None
+    assert hit.explanation.text_score is not None  # found by keyword, not only by its vector
+    stored = json.loads(rows(index, f"SELECT value FROM meta WHERE key = '{META_KEY}'")[0][0])
+    assert stored["ftsText"] == FTS_TEXT_VERSION
+    again = index.sync()
+    assert not again.full and not index.status().dirty  # once
+    assert embedder.texts == []
 
 
 def test_provider_change_rebuilds_and_fts_only_to_vectors(workspace: Path, open_index: Any) -> None:
