@@ -695,13 +695,14 @@ class MemoryIndex:
         try:
             with self._read_lock:
                 counts = read_counts(self._reader)
-                self._dirty = bool(
+                dirty = bool(
                     meta_mismatch(counts.meta or None, self._desired_meta(embedder))
                     or any(plan_source(self._reader, source).pending for source in self._sources())
                 )
         except DB_ERRORS as exc:
-            self._dirty = True
+            dirty = True
             unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
+        self._dirty = dirty
         issues = collect_issues(
             [*self._issues, self._last_error, self._fts_error],
             workspace=self.workspace,
@@ -725,7 +726,7 @@ class MemoryIndex:
             chunks=sum(counts.chunks_by_source.values()),
             files_by_source=counts.files_by_source,
             chunks_by_source=counts.chunks_by_source,
-            dirty=self._dirty,
+            dirty=dirty,  # what this look found (a watcher may mark the index meanwhile)
             vector_loaded=self._vector.loaded,
             vector_driver=self._vector.driver,
             vector_version=self._vector.version,

@@ -658,8 +658,9 @@ def test_provider_is_chosen_from_config_when_no_selection_is_given(workspace: Pa
 
 def test_status_in_a_new_process_says_dirty_only_when_files_changed(workspace: Path, open_index: Any) -> None:
     note = write(workspace / "memory" / "a.md", "the billing cutover is on tuesday\n")
-    open_index().sync()
-    reopened = open_index()  # a later CLI call: nothing synced in this process yet
+    unwatched = settings(sync={"watch": False})  # as the CLI opens it: only status() judges dirtiness
+    open_index(config=unwatched).sync()
+    reopened = open_index(config=unwatched)  # a later CLI call: nothing synced in this process yet
     assert not reopened.status().dirty
     write(workspace / "memory" / "b.md", "new note\n")
     assert reopened.status().dirty
