@@ -125,9 +125,9 @@ def should_flush(
     threshold = flush_threshold(context_window, compaction)
     force_bytes = flush_cfg.force_flush_transcript_bytes
     if force_bytes > 0 and transcript_bytes >= force_bytes:
-        reason = f"transcript grew {transcript_bytes} >= {force_bytes} bytes since the last compaction"
+        reason = f"transcript grew {transcript_bytes:,} >= {force_bytes:,} bytes since the last compaction"
     elif threshold > 0 and projected is not None and projected >= threshold:
-        reason = f"projected {projected} >= threshold {threshold} tokens"
+        reason = f"projected {projected:,} >= flush threshold {threshold:,} tokens"
     else:
         return FlushDecision(False, "below threshold")
     guard = guard_reason(
