@@ -8,11 +8,13 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from freezegun import freeze_time
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
@@ -234,12 +236,25 @@ def test_embeddings_are_batched(workspace: Path, open_index: Any) -> None:
     assert len(embedder.calls) == 1 and len(embedder.calls[0]) == 30
 
 
-def test_cache_is_pruned_to_max_entries(workspace: Path, open_index: Any) -> None:
-    for i in range(5):
-        write(workspace / "memory" / f"n{i}.md", f"cached note {i}\n")
+def test_cache_is_pruned_to_max_entries_oldest_first(workspace: Path, open_index: Any) -> None:
+    """Two syncs a day apart: the cap keeps the newer round's vectors and drops the older round's."""
     index = open_index(HashEmbedder(), settings(cache={"maxEntries": 2}))
-    index.sync()
-    assert rows(index, "SELECT COUNT(*) FROM embedding_cache") == [(2,)]
+    for i in range(3):
+        write(workspace / "memory" / f"old{i}.md", f"older cached note {i}\n")
+    with freeze_time("2026-03-01 09:00:00"):
+        index.sync()
+    for i in range(2):
+        write(workspace / "memory" / f"new{i}.md", f"newer cached note {i}\n")
+    with freeze_time("2026-03-02 09:00:00"):
+        report = index.sync()
+    assert report.embedded == 2
+
+    newer = {h for (h,) in rows(index, "SELECT hash FROM chunks WHERE path LIKE 'memory/new%'")}
+    assert len(newer) == 2
+    cached = rows(index, "SELECT hash, updated_at FROM embedding_cache")
+    day_two_ms = int(datetime(2026, 3, 2, 9, tzinfo=UTC).timestamp() * 1000)
+    assert {h for h, _ in cached} == newer
+    assert {t for _, t in cached} == {day_two_ms}
     status = index.status()
     assert (status.cache_entries, status.cache_max_entries) == (2, 2)
 
