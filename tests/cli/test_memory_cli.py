@@ -13,6 +13,7 @@ import subprocess
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -380,6 +381,116 @@ def test_no_matches_is_said_plainly(runner: CliRunner, notes: Path) -> None:
     result = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "xylophone"])
     assert result.exit_code == 0
     assert result.output.strip() == "No matches."
+
+
+def test_index_force_reindexes_every_file(runner: CliRunner, notes: Path) -> None:
+    args = ["--workspace", str(notes), "memory", "index", "--json"]
+    first = json.loads(runner.invoke(cli, args).output)
+    assert first["filesIndexed"] == 3 and first["chunksWritten"] >= 3
+    again = json.loads(runner.invoke(cli, args).output)
+    assert (again["full"], again["filesIndexed"], again["filesUnchanged"]) == (False, 0, 3)
+
+    forced = runner.invoke(cli, [*args, "--force"])
+    assert forced.exit_code == 0, forced.output
+    report = json.loads(forced.output)
+    assert (report["full"], report["filesIndexed"], report["filesUnchanged"]) == (True, 3, 0)
+    assert report["chunksWritten"] == first["chunksWritten"]
+    found = runner.invoke(cli, ["--workspace", str(notes), "memory", "search", "Priya ledger", "--json"])
+    assert [r["path"] for r in json.loads(found.output)["results"]] == ["memory/2024-01-05.md"]
+
+
+def anchor_notes(workspace: Path) -> Path:
+    """Eight notes that all mention the anchor; the first three much more than the rest."""
+    for i in range(1, 9):
+        extra = " anchor anchor locker" if i <= 3 else ""
+        note = workspace / "memory" / f"2024-01-0{i}.md"
+        note.write_text(f"# Note {i}\n\n- the spare anchor{extra}, item {i}\n", encoding="utf-8")
+    return workspace
+
+
+def search_json(runner: CliRunner, workspace: Path, *options: str) -> list[dict[str, Any]]:
+    result = runner.invoke(
+        cli, ["--workspace", str(workspace), "memory", "search", "anchor", "--json", *options]
+    )
+    assert result.exit_code == 0, result.output
+    results: list[dict[str, Any]] = json.loads(result.output)["results"]
+    return results
+
+
+def test_max_results_caps_the_answer(runner: CliRunner, workspace: Path) -> None:
+    anchor_notes(workspace)
+    everything = search_json(runner, workspace, "--max-results", "20", "--min-score", "0")
+    assert len(everything) == 8
+    assert len(search_json(runner, workspace)) == 6  # memorySearch.query.maxResults' default
+    top_two = search_json(runner, workspace, "--max-results", "2", "--min-score", "0")
+    assert [r["path"] for r in top_two] == [r["path"] for r in everything[:2]]
+    zero = runner.invoke(
+        cli, ["--workspace", str(workspace), "memory", "search", "anchor", "--max-results", "0"]
+    )
+    assert zero.exit_code == 2 and "'--max-results'" in zero.output
+
+
+def test_min_score_drops_results_under_the_floor(runner: CliRunner, workspace: Path) -> None:
+    anchor_notes(workspace)
+    everything = search_json(runner, workspace, "--max-results", "20", "--min-score", "0")
+    scores = [float(r["score"]) for r in everything]
+    assert max(scores) > min(scores), scores  # the notes that say "anchor" three times rank higher
+    floor = round((max(scores) + min(scores)) / 2, 3)
+    kept = search_json(runner, workspace, "--max-results", "20", "--min-score", str(floor))
+    assert [r["path"] for r in kept] == [
+        r["path"] for r, s in zip(everything, scores, strict=True) if s >= floor
+    ]
+    assert 0 < len(kept) < len(everything)
+    assert all(float(r["score"]) >= floor for r in kept)
+    over = runner.invoke(
+        cli, ["--workspace", str(workspace), "memory", "search", "anchor", "--min-score", "1.5"]
+    )
+    assert over.exit_code == 2 and "'--min-score'" in over.output
+
+
+def test_state_dir_and_agent_choose_a_separate_index_file(
+    runner: CliRunner, notes: Path, tmp_path: Path, isolated_env: Path
+) -> None:
+    boathouse = tmp_path / "boathouse"
+    (boathouse / "memory").mkdir(parents=True)
+    (boathouse / "memory" / "2024-03-01.md").write_text(
+        "- The tide table hangs in the boathouse.\n", encoding="utf-8"
+    )
+    state = tmp_path / "chosen-state"  # not created yet: the first command creates it
+
+    def run(agent: str, workspace: Path, *command: str) -> Any:
+        args = [
+            "--state-dir",
+            str(state),
+            "--agent",
+            agent,
+            "--workspace",
+            str(workspace),
+            "memory",
+            *command,
+        ]
+        result = runner.invoke(cli, [*args, "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    work = run("work", notes, "index")
+    assert (work["agentId"], work["filesIndexed"]) == ("work", 3)
+    assert (state / "memory" / "work.sqlite").is_file()
+    home = run("home", boathouse, "index")
+    assert (home["agentId"], home["filesIndexed"]) == ("home", 1)
+    assert (state / "memory" / "home.sqlite").is_file()
+    assert not (isolated_env / "memory").exists()  # $SESSIONMEM_STATE_DIR is not used
+
+    work_status = run("work", notes, "status")
+    assert (work_status["store"], work_status["files"]) == (str(state / "memory" / "work.sqlite"), 3)
+    home_status = run("home", boathouse, "status")
+    assert (home_status["store"], home_status["files"]) == (str(state / "memory" / "home.sqlite"), 1)
+    found = run("work", notes, "search", "billing cutover")
+    assert {r["path"] for r in found["results"]} == {"memory/2024-01-05.md", "memory/2024-02-10.md"}
+    assert run("home", boathouse, "search", "billing cutover")["results"] == []
+    assert [r["path"] for r in run("home", boathouse, "search", "tide table")["results"]] == [
+        "memory/2024-03-01.md"
+    ]
 
 
 def test_batch_answers_every_line_and_reports_a_bad_one_in_place(config_file: Path) -> None:
