@@ -311,6 +311,30 @@ def test_selected_endpoint_gets_the_configured_key_headers_and_model(openai_serv
     assert rotated.embedder.provider_key == selection.embedder.provider_key
 
 
+def test_mistral_request_reaches_the_server_with_its_key_and_model(openai_server: OpenAIServer) -> None:
+    """MISTRAL_API_KEY and the endpoint from settings, as a user configures it; litellm makes the call."""
+    selection = select(
+        {"MISTRAL_API_KEY": "mk-env"}, provider="mistral", remote={"baseUrl": openai_server.base_url}
+    )
+    assert selection.actual == "mistral", selection.reason
+    assert selection.embedder.model == "mistral-embed"
+    documents = selection.embedder.embed_documents(["the spare anchor", "the tide table"])
+    query = selection.embedder.embed_query("where is the anchor")
+
+    sent = openai_server.embeddings.requests
+    assert [r.path for r in sent] == ["/v1/embeddings", "/v1/embeddings"]
+    assert [r.headers["authorization"] for r in sent] == ["Bearer mk-env"] * 2
+    assert [(r.body["model"], r.body["input"]) for r in sent] == [
+        ("mistral-embed", ["the spare anchor", "the tide table"]),
+        ("mistral-embed", ["where is the anchor"]),
+    ]
+    assert not {"input_type", "task_type", "taskType"} & {k for r in sent for k in r.body}
+    assert documents.shape == (2, 384) and selection.embedder.dims == 384
+    np.testing.assert_allclose(documents[0], expected("the spare anchor"), atol=1e-6)
+    np.testing.assert_allclose(documents[1], expected("the tide table"), atol=1e-6)
+    np.testing.assert_allclose(query, expected("where is the anchor"), atol=1e-6)
+
+
 def test_query_and_batch_timeouts_are_separate_and_come_from_config(openai_server: OpenAIServer) -> None:
     remote_cfg = {"baseUrl": openai_server.base_url, "timeoutSeconds": 0.3, "batchTimeoutSeconds": 5}
     embedder = select({}, provider="openai", remote=remote_cfg).embedder
