@@ -5,6 +5,12 @@ function, and writes the whole store atomically (temp file in the same folder, f
 fsync of the folder), so readers see either the old file or the new one and concurrent processes lose
 no update.
 
+A writer killed between creating its temp file and renaming it leaves ``sessions.json.<32 hex>.tmp``
+behind. The first transaction of each :class:`SessionStore` object removes such files while it holds
+the lock: every writer holds the lock from creating its temp file to renaming it, so a temp file found
+under the lock has no live writer. Once per object, not per update: the runner updates the store every
+turn, and the folder also holds every transcript.
+
 The lock is ``flock`` on ``sessions.json.lock``, a file that is created once and never deleted (the
 ``filelock`` package where there is no ``fcntl``). Why not OpenClaw's lock file (created ``O_EXCL``,
 holding ``{pid, createdAt}``, removed by whoever judges it stale): judging and removing are two steps,
@@ -30,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -287,6 +294,7 @@ class SessionStore:
         self.agent_id = agent_id or _agent_id_from_path(self.path)
         self.issues: list[str] = []
         self.recovered = False
+        self._swept = False  # orphaned temp files removed (the first transaction does it)
         self._lock = StoreLock(self.path.with_name(self.path.name + ".lock"), timeout_s=lock_timeout_s)
 
     @classmethod
@@ -416,6 +424,9 @@ class SessionStore:
             if key in active:
                 yield active[key]
                 return
+            if not self._swept:
+                self._swept = True
+                self._remove_orphaned_temp_files()
             entries = self._load_locked()
             before = serialize_store(entries)
             active[key] = entries
@@ -433,6 +444,27 @@ class SessionStore:
         atomic_write_bytes(self.path, data)
 
     # --- recovery ---
+
+    def _remove_orphaned_temp_files(self) -> None:
+        """Remove the temp files of writes that never finished; must hold the lock (see module docstring).
+
+        Only names :func:`atomic_write_bytes` gives this store's temp files match; a file that cannot be
+        removed is logged and left, never a reason to fail the update.
+        """
+        try:
+            with os.scandir(self.sessions_dir) as found:
+                names = [e.name for e in found if _is_temp_of(e.name, self.path.name)]
+        except OSError:  # no folder yet (the lock creates it; a store path may point elsewhere)
+            return
+        for name in names:
+            try:
+                os.unlink(self.sessions_dir / name)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                log.warning("cannot remove orphaned temp file %s: %s", self.sessions_dir / name, exc)
+                continue
+            log.info("removed %s, left by a writer that died before renaming it", self.sessions_dir / name)
 
     def _report(self, message: str) -> None:
         self.issues.append(message)
@@ -523,6 +555,19 @@ def _agent_id_from_path(path: Path) -> str:
     return keys.DEFAULT_AGENT_ID
 
 
+_TEMP_SUFFIX_RE = re.compile(r"\.[0-9a-f]{32}\.tmp")
+
+
+def _temp_path(path: Path) -> Path:
+    """A new temp file name for an atomic write of ``path``: ``<name>.<32 hex>.tmp`` beside it."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+
+
+def _is_temp_of(name: str, target: str) -> bool:
+    """True when ``name`` is one of :func:`_temp_path`'s names for a file called ``target``."""
+    return name.startswith(target) and _TEMP_SUFFIX_RE.fullmatch(name, len(target)) is not None
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` so that readers see the old content or the new, never a mix.
 
@@ -530,7 +575,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     then fsync the folder so the rename itself survives a power cut.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = _temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:

@@ -581,3 +581,78 @@ def test_a_process_killed_in_update_leaves_a_readable_store_and_a_free_lock(
     entry = orjson.loads(store.path.read_bytes())["agent:main:main"]
     assert entry["model"] == "m" and entry["compactionCount"] == count
     assert not after.recovered
+
+
+# --- temp files of writers that died before renaming -----------------------------------------------
+
+
+def _hold_the_lock_mid_write(path: str, tmp_name: str, holding: Any) -> None:
+    """A writer that has created its temp file and is still writing it, holding the lock."""
+    store = SessionStore(path)
+    with store.transaction():
+        (Path(path).parent / tmp_name).write_bytes(b'{"agent:main:main": {"sessio')
+        holding.set()
+        time.sleep(60)
+
+
+@pytest.mark.timeout(60)
+def test_a_temp_file_left_by_a_dead_writer_is_removed_and_a_live_writers_never(store: SessionStore) -> None:
+    store.patch("agent:main:main", session_id="s")
+    folder = store.sessions_dir
+    orphan = folder / f"sessions.json.{'ab' * 16}.tmp"
+    orphan.write_bytes(b'{"half')
+    others = [  # not names atomic_write_bytes gives this store's temp files
+        folder / "sessions.json.corrupt-1795338000000",
+        folder / "sessions.json.abc.tmp",
+        folder / f"other.json.{'cd' * 16}.tmp",
+        folder / f"sessions.json.{'EF' * 16}.tmp",
+    ]
+    for other in others:
+        other.write_bytes(b"x")
+
+    later = SessionStore(store.path)  # a later process, say
+    later.patch("agent:main:main", model="m")
+    assert not orphan.exists()
+    assert all(other.exists() for other in others)
+    assert later.get("agent:main:main").model == "m"  # type: ignore[union-attr]
+
+    # A live writer holds the lock from creating its temp file to renaming it: waiters never reach the
+    # sweep meanwhile. Killed there, it frees the lock and the next store object removes its file.
+    live_tmp = folder / f"sessions.json.{'12' * 16}.tmp"
+    ctx = multiprocessing.get_context("fork")
+    holding = ctx.Event()
+    proc = ctx.Process(target=_hold_the_lock_mid_write, args=(str(store.path), live_tmp.name, holding))
+    proc.start()
+    try:
+        assert holding.wait(10)
+        waiter = SessionStore(store.path, lock_timeout_s=0.3)
+        with pytest.raises(StoreLockTimeout):
+            waiter.patch("agent:main:main", model="m2")
+        assert SessionStore(store.path).get("agent:main:main") is not None  # reads take no lock
+        assert live_tmp.exists()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        proc.join(10)
+    assert live_tmp.exists()
+    SessionStore(store.path).patch("agent:main:main", model="m3")
+    assert not live_tmp.exists()
+    assert not list(folder.glob(f"sessions.json.{'[0-9a-f]' * 32}.tmp"))
+    assert all(other.exists() for other in others)
+
+
+def test_the_folder_is_listed_once_per_store_object_not_every_update(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed: list[object] = []
+    real_scandir = os.scandir
+
+    def counting_scandir(path: Any) -> Any:
+        listed.append(path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(store_module.os, "scandir", counting_scandir)
+    for i in range(5):
+        store.patch("agent:main:main", session_id="s", total_tokens=i)
+    assert len(listed) == 1
+    SessionStore(store.path).patch("agent:main:main", total_tokens=9)
+    assert len(listed) == 2
