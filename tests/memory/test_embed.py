@@ -3,6 +3,10 @@ GGUF model, and provider selection from settings and environment."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -40,6 +44,7 @@ from tests.support.openai_server import (
     server_error,
 )
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FAST_RETRY = RetryPolicy(base_delay_s=0.01, max_delay_s=0.04)
 
 
@@ -462,6 +467,79 @@ def test_missing_llama_cpp_gives_the_install_hint(gguf_model: Path, monkeypatch:
     for _ in range(2):  # the failure is remembered, and said the same way each time
         with pytest.raises(EmbeddingError, match=r"pip install 'sessionmem\[local\]'"):
             embedder.embed_query("x")
+
+
+HF_REPO, HF_FILE = "acme/minilm-gguf", "all-MiniLM-L6-v2.Q8_0.gguf"
+HF_REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+_EMBED_IN_A_FRESH_PROCESS = """
+import json, os, sys
+from sessionmem.config import MemorySearchConfig
+from sessionmem.memory.embed import select_embedder
+from sessionmem.memory.embed_local import resolve_model_path
+
+settings = MemorySearchConfig.model_validate({"provider": "local", "local": {"modelPath": sys.argv[1]}})
+selection = select_embedder(settings, dict(os.environ))
+embedder = selection.embedder
+dims_before_loading = embedder.dims
+vector = embedder.embed_query(sys.argv[2])
+print(json.dumps({
+    "actual": selection.actual, "model": embedder.model, "dims": dims_before_loading,
+    "path": str(resolve_model_path(sys.argv[1])), "vector": [float(x) for x in vector],
+}))
+"""
+
+
+def prefilled_hf_cache(hub: Path, model: Path) -> Path:
+    """huggingface_hub's cache layout for one file of ``HF_REPO`` at ``HF_REVISION``, on ``main``:
+    ``models--owner--repo/{blobs/<sha256>, snapshots/<rev>/<file> -> ../../blobs/<sha256>, refs/main}``.
+    Returns the snapshot file."""
+    repo = hub / f"models--{HF_REPO.replace('/', '--')}"
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / digest).symlink_to(model)
+    snapshot = repo / "snapshots" / HF_REVISION / HF_FILE
+    snapshot.parent.mkdir(parents=True)
+    snapshot.symlink_to(Path("..") / ".." / "blobs" / digest)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(HF_REVISION, encoding="utf-8")
+    return snapshot
+
+
+@pytest.mark.local_model
+def test_hf_uri_resolves_offline_from_a_prefilled_cache(
+    tmp_path: Path, gguf_model: Path, minilm: LocalEmbedder
+) -> None:
+    """``local.modelPath: hf:owner/repo/file.gguf`` with the file already in HF_HOME's cache and
+    HF_HUB_OFFLINE=1: no download, the cached file loads and embeds. huggingface_hub reads these
+    variables when imported, so this runs in a fresh interpreter, as a user's command would."""
+    home = tmp_path / "hf-home"
+    snapshot = prefilled_hf_cache(home / "hub", gguf_model)
+    env = dict(os.environ)
+    env.update(
+        HF_HOME=str(home),
+        HF_HUB_CACHE=str(home / "hub"),
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    uri, text = f"hf:{HF_REPO}/{HF_FILE}", "where is the spare anchor"
+    proc = subprocess.run(
+        [sys.executable, "-c", _EMBED_IN_A_FRESH_PROCESS, uri, text],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (answer["actual"], answer["model"]) == ("local", uri)
+    assert answer["dims"] == 384  # read from the cached file's header before loading
+    assert Path(answer["path"]) == snapshot
+    vector = np.asarray(answer["vector"], dtype=np.float32)
+    np.testing.assert_allclose(
+        vector, minilm.embed_query(text), atol=1e-5
+    )  # the same model as the file given by path
 
 
 @pytest.fixture(scope="module")
