@@ -28,7 +28,9 @@ A corrupt store (invalid JSON, wrong shape, or an empty file) is never silently 
 aside as ``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and
 rebuilt from the transcripts in the same folder (one entry per ``*.jsonl``, keyed by the header's
 ``sessionKey`` when present, else ``agent:<agentId>:recovered:<sessionId>``), with the compaction
-count, model and last usage the runner would have recorded from that transcript.
+count, model and last usage the runner would have recorded from that transcript, and the last flush's
+cycle and time (``memoryFlushCompactionCount``, ``memoryFlushAt``), so a rebuilt session does not flush
+its current cycle twice.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ except ImportError:  # Windows: StoreLock uses the filelock package instead
 from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
 from sessionmem.messages import now_ms
 from sessionmem.session import keys
-from sessionmem.session.transcript import message_from_dict, read_entries
+from sessionmem.session.transcript import _ms_from_iso, message_from_dict, read_entries
 
 log = logging.getLogger(__name__)
 
@@ -508,15 +510,26 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     figures (``totalTokens`` = its prompt tokens, as :func:`~sessionmem.session.projection.usage_fields`);
     a compaction adds one to ``compactionCount`` and, as the gate does, sets ``totalTokens`` to its
     ``tokensAfter`` and clears the call's figures. ``model``/``modelProvider`` come from the last
-    assistant message that names them. ``contextTokens`` and the flush marks are not in the file.
+    assistant message that names them. ``contextTokens`` is not in the file.
+
+    The last flush: its prompt is the user message the runner marks ``provenance: {"kind":
+    "memory_flush"}``; ``memoryFlushAt`` is that message's timestamp and ``memoryFlushCompactionCount``
+    the compactions before it, less those the flush itself caused. Why less: the gate records a flush
+    against the cycle it *started* in, and the prompt is appended only once the model accepts it, so a
+    compaction in mid-flush (its call overflowed) lands just before the prompt. Such a compaction
+    follows the previous message directly and is stamped no earlier than the prompt (created before the
+    flush's first call); counting it would mark the next cycle flushed and skip its flush.
     """
     header: dict[str, Any] = {}
     figures: dict[str, Any] = {"compactionCount": 0}
+    since_message: list[int | None] = []  # times of the compactions after the latest message
     for _, obj in read_entries(file):
         kind = obj.get("type")
         if kind == "session":
             header = header or obj
         elif kind == "compaction":
+            stamp = obj.get("timestamp")
+            since_message.append(_ms_from_iso(stamp) if isinstance(stamp, str) else None)
             after = obj.get("tokensAfter")
             known = isinstance(after, int) and not isinstance(after, bool)
             figures.update(
@@ -529,8 +542,20 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                 cacheWrite=None,
             )
         elif kind == "message" and isinstance(raw := obj.get("message"), dict):
+            compacted_just_before, since_message = since_message, []
             message = message_from_dict(raw)
-            if message is None or message.role != "assistant":
+            if message is None:
+                continue
+            if message.role == "user" and _written_in_a_flush(raw):
+                at = raw.get("timestamp")
+                if not isinstance(at, int) or isinstance(at, bool):  # not the runner's: no time to compare
+                    at = None
+                during = sum(1 for t in compacted_just_before if t is not None and at is not None and t >= at)
+                figures["memoryFlushCompactionCount"] = figures["compactionCount"] - during
+                stamp = obj.get("timestamp")
+                figures["memoryFlushAt"] = at if at is not None else _ms_from_iso(str(stamp or ""))
+                continue
+            if message.role != "assistant":
                 continue
             for alias, name in (("model", "model"), ("modelProvider", "provider")):
                 if isinstance(raw.get(name), str) and raw[name]:
@@ -545,6 +570,12 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                     totalTokensFresh=True,
                 )
     return header, figures
+
+
+def _written_in_a_flush(message: dict[str, Any]) -> bool:
+    """True for a message of a flush turn (the runner marks them all; the user one is the flush prompt)."""
+    provenance = message.get("provenance")
+    return isinstance(provenance, dict) and provenance.get("kind") == "memory_flush"
 
 
 def _agent_id_from_path(path: Path) -> str:

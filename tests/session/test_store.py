@@ -15,14 +15,15 @@ from typing import Any
 import orjson
 import pytest
 
-from sessionmem.errors import StoreLockTimeout, UsageError
-from sessionmem.messages import Message, Usage
+from sessionmem.errors import ContextWindowExceeded, StoreLockTimeout, UsageError
+from sessionmem.messages import Message, Usage, now_ms
+from sessionmem.model.scripted import count_request_tokens
 from sessionmem.session import keys
 from sessionmem.session import store as store_module
 from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
 from sessionmem.session.transcript import Transcript
 from sessionmem.testing import ScriptedModel, flush_aware
-from tests.scenarios.harness import make_runner, small_config
+from tests.scenarios.harness import make_runner, small_config, store_entry, transcript_lines
 
 
 @pytest.fixture
@@ -656,3 +657,142 @@ def test_the_folder_is_listed_once_per_store_object_not_every_update(
     assert len(listed) == 1
     SessionStore(store.path).patch("agent:main:main", total_tokens=9)
     assert len(listed) == 2
+
+
+# --- rebuilding keeps the last flush ---------------------------------------------------------------
+
+
+def _flush_prompts(path: Path) -> list[dict[str, Any]]:
+    return [
+        obj["message"]
+        for obj in transcript_lines(path)
+        if obj["type"] == "message"
+        and obj["message"]["role"] == "user"
+        and obj["message"].get("provenance") == {"kind": "memory_flush"}
+    ]
+
+
+def test_a_rebuilt_store_keeps_the_cycles_flush_so_it_does_not_run_again(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = ScriptedModel(responder=flush_aware(lambda r: "ok " + " ".join(f"w{i}" for i in range(30))))
+    config = small_config(window=3000, reserve=500, floor=500, soft=800, keep=400)  # flush turns early
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    turn = 0
+
+    def chat() -> None:
+        nonlocal turn
+        session.run_turn_sync(f"q{turn} " + " ".join(f"w{j}" for j in range(50)))
+        turn += 1
+
+    # Until the flush threshold's flush has run in a cycle after the first compaction.
+    def flushed_this_cycle() -> bool:
+        entry = store_entry(runner)
+        return 0 < entry.get("memoryFlushCompactionCount", -1) == entry["compactionCount"]
+
+    while not flushed_this_cycle():
+        chat()
+        assert turn < 60, recorder.kinds("flush", "compaction")
+    before = store_entry(runner)
+    cycle = before["compactionCount"]
+    prompt = _flush_prompts(session.transcript.path)[-1]
+    assert before["memoryFlushAt"] <= prompt["timestamp"] < before["memoryFlushAt"] + 5_000
+    runner.store.path.write_bytes(b"")
+
+    rebuilt = SessionStore(runner.store.path).get("agent:main:main")
+    assert rebuilt is not None and rebuilt.compaction_count == cycle
+    assert rebuilt.memory_flush_compaction_count == cycle
+    assert rebuilt.memory_flush_at == prompt["timestamp"]
+
+    # A new runner goes on with the rebuilt entry: no second flush in this cycle; the next cycle's comes.
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    while not recorder.kinds("flush"):
+        chat()
+        assert turn < 120, recorder.kinds("flush", "compaction")
+    assert recorder.kinds("flush", "compaction")[0] == "compaction"
+    flushed = store_entry(runner)["memoryFlushCompactionCount"]
+    assert flushed > cycle and [e.compaction_count for e in recorder.events if e.kind == "flush"] == [flushed]
+
+
+def _overflowing_flush_model(limit: int) -> ScriptedModel:
+    """Overflows past ``limit`` prompt tokens, and a flush overflows until the context was compacted
+    (trimmed too), so every flush compacts in mid-flush: its prompt lands after that compaction."""
+
+    def respond(request: Any) -> Any:
+        if request.purpose == "compaction":
+            return "## Decisions\n- keep going"
+        if count_request_tokens(request) > limit:
+            raise ContextWindowExceeded(f"prompt over {limit}")
+        if request.purpose == "flush":
+            if not request.messages[1].content.startswith("The conversation history before this point"):
+                raise ContextWindowExceeded("flush prompt too long until compacted")
+            return "NO_REPLY"
+        return "ok " + " ".join(f"w{i}" for i in range(10))
+
+    return ScriptedModel(responder=respond)
+
+
+@pytest.mark.parametrize("mid_flush", [False, True])
+def test_the_rebuilt_flush_cycle_is_the_one_the_runner_recorded_after_every_turn(
+    tmp_path: Path, workspace: Path, mid_flush: bool
+) -> None:
+    if mid_flush:  # the flush belongs to the cycle it started in, not the one its compaction began
+        model = _overflowing_flush_model(1500)
+        config = small_config(window=100_000, keep=300)
+    else:
+        model = ScriptedModel(responder=flush_aware(lambda r: "ok " + " ".join(f"w{i}" for i in range(30))))
+        config = small_config(window=3000, reserve=500, floor=500, soft=800, keep=400)
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    seen = []
+    for i in range(30):
+        session.run_turn_sync(f"turn {i}: " + " ".join(f"w{j}" for j in range(60)))
+        stored = store_entry(runner)
+        _, figures = store_module._replay_transcript(session.transcript.path)
+        assert figures["compactionCount"] == stored["compactionCount"]
+        assert figures.get("memoryFlushCompactionCount") == stored.get("memoryFlushCompactionCount"), i
+        seen.append((stored["compactionCount"], stored.get("memoryFlushCompactionCount")))
+    assert len(recorder.kinds("flush")) >= 3 and len(recorder.kinds("compaction")) >= 3
+    if mid_flush:
+        assert recorder.kinds("flush", "compaction")[:4] == ["compaction", "flush"] * 2  # events at flush end
+        assert any(flushed is not None and count == flushed + 1 for count, flushed in seen)  # next, unflushed
+
+
+def test_a_flush_prompt_right_after_a_compaction_counts_it_unless_stamped_before_it(
+    store: SessionStore,
+) -> None:
+    sessions = store.sessions_dir
+    flush = {"kind": "memory_flush"}
+    t = Transcript.open(sessions / "s1.jsonl", "s1", session_key="agent:main:main")
+    t.append_message(Message.user("hi"))
+    t.append_compaction("one", None, 5000, 1200)
+    t.append_message(Message.user("more"))
+    t.append_compaction("two", None, 5000, 1200)
+    later = now_ms() + 60_000  # stamped after compaction "two": that one came before the flush
+    t.append_message(Message("user", "flush now", timestamp=later), provenance=flush)
+    t.append_message(Message("assistant", "NO_REPLY"), provenance=flush)
+    # A compaction in mid-flush: written after the flush prompt was created, appended before it.
+    mid = Transcript.open(sessions / "s2.jsonl", "s2", session_key="agent:main:telegram:direct:42")
+    mid.append_message(Message.user("hi"))
+    mid.append_compaction("one", None, 5000, 1200)
+    mid.append_message(Message.user("more"))
+    created = now_ms() - 60_000
+    mid.append_compaction("two", None, 5000, 1200)
+    mid.append_message(Message("user", "flush now", timestamp=created), provenance=flush)
+    # Not the runner's flush prompts: no provenance, or an assistant message.
+    plain = Transcript.open(sessions / "s3.jsonl", "s3")
+    plain.append_message(Message.user("Pre-compaction memory flush."))
+    plain.append_message(Message("assistant", "x"), provenance=flush)
+    store.path.write_text("{torn")
+
+    entries = store.all()
+    first = entries["agent:main:main"]
+    assert (first.compaction_count, first.memory_flush_compaction_count) == (2, 2)
+    assert first.memory_flush_at == later
+    second = entries["agent:main:telegram:direct:42"]
+    assert (second.compaction_count, second.memory_flush_compaction_count) == (2, 1)
+    assert second.memory_flush_at == created
+    third = entries["agent:main:recovered:s3"]
+    assert third.memory_flush_compaction_count is None and third.memory_flush_at is None
