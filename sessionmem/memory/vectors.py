@@ -34,7 +34,13 @@ log = logging.getLogger(__name__)
 
 BATCH_ROWS = 4096
 VEC0_MAX_K = 4096  # sqlite-vec's limit on k
-SYNC_RELOAD_ROWS = 20_000  # up to this many chunks the matrix loads in the query (tens of ms)
+# Up to this many chunks the matrix loads in the query: ~1 ms at 384 dims, about one sqlite-vec KNN
+# (measured: 500 rows 1.0 ms vs 0.56 ms; 2k 7.2 vs 1.3; 20k 91 vs 14). A larger index never makes a
+# query wait for the load: sqlite-vec answers and the matrix loads in the background.
+SYNC_RELOAD_ROWS = 500
+# How long a background load holds back after the query that asked for it, unless another query (or
+# ``wait_for_reload``) asks sooner: a one-shot process answers and exits in that time, without reading.
+LOAD_HOLD_S = 1.0
 
 Hits = list[tuple[str, float]]
 DateRange = tuple[str, str] | None  # inclusive (after, before) as YYYY-MM-DD; undated rows excluded
@@ -356,12 +362,17 @@ class VectorRouter:
     """Serves each query from the fastest valid path and keeps the matrix fresh.
 
     Trigger: a query arrives while the matrix is stale (an index write happened) or not loaded.
-    Why: loading 100k vectors takes ~0.5-1 s, several sqlite-vec queries' worth; a small index
-    loads in a few ms.
-    Outcome: an index of at most ``sync_reload_rows`` chunks (or an in-memory database) is loaded
-    before serving; a larger one is loaded by a background thread through its own connection
-    while sqlite-vec (or brute force) answers, and the matrix serves as soon as it is installed.
-    ``preload=False`` never loads on its own: only ``warm()`` does.
+    Why: a load costs ~5-10 sqlite-vec queries at any size (20k x 384: 91 ms vs 14 ms), so loading
+    before answering made the first hybrid search of a 20k index take ~90 ms instead of ~25; a
+    load running beside a query slows that query too (a load started by it: ~45 ms), and a
+    one-shot ``memory search`` exits right after its one query, never using the matrix at all.
+    Outcome: an index of at most ``sync_reload_rows`` chunks (~1 ms to load), or an in-memory
+    database (no second connection to load through), is loaded before serving. A larger one is
+    served by sqlite-vec (or brute force) and loaded by a background thread through its own
+    connection; that thread holds back until the next query asks (or ``wait_for_reload``, or
+    ``load_hold_s`` passes), so it never competes with the query that started it and a process
+    that exits after one query never reads the vectors. The matrix serves as soon as it is
+    installed. ``preload=False`` never loads on its own: only ``warm()`` does.
     """
 
     def __init__(
@@ -371,6 +382,7 @@ class VectorRouter:
         *,
         preload: bool = True,
         sync_reload_rows: int = SYNC_RELOAD_ROWS,
+        load_hold_s: float = LOAD_HOLD_S,
     ) -> None:
         self.matrix = MatrixVectors(conn)
         self.sqlite_vec = SqliteVecVectors(conn)
@@ -379,6 +391,8 @@ class VectorRouter:
         self._support = vector_support
         self._preload = preload
         self._sync_reload_rows = sync_reload_rows
+        self._load_hold_s = load_hold_s
+        self._go = threading.Event()  # set: the background load may start reading
         self._db_path = _database_file(conn)
         self._reload: threading.Thread | None = None
         self._reload_error: str | None = None
@@ -394,6 +408,7 @@ class VectorRouter:
         """Block until a background reload finishes; True when none is running afterwards."""
         thread = self._reload
         if thread is not None:
+            self._go.set()  # someone waits for it: no reason to hold back
             thread.join(timeout)
         return self._reload is None or not self._reload.is_alive()
 
@@ -404,7 +419,9 @@ class VectorRouter:
             vec_table=self._support.loaded and self.sqlite_vec.table_exists(),
         )
         if path.name != "matrix" and self._reload is not None and self._reload.is_alive():
-            return VectorPath(path.name, f"{path.reason}; the in-memory matrix is loading in the background")
+            held = "" if self._go.is_set() else " (from the next query on)"
+            loading = f"the in-memory matrix is loading in the background{held}"
+            return VectorPath(path.name, f"{path.reason}; {loading}")
         if path.name != "matrix" and self._reload_error:
             return VectorPath(path.name, f"{path.reason}; last matrix load failed: {self._reload_error}")
         return path
@@ -418,6 +435,7 @@ class VectorRouter:
 
     def _refresh(self, model: str) -> None:
         if self._reload is not None and self._reload.is_alive():
+            self._go.set()  # a second query since the load was asked for: read now
             return
         (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
         if self._db_path is None or int(rows) <= self._sync_reload_rows:
@@ -427,6 +445,7 @@ class VectorRouter:
                 self._reload_error = "not enough memory"
             return
         token, generation = self.matrix.write_token(), self.matrix.generation
+        self._go = threading.Event()
         self._reload = threading.Thread(
             target=self._reload_in_background,
             args=(model, token, generation),
@@ -436,8 +455,12 @@ class VectorRouter:
         self._reload.start()
 
     def _reload_in_background(self, model: str, token: tuple[int, int], generation: int) -> None:
-        """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers)."""
+        """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers),
+        once the next query asks or ``load_hold_s`` passed; not at all if invalidated meanwhile."""
         assert self._db_path is not None
+        self._go.wait(self._load_hold_s)
+        if generation != self.matrix.generation:
+            return  # an index write since the query that asked: install() would refuse this load
         try:
             conn, _ = connect(self._db_path, load_vector=False)
             try:
