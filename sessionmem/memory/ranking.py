@@ -251,11 +251,11 @@ def snippet(text: str) -> str:
 
 # ---------------------------------------------------------------------------- MMR
 
-_CJK_RUN = re.compile(
-    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]+"
+_CJK_CHARS = (  # kana, CJK ideographs, Hangul
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 )
-_THAI_RUN = re.compile(f"[{THAI_CHARS}]+")
-_WORD = re.compile(r"\w+")
+# In text order: a CJK run, a Thai run, or a word of any other script (``\w`` less those two).
+_UNIT_RUN = re.compile(f"([{_CJK_CHARS}]+)|([{THAI_CHARS}]+)|([^\\W{_CJK_CHARS}{THAI_CHARS}]+)")
 
 
 def _pairs(units: Sequence[str]) -> Iterable[str]:
@@ -265,25 +265,30 @@ def _pairs(units: Sequence[str]) -> Iterable[str]:
     return (units[i] + units[i + 1] for i in range(len(units) - 1))
 
 
-def mmr_tokens(text: str) -> frozenset[str]:
-    """Unicode words, with CJK runs as character pairs and Thai runs as pairs of Thai clusters.
+def text_units(text: str) -> list[str]:
+    """The units MMR and the duplicate check compare, in text order (lower-cased).
 
+    Unicode words, with CJK runs as character pairs and Thai runs as pairs of Thai clusters.
     OpenClaw's ``[a-z0-9_]+`` sees nothing in CJK text, so every CJK snippet looked identical.
     Thai has no spaces between words either, and ``\\w`` stops at its vowel and tone marks (they are
     not letters), so a Thai sentence fell into arbitrary pieces with the marks thrown away (ข้าว
     "rice" and ข่าว "news" were the same). A Thai run is cut into clusters (a base character with
     its marks, as ``fts_text`` cuts them) and compared by pairs of clusters, like CJK characters.
     """
-    tokens: set[str] = set()
-    lowered = text.lower()
-    for run in _CJK_RUN.findall(lowered):
-        tokens.update(_pairs(run))
-    rest = _CJK_RUN.sub(" ", lowered)
-    for run in _THAI_RUN.findall(rest):
-        tokens.update(_pairs(THAI_CLUSTER.findall(run)))
-    for word in _WORD.findall(_THAI_RUN.sub(" ", rest)):
-        tokens.add(word)
-    return frozenset(tokens)
+    units: list[str] = []
+    for cjk, thai, word in _UNIT_RUN.findall(text.lower()):
+        if cjk:
+            units.extend(_pairs(cjk))
+        elif thai:
+            units.extend(_pairs(THAI_CLUSTER.findall(thai)))
+        else:
+            units.append(word)
+    return units
+
+
+def mmr_tokens(text: str) -> frozenset[str]:
+    """The set of ``text_units``: what MMR's Jaccard similarity compares."""
+    return frozenset(text_units(text))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -338,20 +343,22 @@ def mmr_rerank(cands: Sequence[Candidate], *, lambda_: float, limit: int | None 
 
 # ---------------------------------------------------------------------------- cross-source duplicates
 
-DUPLICATE_SHINGLE = 4  # words per shingle
+DUPLICATE_SHINGLE = 4  # units (words; CJK or Thai pairs) per shingle
 DUPLICATE_MIN_SHINGLES = 6  # shorter texts are never called duplicates
 DUPLICATE_CONTAINMENT = 0.6  # share of the smaller text's shingles found in the other
 _ROLE_LABEL = re.compile(r"^\s*(?:user|assistant)\s*:\s*", re.IGNORECASE | re.MULTILINE)
 
 
 def shingles(text: str, size: int = DUPLICATE_SHINGLE) -> frozenset[tuple[str, ...]]:
-    """Overlapping word ``size``-grams of ``text`` (lower-cased ``mmr``-style words, role labels dropped).
+    """Overlapping ``size``-grams of ``text``'s ``text_units`` (role labels dropped).
 
     A conversation archived by ``/new`` (``user: …``) and the same conversation flattened from its
     transcript (``User: …``, whitespace collapsed, secrets redacted) share almost all of these; a note
-    that only mentions the same facts in other words shares few.
+    that only mentions the same facts in other words shares few. The units are MMR's: words, and in
+    CJK and Thai (no spaces between words) overlapping pairs of characters or clusters, so a shingle
+    there spans five characters or clusters; with ``\\w+`` a whole CJK sentence was one word.
     """
-    words = _WORD.findall(_ROLE_LABEL.sub(" ", text).lower())
+    words = text_units(_ROLE_LABEL.sub(" ", text))
     if len(words) < size:
         return frozenset([tuple(words)]) if words else frozenset()
     return frozenset(tuple(words[i : i + size]) for i in range(len(words) - size + 1))
