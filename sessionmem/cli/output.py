@@ -219,18 +219,24 @@ def sync_report_json(report: SyncReport, agent_id: str) -> dict[str, Any]:
         "chunksWritten": report.chunks_written,
         "embedded": report.embedded,
         "cacheHits": report.cache_hits,
+        "withoutVectors": report.without_vectors,  # written keyword-only: the provider gave no usable vector
         "seconds": round(report.seconds, 3),
         "issues": list(report.issues),
     }
 
 
 def format_sync_summary(agent_id: str, report: SyncReport) -> str:
+    """One line; chunks the provider gave no usable vector (kept keyword-only) are named when there
+    are any, pointing at ``memory status``, whose Issues list them by file with the provider's reason."""
     rebuilt = " (full rebuild)" if report.full else ""
+    missing = (
+        f", {report.without_vectors} without vectors (see memory status)" if report.without_vectors else ""
+    )
     return (
         f"Memory index updated ({agent_id}){rebuilt}: {report.files_indexed} files indexed, "
         f"{report.files_unchanged} unchanged, {report.files_deleted} deleted, "
         f"{report.files_renamed} renamed, {report.chunks_written} chunks, "
-        f"{report.embedded} embedded ({report.cache_hits} cached) in {report.seconds:.2f} s"
+        f"{report.embedded} embedded ({report.cache_hits} cached){missing} in {report.seconds:.2f} s"
     )
 
 
