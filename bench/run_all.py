@@ -4,12 +4,15 @@
     python bench/run_all.py --quick    # a smoke run of every script (about a minute)
     python bench/run_all.py --model PATH --only search,cli
 
-Scripts run sequentially, each in its own process, so no benchmark competes with another.
+Scripts run sequentially, each in its own process, so no benchmark competes with another; before
+each one the file system is synced, so the previous script's writeback (bench_search leaves an 870 MB
+index behind) does not land in the next one's timings.
 ``bench/results/`` is ignored by git: copy figures from there into documentation by hand.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import git_commit, load_average, machine, parser
 
 BENCH = Path(__file__).resolve().parent
-SCRIPTS = ("search", "cli", "index", "runner", "delta")
+# Lightest first: the heavy scripts leave the kernel busy for a while after they exit (bench_search
+# an 870 MB index to write back and delete, bench_index a llama.cpp process's memory), and the runner's
+# sub-millisecond figures doubled when bench_runner ran right after them.
+SCRIPTS = ("runner", "delta", "cli", "index", "search")
 
 
 def main() -> None:
@@ -49,6 +55,7 @@ def main() -> None:
             cmd.append("--quick")
         if name == "index" and args.model:
             cmd += ["--model", args.model]
+        os.sync()  # see the module docstring
         t0 = time.perf_counter()
         print(f"running bench_{name}.py ...", file=sys.stderr, flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True)
