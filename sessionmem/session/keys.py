@@ -142,11 +142,6 @@ def sessions_dir(state_dir: str | Path, agent_id: str) -> Path:
     return Path(state_dir) / "agents" / validate_agent_id(agent_id) / "sessions"
 
 
-def transcript_path(state_dir: str | Path, agent_id: str, session_id: str) -> Path:
-    """``<sessions_dir>/<sessionId>.jsonl``."""
-    return sessions_dir(state_dir, agent_id) / f"{validate_session_id(session_id)}.jsonl"
-
-
 def store_path(state_dir: str | Path, agent_id: str, store: str | Path | None = None) -> Path:
     """sessions.json: ``store`` (the ``session.store`` setting) with ``{agentId}`` replaced and ``~``
     expanded, a relative path taken from the current folder (as OpenClaw does); else

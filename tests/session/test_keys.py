@@ -8,6 +8,7 @@ import pytest
 
 from sessionmem.errors import UsageError
 from sessionmem.session import keys
+from sessionmem.session.store import SessionStore
 
 
 def test_normalise_trims_and_lowercases() -> None:
@@ -55,16 +56,15 @@ def test_empty_key_is_rejected() -> None:
 
 def test_paths(tmp_path: Path) -> None:
     assert keys.sessions_dir(tmp_path, "main") == tmp_path / "agents" / "main" / "sessions"
-    assert (
-        keys.transcript_path(tmp_path, "main", "S-1.a_b") == tmp_path / "agents/main/sessions/S-1.a_b.jsonl"
-    )
+    store = SessionStore.for_agent(tmp_path, "main")
+    assert store.transcript_path("S-1.a_b") == tmp_path / "agents/main/sessions/S-1.a_b.jsonl"
     assert keys.store_path(tmp_path, "main") == tmp_path / "agents/main/sessions/sessions.json"
 
 
 @pytest.mark.parametrize("bad", ["", "../etc", "a/b", "-lead", ".hidden", "x" * 129, "sp ace"])
 def test_unsafe_session_ids_are_rejected(bad: str, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="invalid session id"):
-        keys.transcript_path(tmp_path, "main", bad)
+        SessionStore.for_agent(tmp_path, "main").transcript_path(bad)
 
 
 def test_unsafe_agent_ids_are_rejected(tmp_path: Path) -> None:
