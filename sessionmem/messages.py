@@ -18,6 +18,21 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+FLUSH_PROVENANCE = "memory_flush"  # provenance.kind of every message of the silent flush turn
+
+
+def provenance_kind(raw_message: dict[str, Any]) -> str | None:
+    """``provenance.kind`` of a transcript message as stored (a dict), if any."""
+    provenance = raw_message.get("provenance")
+    kind = provenance.get("kind") if isinstance(provenance, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def written_in_a_flush(raw_message: dict[str, Any]) -> bool:
+    """True for a stored message of the silent flush turn (the runner marks them all)."""
+    return provenance_kind(raw_message) == FLUSH_PROVENANCE
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from sessionmem.memory.redact import redact_secrets
+from sessionmem.messages import written_in_a_flush
 
 ARCHIVE_MARKERS = (".reset.", ".deleted.")
 _NEWLINE_RUN = re.compile(r"\s*\n+\s*")
@@ -109,8 +110,7 @@ def flatten_line(raw: str | bytes) -> tuple[str, str | None] | None:
     label = _LABELS.get(message.get("role"))  # type: ignore[arg-type]
     if label is None:
         return None
-    provenance = message.get("provenance")
-    if isinstance(provenance, dict) and provenance.get("kind") == "memory_flush":
+    if written_in_a_flush(message):
         return None  # the silent flush turn: its prompt is boilerplate, its notes are in memory files
     text = message_text(message.get("content"))
     if not text:

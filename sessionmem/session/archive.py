@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
 from sessionmem.session.slug import as_utc, fallback_slug, generate_slug
 
 if TYPE_CHECKING:
@@ -81,9 +82,8 @@ def conversation_lines(entries: Iterable[Any]) -> list[str]:
         role = message.get("role")
         if role not in ("user", "assistant") or not message.get("content"):
             continue
-        provenance = message.get("provenance")
-        kind = provenance.get("kind") if isinstance(provenance, dict) else None
-        if (role == "user" and kind == "inter_session") or kind == "memory_flush":
+        kind = provenance_kind(message)
+        if (role == "user" and kind == "inter_session") or kind == FLUSH_PROVENANCE:
             continue  # relayed from another session, or the silent flush turn (prompt and reply)
         text = _first_text(message.get("content"))
         if not text or text.lstrip().startswith("/"):

@@ -36,7 +36,7 @@ import orjson
 
 from sessionmem.config import Config
 from sessionmem.errors import ContextWindowExceeded, UsageError
-from sessionmem.messages import Message, Usage
+from sessionmem.messages import FLUSH_PROVENANCE, Message, Usage
 from sessionmem.model.base import Model, ModelReply, ModelRequest, supports_streaming
 from sessionmem.session import keys
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
@@ -444,7 +444,7 @@ class Session:
 
     def _append(self, message: Message, state: _TurnState | None = None, **meta: Any) -> None:
         if state is not None and state.kind == "flush":  # marked so the /new memory file leaves it out
-            meta.setdefault("provenance", {"kind": "memory_flush"})
+            meta.setdefault("provenance", {"kind": FLUSH_PROVENANCE})
         entry_id = self.transcript.append_message(message, **meta)
         notify = getattr(self.runner.memory_index, "notify_transcript_appended", None)
         if callable(notify):  # cheap: the index decides later (debounced) whether the file grew enough

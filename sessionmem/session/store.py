@@ -55,7 +55,7 @@ except ImportError:  # Windows: StoreLock uses the filelock package instead
     fcntl = None  # type: ignore[assignment]
 
 from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
-from sessionmem.messages import now_ms
+from sessionmem.messages import now_ms, written_in_a_flush
 from sessionmem.session import keys
 from sessionmem.session.transcript import _ms_from_iso, message_from_dict, read_entries
 
@@ -546,7 +546,7 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             message = message_from_dict(raw)
             if message is None:
                 continue
-            if message.role == "user" and _written_in_a_flush(raw):
+            if message.role == "user" and written_in_a_flush(raw):
                 at = raw.get("timestamp")
                 if not isinstance(at, int) or isinstance(at, bool):  # not the runner's: no time to compare
                     at = None
@@ -570,12 +570,6 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                     totalTokensFresh=True,
                 )
     return header, figures
-
-
-def _written_in_a_flush(message: dict[str, Any]) -> bool:
-    """True for a message of a flush turn (the runner marks them all; the user one is the flush prompt)."""
-    provenance = message.get("provenance")
-    return isinstance(provenance, dict) and provenance.get("kind") == "memory_flush"
 
 
 def _agent_id_from_path(path: Path) -> str:
