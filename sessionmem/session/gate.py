@@ -33,6 +33,7 @@ from sessionmem.session.events import (
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_prompts, guard_reason
 from sessionmem.session.lifecycle import before_compaction
 from sessionmem.session.projection import context_state
+from sessionmem.session.store import compaction_figures
 from sessionmem.session.transcript import compaction_summary_text
 from sessionmem.tokens import count_tokens
 
@@ -100,13 +101,8 @@ def claim_flush(session: Session) -> int | None:
         entry = current if current is not None else session.entry
         if cycle_flushed(entry.to_json_dict()):
             return None
-        now = now_ms()
         claimed.append(entry.compaction_count)
-        return entry.with_updates(
-            memory_flush_compaction_count=entry.compaction_count,
-            memory_flush_at=now,
-            updated_at=max(entry.updated_at, now),
-        )
+        return entry.touched(memory_flush_compaction_count=entry.compaction_count, memory_flush_at=now_ms())
 
     stored = session.runner.store.update(session.key, claim)
     if stored is not None:
@@ -194,16 +190,7 @@ async def compact_now(session: Session, reason: str, instructions: str | None) -
     def count_it(current: SessionEntry | None) -> SessionEntry:
         # From the stored count, under the lock: another runner may have compacted since our last read.
         entry = current if current is not None else session.entry
-        return entry.with_updates(
-            compaction_count=entry.compaction_count + 1,
-            total_tokens=tokens_after,
-            total_tokens_fresh=True,
-            input_tokens=None,
-            output_tokens=None,
-            cache_read=None,
-            cache_write=None,
-            updated_at=max(entry.updated_at, now_ms()),
-        )
+        return entry.touched(compaction_count=entry.compaction_count + 1, **compaction_figures(tokens_after))
 
     stored = session.runner.store.update(session.key, count_it)
     assert stored is not None

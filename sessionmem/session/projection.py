@@ -19,6 +19,7 @@ import orjson
 
 from sessionmem.config import DEFAULT_CONTEXT_TOKENS, AgentConfig
 from sessionmem.messages import Message
+from sessionmem.session.store import call_figures
 from sessionmem.tokens import count_tokens
 
 # Chat formats wrap every message in a few tokens of role markup (OpenAI documents 3-4).
@@ -178,12 +179,7 @@ def usage_fields(usage: Any, context_window: int, model: Any, session_key: str) 
     from sessionmem.session.keys import chat_type
 
     return {
-        "input_tokens": usage.input,
-        "output_tokens": usage.output,
-        "cache_read": usage.cache_read,
-        "cache_write": usage.cache_write,
-        "total_tokens": usage.prompt_tokens,
-        "total_tokens_fresh": True,
+        **call_figures(usage),
         "context_tokens": context_window,
         "model": str(getattr(model, "name", "") or "") or None,
         "model_provider": str(getattr(model, "provider", "") or "") or None,

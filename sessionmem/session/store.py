@@ -55,7 +55,7 @@ except ImportError:  # Windows: StoreLock uses the filelock package instead
     fcntl = None  # type: ignore[assignment]
 
 from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
-from sessionmem.messages import now_ms, written_in_a_flush
+from sessionmem.messages import Usage, now_ms, written_in_a_flush
 from sessionmem.session import keys
 from sessionmem.session.transcript import _ms_from_iso, message_from_dict, read_entries
 
@@ -236,8 +236,38 @@ class SessionEntry(BaseModel):
         data.update(_aliased(fields))
         return SessionEntry.model_validate(data)
 
+    def touched(self, **fields: Any) -> SessionEntry:
+        """:meth:`with_updates`, and ``updatedAt`` = ``max(its value, now)`` unless ``fields`` give it."""
+        given = _aliased(fields)
+        given.setdefault("updatedAt", max(self.updated_at, now_ms()))
+        return self.with_updates(**given)
+
 
 _ALIAS_OF = {name: (f.alias or name) for name, f in SessionEntry.model_fields.items()}
+
+
+def call_figures(usage: Usage) -> dict[str, Any]:
+    """What a model call sets in its entry: its usage; ``totalTokens`` = its prompt tokens (no output)."""
+    return {
+        "input_tokens": usage.input,
+        "output_tokens": usage.output,
+        "cache_read": usage.cache_read,
+        "cache_write": usage.cache_write,
+        "total_tokens": usage.prompt_tokens,
+        "total_tokens_fresh": True,
+    }
+
+
+def compaction_figures(tokens_after: int | None) -> dict[str, Any]:
+    """What a compaction sets in its entry: the new context's size; the last call's figures cleared."""
+    return {
+        "total_tokens": tokens_after,
+        "total_tokens_fresh": True if tokens_after is not None else None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cache_read": None,
+        "cache_write": None,
+    }
 
 
 def _aliased(fields: dict[str, Any]) -> dict[str, Any]:
@@ -393,14 +423,12 @@ class SessionStore:
         """
 
         def apply(entry: SessionEntry | None) -> SessionEntry:
-            data = entry.to_json_dict() if entry is not None else {}
+            if entry is not None:
+                return entry.touched(**fields)
             given = _aliased(fields)
-            data.update(given)
-            if "updatedAt" not in given:
-                data["updatedAt"] = max(int(data.get("updatedAt") or 0), now_ms())
-            if "sessionId" not in data:
+            if "sessionId" not in given:
                 raise UsageError(f"cannot create session {key!r} without session_id")
-            return SessionEntry.model_validate(data)
+            return SessionEntry.model_validate({"updatedAt": now_ms(), **given})
 
         result = self.update(key, apply)
         assert result is not None
@@ -506,10 +534,9 @@ class SessionStore:
 def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """A transcript's header and the figures the runner would have recorded from it (camelCase).
 
-    Replays the runner's own rules in file order: an assistant message with usage sets the call's
-    figures (``totalTokens`` = its prompt tokens, as :func:`~sessionmem.session.projection.usage_fields`);
-    a compaction adds one to ``compactionCount`` and, as the gate does, sets ``totalTokens`` to its
-    ``tokensAfter`` and clears the call's figures. ``model``/``modelProvider`` come from the last
+    Replays the runner's own rules in file order, with its own helpers: an assistant message with usage
+    sets :func:`call_figures`; a compaction adds one to ``compactionCount`` and sets
+    :func:`compaction_figures` of its ``tokensAfter``. ``model``/``modelProvider`` come from the last
     assistant message that names them. ``contextTokens`` is not in the file.
 
     The last flush: its prompt is the user message the runner marks ``provenance: {"kind":
@@ -532,15 +559,8 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             since_message.append(_ms_from_iso(stamp) if isinstance(stamp, str) else None)
             after = obj.get("tokensAfter")
             known = isinstance(after, int) and not isinstance(after, bool)
-            figures.update(
-                compactionCount=figures["compactionCount"] + 1,
-                totalTokens=after if known else None,
-                totalTokensFresh=True if known else None,
-                inputTokens=None,
-                outputTokens=None,
-                cacheRead=None,
-                cacheWrite=None,
-            )
+            figures.update(_aliased(compaction_figures(after if known else None)))
+            figures["compactionCount"] += 1
         elif kind == "message" and isinstance(raw := obj.get("message"), dict):
             compacted_just_before, since_message = since_message, []
             message = message_from_dict(raw)
@@ -561,14 +581,7 @@ def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                 if isinstance(raw.get(name), str) and raw[name]:
                     figures[alias] = raw[name]
             if (usage := message.usage) is not None:
-                figures.update(
-                    inputTokens=usage.input,
-                    outputTokens=usage.output,
-                    cacheRead=usage.cache_read,
-                    cacheWrite=usage.cache_write,
-                    totalTokens=usage.prompt_tokens,
-                    totalTokensFresh=True,
-                )
+                figures.update(_aliased(call_figures(usage)))
     return header, figures
 
 
