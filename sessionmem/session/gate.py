@@ -51,7 +51,9 @@ async def flush_if_unflushed(session: Session, reason: str) -> bool:
     flush_cfg = session.runner.agent.compaction.memory_flush
     if not flush_cfg.enabled:
         return False
-    stored = session.runner.store.get(session.key)  # the store's word, not this session's cached entry
+    # The store's word, not this session's cached entry: a stale entry may say "flushed" for a cycle
+    # another runner has since compacted away (the claim below only settles the opposite case).
+    stored = session.runner.store.get(session.key)
     if stored is not None:
         session.entry = stored
     if cycle_flushed(session._entry_dict()):
