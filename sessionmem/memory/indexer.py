@@ -13,9 +13,11 @@ Bad vectors. When the embedder gives some chunk no usable vector (NaN, all zeros
 the rest), that chunk is written without one (``embedding`` NULL, no ``chunks_vec`` row, nothing
 cached): keyword search finds it, the rest of its file and every other file index normally. The file
 is listed in the meta key ``vector_issues_v1`` ({path: issue}), which ``status`` shows, and that list is
-also the retry marker: ``plan_source`` treats a listed file as changed and the pass re-reads it in full,
-so the next sync asks the embedder again for exactly the chunks that have no vector (the others come
-back from the existing rows or the cache). A file leaves the list once all its chunks have vectors.
+also the retry marker: ``plan_source`` puts a listed file on the to-do list every sync. When its content
+is unchanged, the pass asks the embedder only for the chunks stored without a vector and fills those in
+place (``embedding``, ``chunks_vec``, cache); the file is not rewritten nor counted as indexed, and a
+chunk still rejected is left as it is. A changed file is re-read in full, so its chunks without a
+vector are asked for again with the rest. A file leaves the list once all its chunks have vectors.
 Only when a call of several texts returns no usable vector at all is the provider itself at fault:
 that raises ``EmbeddingError`` as a failed call does (and may trigger the runtime fallback).
 
@@ -111,6 +113,7 @@ class SyncReport:
     embedded: int = 0  # texts sent to the embedder
     cache_hits: int = 0  # chunks whose vector came from the cache or an existing chunk
     without_vectors: int = 0  # chunks written keyword-only: the embedder gave them no usable vector
+    vectors_filled: int = 0  # chunks stored without a vector that a retry gave one (row kept in place)
     seconds: float = 0.0
     issues: list[str] = field(default_factory=list)
     full: bool = False  # a full rebuild ran
@@ -119,7 +122,12 @@ class SyncReport:
     @property
     def wrote(self) -> bool:
         return bool(
-            self.files_indexed or self.files_deleted or self.files_renamed or self.chunks_written or self.full
+            self.files_indexed
+            or self.files_deleted
+            or self.files_renamed
+            or self.chunks_written
+            or self.vectors_filled
+            or self.full
         )
 
 
@@ -435,8 +443,8 @@ class Indexer:
         pending: list[_Prepared] = []
         pending_chunks = 0
         for entry, old_hash in todo:
-            retry = entry.rel_path in self.vector_issues  # re-read in full: see the module docstring
-            prepared = self._prepare(source, entry, old_hash, full or retry)
+            retry = entry.rel_path in self.vector_issues  # see the module docstring
+            prepared = self._prepare(source, entry, old_hash, full, retry=retry)
             done += 1
             if prepared is not None:
                 pending.append(prepared)
@@ -451,13 +459,15 @@ class Indexer:
         return done
 
     def _prepare(
-        self, source: EntrySource, entry: MemoryFile, old_hash: str | None, full: bool
+        self, source: EntrySource, entry: MemoryFile, old_hash: str | None, full: bool, *, retry: bool = False
     ) -> _Prepared | None:
-        """Read and chunk one entry; None when only its stat changed (recorded in place)."""
+        """Read and chunk one entry; None when only its stat changed (recorded in place). ``retry``: the
+        entry has chunks without a vector; unchanged, only those are filled in (:meth:`_fill_vectors`)."""
         mtime = entry.mtime_ns / 1e9
         date = file_date(entry.rel_path, mtime)
         if getattr(source, "append_only", False):  # transcripts: chunk only the new lines
-            return self._prepare_append(source.plan_append, entry, None if full else old_hash, date)  # type: ignore[attr-defined]
+            plan_append = source.plan_append  # type: ignore[attr-defined]
+            return self._prepare_append(plan_append, entry, None if full else old_hash, date, retry=retry)
         try:
             content = source.load(entry)
         except NotMarkdownError as exc:
@@ -479,6 +489,8 @@ class Indexer:
                     (entry.mtime_ns, entry.size, date, entry.rel_path),
                 )
             self.report.files_unchanged += 1
+            if retry:
+                self._fill_vectors(entry.rel_path)
             return None
         chunks = drop_blank(chunk_markdown(content.text, self.chunk_tokens, self.chunk_overlap))
         dated = [(c, _chunk_date(c, content, date)) for c in chunks]
@@ -490,11 +502,22 @@ class Indexer:
         return _Prepared(entry, content.hash, date, dated)
 
     def _prepare_append(
-        self, plan_append: Callable[..., Any], entry: MemoryFile, old_hash: str | None, date: str
+        self,
+        plan_append: Callable[..., Any],
+        entry: MemoryFile,
+        old_hash: str | None,
+        date: str,
+        *,
+        retry: bool = False,
     ) -> _Prepared | None:
-        """A transcript pass (``transcript_append``): only lines after the last chunk's start are read."""
+        """A transcript pass (``transcript_append``): only lines after the last chunk's start are read.
+
+        A ``retry`` entry that grew is re-read in full, so its older chunks without a vector are asked
+        for again too (and :meth:`_note_vectors` sees every chunk of the file)."""
         try:
             plan = plan_append(entry, old_hash, self.chunk_tokens, self.chunk_overlap, date)
+            if retry and not plan.unchanged and plan.from_line is not None:
+                plan = plan_append(entry, None, self.chunk_tokens, self.chunk_overlap, date)
         except OSError:
             self._forget(entry.rel_path)
             return None
@@ -505,6 +528,8 @@ class Indexer:
                     (entry.mtime_ns, entry.size, entry.rel_path),
                 )
             self.report.files_unchanged += 1
+            if retry:
+                self._fill_vectors(entry.rel_path)
             return None
         dated = plan.chunks
         if self.embedder is not None:
@@ -518,18 +543,48 @@ class Indexer:
             self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
         self.vector_issues.pop(path, None)
 
+    def _fill_vectors(self, path: str) -> None:
+        """Give ``path``'s chunks stored without a vector one, in place (its content is unchanged).
+
+        Only those chunks' texts are looked up or embedded; the filled rows get their ``embedding``
+        and ``chunks_vec`` row, nothing else of the file is touched. Chunks still rejected stay as
+        they are, and the file stays listed; once none is left it leaves ``vector_issues``."""
+        rows = self.conn.execute(
+            "SELECT id, hash, text FROM chunks WHERE path = ? AND embedding IS NULL", (path,)
+        ).fetchall()
+        if not rows:
+            self.vector_issues.pop(path, None)
+            return
+        vectors, rejected = self._vectors_for([(h, t) for _, h, t in rows])
+        filled = [(cid, vectors[h]) for cid, h, _ in rows if h in vectors]
+        if filled:
+            with atomic(self.conn):
+                if self.vectors and self.width is not None:
+                    ensure_vec_table(self.conn, self.width, self.model)
+                self.conn.executemany(
+                    "UPDATE chunks SET embedding = ? WHERE id = ?", [(blob, cid) for cid, blob in filled]
+                )
+                if self.vectors:
+                    self.conn.executemany("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", filled)
+            self.report.vectors_filled += len(filled)
+        bad = [h for _, h, _ in rows if h in rejected]
+        if not bad:
+            self.vector_issues.pop(path, None)
+        elif filled:
+            (total,) = self.conn.execute("SELECT COUNT(*) FROM chunks WHERE path = ?", (path,)).fetchone()
+            self.vector_issues[path] = _vector_issue(path, len(bad), int(total), rejected[bad[0]])
+
     # -- embedding -------------------------------------------------------------------------------
 
-    def _vectors_for(self, pending: list[_Prepared]) -> tuple[dict[str, bytes], dict[str, str]]:
-        """For every chunk text in ``pending``: hash -> float32 blob (cache, existing chunks, embedder),
-        and hash -> why it has none (the embedder gave no usable vector; see the module docstring)."""
+    def _vectors_for(self, chunks: list[tuple[str, str]]) -> tuple[dict[str, bytes], dict[str, str]]:
+        """For every chunk (hash, text): hash -> float32 blob (cache, existing chunks, embedder), and
+        hash -> why it has none (the embedder gave no usable vector; see the module docstring)."""
         embedder = self.embedder
         if embedder is None:
             return {}, {}
         texts: dict[str, str] = {}
-        for prepared in pending:
-            for chunk, _ in prepared.chunks:
-                texts.setdefault(chunk.hash, chunk.text)
+        for digest, text in chunks:
+            texts.setdefault(digest, text)
         if self.width is not None and embedder.dims is not None and embedder.dims != self.width:
             raise VectorWidthChanged(self.width, embedder.dims, embedder.model)
         found = self._lookup(embedder, list(texts), self.width or embedder.dims)
@@ -541,7 +596,7 @@ class Indexer:
             widths = Counter(len(blob) for blob in found.values())
             self.width = widths.most_common(1)[0][0] // 4
             found = {h: b for h, b in found.items() if len(b) == self.width * 4}
-        self.report.cache_hits += sum(1 for p in pending for c, _ in p.chunks if c.hash in found)
+        self.report.cache_hits += sum(1 for digest, _ in chunks if digest in found)
         missing = [(h, t) for h, t in texts.items() if h not in found]
         fresh: list[tuple[str, bytes, int]] = []
         rejected: dict[str, str] = {}
@@ -639,7 +694,7 @@ class Indexer:
     # -- writing ---------------------------------------------------------------------------------
 
     def _write(self, pending: list[_Prepared]) -> None:
-        vectors, rejected = self._vectors_for(pending)
+        vectors, rejected = self._vectors_for([(c.hash, c.text) for p in pending for c, _ in p.chunks])
         model = self.model
         now = int(time.time() * 1000)
         with atomic(self.conn):
@@ -688,17 +743,13 @@ class Indexer:
 
     def _note_vectors(self, path: str, prepared: _Prepared, rejected: dict[str, str]) -> None:
         """Record (or clear) that ``path`` has chunks without a vector, so status shows it and the
-        next sync retries them. (A retried file is re-read in full, so its chunks are all here.)"""
+        next sync retries them. (A retried file that changed is re-read in full: its chunks are all here.)"""
         bad = [chunk for chunk, _ in prepared.chunks if chunk.hash in rejected]
         if not bad:
             self.vector_issues.pop(path, None)
             return
         self.report.without_vectors += len(bad)
-        self.vector_issues[path] = (
-            f"{path}: {len(bad)} of {len(prepared.chunks)} chunks indexed without a vector "
-            f"({rejected[bad[0].hash]}); keyword search finds them, the next sync asks for their "
-            "vectors again"
-        )
+        self.vector_issues[path] = _vector_issue(path, len(bad), len(prepared.chunks), rejected[bad[0].hash])
 
     def _delete_path(
         self, path: str, *, from_line: int | None = None, keep: set[str] | None = None
@@ -723,6 +774,13 @@ class Indexer:
             self.conn.executemany("DELETE FROM chunks_vec WHERE id = ?", [(r[1],) for r in rows])
         self.conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r[0],) for r in rows])
         return kept
+
+
+def _vector_issue(path: str, bad: int, total: int, reason: str) -> str:
+    return (
+        f"{path}: {bad} of {total} chunks indexed without a vector ({reason}); keyword search finds "
+        "them, the next sync asks for their vectors again"
+    )
 
 
 def _chunk_date(chunk: Chunk, content: EntryContent, default: str) -> str | None:

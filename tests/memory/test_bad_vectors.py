@@ -122,9 +122,15 @@ def test_a_bad_vector_keeps_its_chunk_keyword_only_until_a_later_sync_embeds_it(
         assert widths == [("memory/garden.md", None), ("memory/pets.md", 384), ("memory/work.md", 384)]
         assert stored(index, "SELECT count(*) FROM embedding_cache") == [(2,)]  # the bad vector: not cached
 
+        # Still misbehaving and nothing changed: the chunk is asked for again, nothing is rewritten.
+        rowids = stored(index, "SELECT rowid, id FROM chunks ORDER BY rowid")
+        again = index.sync()
+        assert again.embedded == 1 and again.files_indexed == 0 and not again.wrote
+        assert stored(index, "SELECT rowid, id FROM chunks ORDER BY rowid") == rowids
+
         # Still misbehaving: syncs keep working, and a new note is indexed with its vector.
         write(workspace / "memory" / "cats.md", "The cat Felix sleeps on the warm windowsill.\n")
-        index.sync()
+        assert index.sync().files_indexed == 1  # the new note only
         cats = top(index, "cat sleeps on the windowsill")
         assert cats.path == "memory/cats.md" and vector_score(cats) is not None
         assert any("memory/garden.md" in i for i in index.status().issues)
@@ -134,6 +140,8 @@ def test_a_bad_vector_keeps_its_chunk_keyword_only_until_a_later_sync_embeds_it(
         healed = index.sync()
 
         assert healed.embedded == 1  # only the chunk that had no vector was sent again
+        assert healed.files_indexed == 0 and healed.vectors_filled == 1 and healed.wrote
+        assert stored(index, "SELECT rowid, id FROM chunks ORDER BY rowid")[:3] == rowids  # filled in place
         assert len(openai_server.embeddings.requests) == requests + 1
         garden = top(index, "greenhouse tomatoes")
         assert garden.path == "memory/garden.md" and vector_score(garden) is not None
