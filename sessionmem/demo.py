@@ -430,7 +430,6 @@ class _Driver:
         self._during: list[Record] = []
         self._after: list[Record] = []
         self._last_write: str = ""
-        self._projected = 0  # the projection at the start of the current turn or command
 
     # -- events -> records
 
@@ -463,7 +462,6 @@ class _Driver:
             return {"event": "memory_write", **data, "lines": lines}
         if kind == "flush":
             self.report.flushes += 1
-            data["tokens"] = self._projected  # a flush after the turn gets the turn's figure (turn())
         elif kind == "compaction":
             self.report.compactions += 1
         elif kind == "new":
@@ -503,11 +501,9 @@ class _Driver:
 
     # -- turns
 
-    def _start(self, pending: str | None = None) -> None:
+    def _start(self) -> None:
         self._calls_at_start = self.agent.turn_calls
         self._before, self._during, self._after = [], [], []
-        # What the runner's preflight projects with the message pending (a command sends none).
-        self._projected = self.session.projection([Message.user(pending)] if pending else []).tokens
 
     def _flush_records(self, *groups: list[Record]) -> None:
         for group in groups:
@@ -515,7 +511,7 @@ class _Driver:
                 self.emit(record)
 
     async def turn(self, text: str) -> None:
-        self._start(text)
+        self._start()
         result = await self.session.run_turn(text)
         self.turn_no += 1
         # The projection at the end of the turn: when the turn's own size triggered a compaction, the
@@ -524,9 +520,6 @@ class _Driver:
             (r["tokens_before"] for r in self._after if r["event"] == "compaction"),
             self.session.projection().tokens,
         )
-        for record in self._after:
-            if record["event"] == "flush":  # the gate flushed before that compaction (its figure is
-                record["tokens"] = tokens  # then the projection with the flush's messages: close)
         turn = {
             "event": "turn",
             "session": self.session_no,

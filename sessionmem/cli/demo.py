@@ -74,8 +74,8 @@ def format_record(record: dict[str, Any]) -> list[str]:
         return lines + [f"{pad}    + {_short(line, 90)}" for line in record.get("lines", []) if line.strip()]
     if kind == "flush":
         failed = f" · failed: {record['error']}" if record.get("error") else ""
-        reason = str(record.get("reason") or "")
-        at = f" at {record['tokens']:,} tokens" if record.get("tokens") and "projected" not in reason else ""
+        at = f" at {record['tokens']:,} tokens" if record.get("tokens") else ""
+        reason = record.get("reason")
         return [f"{pad}⚑ silent memory flush{at} ({reason}) → {record.get('path')}, replied NO_REPLY{failed}"]
     if kind == "flush_skipped":
         return [f"{pad}⚑ memory flush skipped: {record.get('reason')}"]

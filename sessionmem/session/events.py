@@ -52,6 +52,7 @@ class FlushEvent(Event):
     reason: str = ""
     path: str = ""  # memory/YYYY-MM-DD.md the flush was allowed to append to
     compaction_count: int = 0  # the cycle this flush belongs to
+    tokens: int = 0  # the projected prompt when the flush was decided
     error: str | None = None
 
 

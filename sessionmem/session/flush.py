@@ -127,7 +127,7 @@ def should_flush(
     if force_bytes > 0 and transcript_bytes >= force_bytes:
         reason = f"transcript grew {transcript_bytes:,} >= {force_bytes:,} bytes since the last compaction"
     elif threshold > 0 and projected is not None and projected >= threshold:
-        reason = f"projected {projected:,} >= flush threshold {threshold:,} tokens"
+        reason = f"flush threshold {threshold:,} reached"
     else:
         return FlushDecision(False, "below threshold")
     guard = guard_reason(

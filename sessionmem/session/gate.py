@@ -112,12 +112,14 @@ def claim_flush(session: Session) -> int | None:
     return claimed[0] if claimed else None
 
 
-async def run_flush(session: Session, reason: str) -> bool:
+async def run_flush(session: Session, reason: str, tokens: int | None = None) -> bool:
     """The silent flush turn; recorded against the cycle it starts in (DESIGN 2). True when it ran.
 
     The flush is claimed in the store first (:func:`claim_flush`): when another runner has already
     flushed this cycle, this one skips (a ``flush_skipped`` event) and goes on with the fresh entry.
     """
+    if tokens is None:
+        tokens = session.projection().tokens
     cycle = claim_flush(session)
     if cycle is None:
         stored = session.entry.memory_flush_compaction_count
@@ -147,6 +149,7 @@ async def run_flush(session: Session, reason: str) -> bool:
             reason=reason,
             path=prompts.relative_path,
             compaction_count=cycle,
+            tokens=tokens,
             error=error,
         )
     )
