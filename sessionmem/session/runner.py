@@ -182,7 +182,7 @@ class SessionRunner:
         found = getattr(self.memory_index, "sessions_dir", None)
         if not isinstance(found, (str, os.PathLike)) or "sessions" not in self.agent.memory_search.sources:
             return
-        if os.path.abspath(found) != os.path.abspath(self.store.sessions_dir):
+        if os.path.realpath(found) != os.path.realpath(self.store.sessions_dir):
             log.warning(
                 "the memory index reads transcripts from %s but this runner writes them to %s "
                 "(session.store); open the index with sessions_dir=runner.store.sessions_dir",
@@ -325,7 +325,7 @@ class Session:
         if decision.skipped:
             await self._emit(FlushSkippedEvent(session_key=self.key, reason=decision.reason))
         elif decision.run:
-            await run_flush(self, decision.reason)
+            await run_flush(self, decision.reason, projected)
 
     async def _turn(
         self,
