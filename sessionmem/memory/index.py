@@ -48,7 +48,6 @@ from sessionmem.memory.indexer import (
     plan_source,
     prune_cache,
     read_meta,
-    vec_dims,
     write_json,
 )
 from sessionmem.memory.rebuild import (
@@ -439,7 +438,7 @@ class MemoryIndex:
             return
         indexer = self._indexer(self._conn, embedder, report, progress)
         try:
-            indexer.sync(self._sources(scope), full=False, targeted=not scope.whole)
+            indexer.sync(self._sources(scope), full=False, targeted=not scope.whole, meta=stored)
         except VectorWidthChanged as exc:
             # Trigger: the embedder answered with another width than the index holds (a remote model
             # tells its width only once called, so the meta check above could not see it). Why: mixing
@@ -449,7 +448,7 @@ class MemoryIndex:
             _start_over(report, f"{exc}; rebuilt the index at {exc.new} dimensions")
             self._rebuild(embedder, self._desired_meta(embedder), progress, report)
             return
-        self._finish(self._conn, desired, embedder, prune=report.wrote, width=indexer.width)
+        self._finish(self._conn, desired, embedder, stored=stored, prune=report.wrote, width=indexer.width)
 
     def _finish(
         self,
@@ -457,16 +456,16 @@ class MemoryIndex:
         desired: dict[str, Any],
         embedder: Embedder | None,
         *,
+        stored: dict[str, Any] | None,
         prune: bool,
         width: int | None = None,
     ) -> None:
-        """Record the meta the index now matches (``width``: of the vectors it holds); prune the cache."""
+        """Record the meta the index now matches (``stored``: the meta it held before the pass;
+        ``width``: of the vectors it holds, from :func:`stored_width` or the pass); prune the cache."""
         meta = dict(desired)
         if embedder is not None:
-            meta["vectorDims"] = (
-                width or embedder.dims or vec_dims(conn) or (read_meta(conn) or {}).get("vectorDims")
-            )
-        if read_meta(conn) != meta:
+            meta["vectorDims"] = width or embedder.dims
+        if stored != meta:
             with atomic(conn):
                 write_json(conn, META_KEY, meta)
         if prune:
@@ -506,7 +505,7 @@ class MemoryIndex:
             indexer = self._indexer(conn, embedder, report, progress)
             indexer.fts = fts_error is None
             indexer.sync(self._sources(), full=True)
-            self._finish(conn, desired, embedder, prune=True, width=indexer.width)
+            self._finish(conn, desired, embedder, stored=None, prune=True, width=indexer.width)
             if not self.settings.cache.enabled:
                 with atomic(conn):
                     conn.execute("DELETE FROM embedding_cache")
@@ -697,7 +696,10 @@ class MemoryIndex:
                 counts = read_counts(self._reader)
                 dirty = bool(
                     meta_mismatch(counts.meta or None, self._desired_meta(embedder))
-                    or any(plan_source(self._reader, source).pending for source in self._sources())
+                    or any(
+                        plan_source(self._reader, source, retry=counts.vector_issues).pending
+                        for source in self._sources()
+                    )
                 )
         except DB_ERRORS as exc:
             dirty = True

@@ -36,7 +36,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -212,12 +212,19 @@ class SourcePlan:
         return len(self.todo) + len(self.gone)
 
 
-def plan_source(conn: Any, source: EntrySource, *, full: bool = False, targeted: bool = False) -> SourcePlan:
+def plan_source(
+    conn: Any,
+    source: EntrySource,
+    *,
+    retry: Collection[str],
+    full: bool = False,
+    targeted: bool = False,
+) -> SourcePlan:
     """Compare ``source``'s files (stat only) with the ``files`` table: what to index, what is gone.
 
-    A file listed under ``VECTOR_ISSUES_KEY`` is to index even when its stat is unchanged (retry)."""
+    A path in ``retry`` (the files listed under ``VECTOR_ISSUES_KEY``, as the caller read them) is to
+    index even when its stat is unchanged."""
     entries = source.scan()
-    retry = read_json(conn, VECTOR_ISSUES_KEY) or {}
     known = {
         row[0]: (row[1], row[2], row[3])
         for row in conn.execute(
@@ -255,9 +262,10 @@ def vec_dims(conn: Any) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def stored_width(conn: Any) -> int | None:
-    """The width of the vectors the index holds: its vec table's, else the meta's, else a chunk's."""
-    dims = vec_dims(conn) or (read_meta(conn) or {}).get("vectorDims")
+def stored_width(conn: Any, meta: dict[str, Any] | None) -> int | None:
+    """The width of the vectors the index holds: its vec table's, else ``meta``'s (the index's meta as
+    the caller read it), else a chunk's."""
+    dims = vec_dims(conn) or (meta or {}).get("vectorDims")
     if isinstance(dims, int) and dims > 0:
         return dims
     row = conn.execute("SELECT length(embedding) FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
@@ -335,17 +343,25 @@ class Indexer:
     def model(self) -> str:
         return self.embedder.model if self.embedder is not None else FTS_ONLY_MODEL
 
-    def sync(self, sources: Sequence[EntrySource], *, full: bool, targeted: bool = False) -> None:
+    def sync(
+        self,
+        sources: Sequence[EntrySource],
+        *,
+        full: bool,
+        targeted: bool = False,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         """Bring the index in line with ``sources``; ``full`` re-reads every entry. ``targeted``: the
-        sources list only some of their files (a session-delta pass), so none is deleted as gone."""
+        sources list only some of their files (a session-delta pass), so none is deleted as gone.
+        ``meta``: the index's stored meta as the caller read it (None: none)."""
         self.file_issues = dict(read_json(self.conn, FILE_ISSUES_KEY) or {})
         self.vector_issues = dict(read_json(self.conn, VECTOR_ISSUES_KEY) or {})
         before = dict(self.file_issues), dict(self.vector_issues)
         if self.embedder is not None:
-            self.width = stored_width(self.conn)
+            self.width = stored_width(self.conn, meta)
         plans = []
         for source in sources:
-            plan = plan_source(self.conn, source, full=full, targeted=targeted)
+            plan = plan_source(self.conn, source, retry=self.vector_issues, full=full, targeted=targeted)
             if not full:
                 plan = self._adopt_renames(source, plan)
             self.report.files_scanned += plan.scanned

@@ -57,6 +57,7 @@ class IndexCounts:
     cache_entries: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
     file_issues: dict[str, str] = field(default_factory=dict)  # per path; chunks without vectors too
+    vector_issues: dict[str, str] = field(default_factory=dict)  # per path: chunks without vectors only
     vector_dims: int | None = None
 
 
@@ -68,7 +69,8 @@ def read_counts(reader: Any) -> IndexCounts:
     (cache_entries,) = reader.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
     meta = read_meta(reader) or {}
     file_issues = dict(read_json(reader, FILE_ISSUES_KEY) or {})
-    for path, issue in (read_json(reader, VECTOR_ISSUES_KEY) or {}).items():
+    vector_issues = dict(read_json(reader, VECTOR_ISSUES_KEY) or {})
+    for path, issue in vector_issues.items():
         file_issues[path] = f"{file_issues[path]}; {issue}" if path in file_issues else issue
     return IndexCounts(
         files_by_source=files_by,
@@ -76,6 +78,7 @@ def read_counts(reader: Any) -> IndexCounts:
         cache_entries=int(cache_entries),
         meta=meta,
         file_issues=file_issues,
+        vector_issues=vector_issues,
         vector_dims=vec_dims(reader) or meta.get("vectorDims"),
     )
 
