@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbeddingError, UsageError
-from sessionmem.memory.embedding import Progress
+from sessionmem.memory.embedding import Progress, row_problems
 
 if TYPE_CHECKING:
     import numpy as np
@@ -218,15 +218,7 @@ def screen_vectors(
                 problems[i] = _width_problem(source, len(row), dims)
             else:
                 matrix[i] = row
-    finite = np.asarray(np.isfinite(matrix).all(axis=1))
-    norms = np.linalg.norm(np.where(finite[:, None], matrix, 0.0), axis=1)
-    for i in range(len(rows)):
-        if i in problems:
-            continue
-        if not finite[i]:
-            problems[i] = f"{source} returned a vector with NaN or infinite values"
-        elif norms[i] < 1e-10:
-            problems[i] = f"{source} returned an all-zero vector; it cannot be normalised or searched"
+    problems, norms = row_problems(matrix, source, problems)
     good = np.ones(len(rows), dtype=bool)
     good[list(problems)] = False
     out = np.full((len(rows), dims), np.nan, dtype=np.float32)
@@ -236,17 +228,6 @@ def screen_vectors(
 
 def _width_problem(source: str, width: int, expected: int) -> str:
     return f"{source} returned {width}-dimensional vectors, expected {expected} like its earlier ones"
-
-
-def validate_vectors(
-    rows: Sequence[Sequence[float]], expected_count: int, expected_dims: int | None, source: str
-) -> np.ndarray:
-    """Check a provider's vectors and return them float32, L2-normalised; raise naming the first problem."""
-    vectors, problems = screen_vectors(rows, expected_count, expected_dims, source)
-    if problems:
-        first = min(problems)
-        raise EmbeddingError(f"{problems[first]} (input {first})")
-    return vectors
 
 
 def is_retryable(exc: BaseException) -> bool:

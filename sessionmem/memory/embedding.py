@@ -7,7 +7,7 @@ float32 rows, L2-normalised, finite; a provider that returns anything else raise
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 Progress = Callable[[int], None]  # called with the number of texts just embedded
+ZERO_NORM = 1e-10  # a row with a smaller L2 norm counts as all zeros
 
 
 @runtime_checkable
@@ -54,3 +55,27 @@ class EmbedderSelection:
     @property
     def mode(self) -> str:
         return "hybrid" if self.embedder is not None else "fts-only"
+
+
+def row_problems(
+    matrix: np.ndarray, source: str, known: Mapping[int, str] | None = None
+) -> tuple[dict[int, str], np.ndarray]:
+    """The rows of ``matrix`` (one vector per row) with no usable vector, and every row's L2 norm.
+
+    Returns ({row: problem}, norms): a row with NaN or infinite values, or all zeros (norm below
+    ``ZERO_NORM``), is named after ``source``; rows in ``known`` keep the problem given there. A
+    non-finite row's norm is 0."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.asarray(np.isfinite(matrix).all(axis=1))
+        norms = np.linalg.norm(np.where(finite[:, None], matrix, 0.0), axis=1)
+    problems = dict(known or {})
+    for i in range(len(matrix)):
+        if i in problems:
+            continue
+        if not finite[i]:
+            problems[i] = f"{source} returned a vector with NaN or infinite values"
+        elif norms[i] < ZERO_NORM:
+            problems[i] = f"{source} returned an all-zero vector; it cannot be normalised or searched"
+    return problems, norms

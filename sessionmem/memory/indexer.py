@@ -647,6 +647,7 @@ class Indexer:
         import numpy as np
 
         from sessionmem.memory.embed_remote import UnusableVectorsError
+        from sessionmem.memory.embedding import row_problems
 
         problems: dict[int, str] = {}
         try:
@@ -663,14 +664,7 @@ class Indexer:
             raise EmbeddingError(
                 f"{embedder.model} returned vectors of shape {matrix.shape} for {len(texts)} texts"
             )
-        with np.errstate(invalid="ignore", over="ignore"):
-            finite = np.asarray(np.isfinite(matrix).all(axis=1))
-            norms = np.linalg.norm(np.where(finite[:, None], matrix, 0.0), axis=1)
-        for i in range(len(texts)):
-            if i not in problems and not finite[i]:
-                problems[i] = f"{embedder.model} returned a vector with NaN or infinite values"
-            elif i not in problems and norms[i] == 0.0:
-                problems[i] = f"{embedder.model} returned an all-zero vector"
+        problems, _ = row_problems(matrix, embedder.model, problems)
         if problems and len(problems) == len(texts) > 1:
             first = problems[min(problems)]
             raise EmbeddingError(
