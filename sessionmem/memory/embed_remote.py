@@ -202,7 +202,7 @@ def screen_vectors(
     if dims not in widths and len(widths) == 1 and len(rows) > 1:
         raise EmbeddingError(_width_problem(source, next(iter(widths)), dims))
     problems: dict[int, str] = {}
-    if len(widths) == 1 and dims in widths and len(rows[0]) == dims and all(rows):
+    if len(widths) == 1 and dims in widths and all(rows):
         matrix = np.asarray(rows, dtype=np.float64)
     else:
         matrix = np.full((len(rows), dims), np.nan)
@@ -346,10 +346,8 @@ class RemoteEmbedder:
         parts: list[np.ndarray] = []
         problems: dict[int, str] = {}
         for indices, (vectors, bad) in zip(batches, screened, strict=True):
-            if vectors.shape[1] != dims:
-                if len(bad) < len(indices):  # good rows of two widths: cannot happen under _dims_lock
-                    raise EmbeddingError(f"{self._label} returned vectors of mixed dimensions across batches")
-                vectors = np.full((len(indices), dims), np.nan, dtype=np.float32)  # all bad anyway
+            if vectors.shape[1] != dims:  # only a batch without good rows (widths agree under _dims_lock)
+                vectors = np.full((len(indices), dims), np.nan, dtype=np.float32)
             parts.append(vectors)
             problems.update((indices[i], problem) for i, problem in bad.items())
         matrix = np.concatenate(parts, axis=0)

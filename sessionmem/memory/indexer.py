@@ -89,7 +89,6 @@ class VectorWidthChanged(EmbeddingError):
         super().__init__(
             f"{model} now returns {new}-dimensional vectors but the index holds {stored}-dimensional ones"
         )
-        self.stored = stored
         self.new = new
 
 
@@ -272,15 +271,14 @@ def stored_width(conn: Any, meta: dict[str, Any] | None) -> int | None:
     return int(row[0]) // 4 if row is not None else None
 
 
-def ensure_vec_table(conn: Any, dims: int, model: str) -> None:
-    """Create ``chunks_vec`` for ``dims`` if missing. A table of other dims is never dropped here (that
-    would silently lose every older vector): raises :class:`VectorWidthChanged`, answered by a rebuild."""
+def ensure_vec_table(conn: Any, dims: int) -> None:
+    """Create ``chunks_vec`` for ``dims`` if missing. A table of other dims cannot be here:
+    ``Indexer.width`` is the vec table's width when there is one (and another width raises
+    :class:`VectorWidthChanged` before anything is written)."""
     current = vec_dims(conn)
-    if current == dims:
-        return
-    if current is not None:
-        raise VectorWidthChanged(current, dims, model)
-    conn.execute(vec_table_sql(dims))
+    assert current is None or current == dims, f"chunks_vec holds {current}-dimensional vectors, not {dims}"
+    if current is None:
+        conn.execute(vec_table_sql(dims))
 
 
 def chunk_id(source: str, path: str, start: int, end: int, text_hash: str, model: str) -> str:
@@ -576,7 +574,7 @@ class Indexer:
         if filled:
             with atomic(self.conn):
                 if self.vectors and self.width is not None:
-                    ensure_vec_table(self.conn, self.width, self.model)
+                    ensure_vec_table(self.conn, self.width)
                 self.conn.executemany(
                     "UPDATE chunks SET embedding = ? WHERE id = ?", [(blob, cid) for cid, blob in filled]
                 )
@@ -709,7 +707,7 @@ class Indexer:
         now = int(time.time() * 1000)
         with atomic(self.conn):
             if vectors and self.vectors and self.width is not None:
-                ensure_vec_table(self.conn, self.width, model)
+                ensure_vec_table(self.conn, self.width)
             for prepared in pending:
                 entry = prepared.entry
                 ids = [
