@@ -22,11 +22,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from sessionmem.memory.ftstext import CJK_CHAR, THAI_CHARS
+from sessionmem.memory.ftstext import CJK_CHARS, THAI_CHARS
 
 CJK_WEIGHT = 4
 # Characters that weigh CJK_WEIGHT: CJK (ftstext's class) and the Thai block, marks included.
-HEAVY_CHAR = re.compile("[" + CJK_CHAR.pattern[1:-1] + THAI_CHARS + "]")
+HEAVY_CHAR = re.compile(f"[{CJK_CHARS}{THAI_CHARS}]")
 MIN_CHUNK_CHARS = 32
 
 

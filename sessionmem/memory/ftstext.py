@@ -20,10 +20,12 @@ import re
 
 FTS_TEXT_VERSION = 2
 
-# Han (incl. extension A and compatibility), Hiragana, Katakana, Hangul syllables and Jamo.
-CJK_CHAR = re.compile(
-    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]"
+# Han (incl. extension A and compatibility), Hiragana, Katakana, Hangul syllables and Jamo: the
+# inside of a character class, for the patterns (here, chunking, ranking) that combine it.
+CJK_CHARS = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 )
+CJK_CHAR = re.compile(f"[{CJK_CHARS}]")
 
 # Thai combining marks (category Mn): MAI HAN-AKAT, the upper and lower vowels, PHINTHU, the tone marks,
 # THANTHAKHAT, NIKHAHIT, YAMAKKAN. Everything else in the block is a base character of its own.

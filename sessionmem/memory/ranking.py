@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 
-from sessionmem.memory.ftstext import THAI_CHARS, THAI_CLUSTER
+from sessionmem.memory.ftstext import CJK_CHARS, THAI_CHARS, THAI_CLUSTER
 
 SNIPPET_MAX_CHARS = 700
 DECAY_FLOOR = 0.7
@@ -251,11 +251,8 @@ def snippet(text: str) -> str:
 
 # ---------------------------------------------------------------------------- MMR
 
-_CJK_CHARS = (  # kana, CJK ideographs, Hangul
-    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-)
 # In text order: a CJK run, a Thai run, or a word of any other script (``\w`` less those two).
-_UNIT_RUN = re.compile(f"([{_CJK_CHARS}]+)|([{THAI_CHARS}]+)|([^\\W{_CJK_CHARS}{THAI_CHARS}]+)")
+_UNIT_RUN = re.compile(f"([{CJK_CHARS}]+)|([{THAI_CHARS}]+)|([^\\W{CJK_CHARS}{THAI_CHARS}]+)")
 
 
 def _pairs(units: Sequence[str]) -> Iterable[str]:
