@@ -374,10 +374,7 @@ class Indexer:
             if gone:
                 with atomic(self.conn):
                     for path in sorted(gone):
-                        self._delete_path(path)
-                        self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
-                        self.file_issues.pop(path, None)
-                        self.vector_issues.pop(path, None)
+                        self._drop_path(path)
                 self.report.files_deleted += len(gone)
         if (self.file_issues, self.vector_issues) != before:
             with atomic(self.conn):
@@ -553,8 +550,14 @@ class Indexer:
 
     def _forget(self, path: str) -> None:
         with atomic(self.conn):
-            self._delete_path(path)
-            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            self._drop_path(path)
+
+    def _drop_path(self, path: str) -> None:
+        """Remove every trace of ``path``: its rows, its ``files`` row and its recorded issues (inside
+        the caller's transaction)."""
+        self._delete_path(path)
+        self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        self.file_issues.pop(path, None)
         self.vector_issues.pop(path, None)
 
     def _fill_vectors(self, path: str) -> None:
