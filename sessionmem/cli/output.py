@@ -220,6 +220,7 @@ def sync_report_json(report: SyncReport, agent_id: str) -> dict[str, Any]:
         "embedded": report.embedded,
         "cacheHits": report.cache_hits,
         "withoutVectors": report.without_vectors,  # written keyword-only: the provider gave no usable vector
+        "vectorsFilled": report.vectors_filled,  # such chunks given their vector later, in place
         "seconds": round(report.seconds, 3),
         "issues": list(report.issues),
     }
@@ -232,6 +233,8 @@ def format_sync_summary(agent_id: str, report: SyncReport) -> str:
     missing = (
         f", {report.without_vectors} without vectors (see memory status)" if report.without_vectors else ""
     )
+    if report.vectors_filled:
+        missing += f", {report.vectors_filled} earlier missing vectors filled"
     return (
         f"Memory index updated ({agent_id}){rebuilt}: {report.files_indexed} files indexed, "
         f"{report.files_unchanged} unchanged, {report.files_deleted} deleted, "

@@ -34,6 +34,13 @@ def test_summary_says_nothing_of_vectors_when_every_chunk_has_one() -> None:
     assert line.endswith("9 embedded (0 cached) in 0.25 s")
 
 
+def test_summary_names_vectors_filled_in_for_earlier_keyword_only_chunks() -> None:
+    healed = SyncReport(files_scanned=4, files_unchanged=4, embedded=2, vectors_filled=2, seconds=0.25)
+    line = format_sync_summary("main", healed)
+    assert line.endswith("2 embedded (0 cached), 2 earlier missing vectors filled in 0.25 s")
+    assert sync_report_json(healed, "main")["vectorsFilled"] == 2
+
+
 def test_json_report_always_carries_without_vectors() -> None:
     assert sync_report_json(report(3), "main")["withoutVectors"] == 3
     data = json.loads(to_json_text(sync_report_json(report(0), "main")))
