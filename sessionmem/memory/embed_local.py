@@ -14,6 +14,13 @@ Over-long input never crashes: a text over the model's context is cut into token
 embedded, and the windows' mean-pooled vectors averaged by token count (the same mean a model with a
 longer context would take), then normalised.
 
+Weights stay in llama.cpp's plain CPU buffers (``use_extra_bufts`` off). The "extra" buffer types
+repack weights for AMX or other CPU-specific kernels; on Intel Xeons with AMX the AMX matrix multiply
+crashes the process (SIGSEGV) on the first embedding of a BERT-style Q8_0 model, and for a model this
+small repacking buys nothing measurable. llama-cpp-python sets model parameters inside
+``Llama.__init__`` from ``llama_model_default_params()``, so :func:`_plain_cpu_buffers` switches the
+default off around the load.
+
 No timeouts: OpenClaw bounds local embedding at 5 min (query) / 10 min (batch), but a llama.cpp call
 cannot be interrupted from Python, so a timer could only stop waiting while the model keeps a core
 busy and holds its lock. Local calls run to completion; ``memorySearch.remote.timeoutSeconds`` and
@@ -22,11 +29,12 @@ busy and holds its lock. Local calls run to completion; ``memorySearch.remote.ti
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -302,15 +310,17 @@ class LocalEmbedder:
             "n_threads_batch": self.n_threads,
             "verbose": False,
         }
-        try:
-            llm = llama_cpp.Llama(**options, flash_attn=True)
-        except Exception:
-            try:  # an architecture without flash-attention kernels: slower, but it runs
-                llm = llama_cpp.Llama(**options, flash_attn=False)
-            except Exception as exc:
-                raise EmbedderUnavailable(
-                    f"Local embeddings unavailable: could not load {path.name} ({type(exc).__name__}: {exc})"
-                ) from exc
+        with _plain_cpu_buffers():
+            try:
+                llm = llama_cpp.Llama(**options, flash_attn=True)
+            except Exception:
+                try:  # an architecture without flash-attention kernels: slower, but it runs
+                    llm = llama_cpp.Llama(**options, flash_attn=False)
+                except Exception as exc:
+                    raise EmbedderUnavailable(
+                        f"Local embeddings unavailable: could not load {path.name} "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from exc
         self._context = int(llm.n_ctx())
         self._dims = int(llm.n_embd())
         self._llm = llm
@@ -375,3 +385,30 @@ def _normalise(matrix: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         bad = int(np.flatnonzero(norms < 1e-10)[0])
         raise EmbeddingError(f"local model produced an all-zero vector for input {bad}: {texts[bad][:60]!r}")
     return (matrix / norms[:, None]).astype(np.float32)
+
+
+_DEFAULT_PARAMS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _plain_cpu_buffers() -> Iterator[None]:
+    """While held, models load with ``use_extra_bufts`` off (see the module docstring: AMX crashes).
+
+    ``Llama.__init__`` reads ``llama_cpp.llama_cpp.llama_model_default_params()``; the function is
+    swapped for one that returns the defaults with extra buffer types off, under a lock, and restored.
+    """
+    import llama_cpp.llama_cpp as bindings
+
+    with _DEFAULT_PARAMS_LOCK:
+        original = bindings.llama_model_default_params
+
+        def plain_defaults() -> Any:
+            params = original()
+            params.use_extra_bufts = False
+            return params
+
+        bindings.llama_model_default_params = plain_defaults
+        try:
+            yield
+        finally:
+            bindings.llama_model_default_params = original

@@ -564,6 +564,24 @@ def test_gguf_header_gives_facts_without_loading(gguf_model: Path) -> None:
 
 
 @pytest.mark.local_model
+def test_first_local_embedding_does_not_crash_the_process(gguf_model: Path) -> None:
+    # In a child process: on CPUs with AMX, llama.cpp's repacked (extra) weight buffers made the first
+    # embedding die with SIGSEGV, which would take the whole test run down with it.
+    script = (
+        "import sys\n"
+        "from sessionmem.memory.embed_local import LocalEmbedder\n"
+        "embedder = LocalEmbedder(sys.argv[1])\n"
+        "vector = embedder.embed_query('the billing cutover is on the first of December')\n"
+        "print(len(vector))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(gguf_model)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.split() == ["384"]
+
+
+@pytest.mark.local_model
 def test_local_vectors_are_normalised_and_meaningful(minilm: LocalEmbedder) -> None:
     texts = [
         "The billing cutover to the new invoicing platform happens on March 14.",
