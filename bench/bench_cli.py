@@ -1,9 +1,10 @@
 """A cold ``sessionmem memory search`` (a new process each time) on an indexed 300-note workspace.
 
 FTS-only (default config, no provider keys in the environment). Wall time and peak RSS of each run,
-measured side by side with ``python -c pass`` (the interpreter's own start-up) and
-``python -c "import sessionmem.cli"`` (start-up plus the command's import), interleaved so that
-noise from other processes falls on all three alike. See bench/README.md.
+measured side by side with ``python -c pass`` (the interpreter's own start-up), ``python -c "import
+sessionmem"`` and ``python -c "import sessionmem.cli"`` (start-up plus the command's import) and, when
+``qmd`` is on the PATH, ``qmd search`` over the same notes (its own index, in a private XDG folder),
+interleaved so that noise from other processes falls on all alike. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from common import footer, header, parser, stats, table, verdict, write_notes
 WALL_TARGET_S = 0.3
 RSS_TARGET_MB = 150.0
 QUERY = "billing cutover"
+SEARCH = f"sessionmem memory search '{QUERY}'"
+PEER = f"qmd search '{QUERY}'"
 _PROVIDER_KEYS = (
     "OPENAI_API_KEY",
     "GEMINI_API_KEY",
@@ -32,6 +35,7 @@ _PROVIDER_KEYS = (
     "OPENAI_API_BASE",
 )
 TIME_BIN = "/usr/bin/time"
+IMPORT_TARGET_MS = 50.0  # `import sessionmem` over `python -c pass`
 
 
 def sessionmem_command() -> list[str]:
@@ -107,6 +111,33 @@ def import_breakdown(cmd: list[str], env: dict[str, str]) -> tuple[list[tuple[st
     return top, heavy
 
 
+def qmd_command(ws: Path, tmp: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
+    """``qmd search`` over ``ws`` with its index in a private XDG folder (None when qmd is absent).
+
+    The collection is added (and so indexed) once here, like ``sessionmem memory index`` above; the
+    timed command is then a cold BM25 search, as ours is keyword-only.
+    """
+    qmd = shutil.which("qmd")
+    if qmd is None:
+        return None
+    qenv = {
+        **env,
+        "XDG_CONFIG_HOME": str(tmp / "qmd-config"),
+        "XDG_CACHE_HOME": str(tmp / "qmd-cache"),
+        "NO_COLOR": "1",
+    }
+    add = [qmd, "collection", "add", str(ws), "--name", "memory", "--mask", "**/*.md"]
+    proc = subprocess.run(add, env=qenv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"(qmd is installed but `qmd collection add` failed, so it is left out: {proc.stderr[-300:]})")
+        return None
+    return [qmd, "search", QUERY, "-n", "6"], qenv
+
+
+def qmd_found(found: dict[str, int], runs: int) -> str:
+    return f" by sessionmem, {found[PEER]}/{runs} by qmd" if PEER in found else ""
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=20, help="runs of each command (default 20)")
@@ -133,29 +164,34 @@ def main() -> None:
 
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
+            "python -c 'import sessionmem'": [sys.executable, "-c", "import sessionmem"],
             "python -c 'import sessionmem.cli'": [sys.executable, "-c", "import sessionmem.cli"],
-            f"sessionmem memory search '{QUERY}'": [*cli, "memory", "search", QUERY],
+            SEARCH: [*cli, "memory", "search", QUERY],
         }
-        for cmd in commands.values():  # warm the page cache and .pyc files once
-            run_measured(cmd, env, tmp)
+        envs = dict.fromkeys(commands, env)
+        qmd = qmd_command(ws, tmp, env)
+        if qmd is not None:
+            commands[PEER], envs[PEER] = qmd
+        for name, cmd in commands.items():  # warm the page cache and .pyc files once
+            run_measured(cmd, envs[name], tmp)
         walls: dict[str, list[float]] = {name: [] for name in commands}
         rss: dict[str, list[float]] = {name: [] for name in commands}
-        found = 0
-        top_imports, heavy = import_breakdown(commands[f"sessionmem memory search '{QUERY}'"], env)
+        found = dict.fromkeys(commands, 0)
+        top_imports, heavy = import_breakdown(commands[SEARCH], env)
         for _ in range(runs):
             for name, cmd in commands.items():
-                wall, peak, stdout = run_measured(cmd, env, tmp)
+                wall, peak, stdout = run_measured(cmd, envs[name], tmp)
                 walls[name].append(wall * 1000)
                 rss[name].append(peak)
-                if "memory search" in name:
-                    found += "memory/" in stdout
+                found[name] += "memory/" in stdout  # a result path (qmd: qmd://memory/...)
 
     print(
         f"Workspace: {args.notes} notes + MEMORY.md + one note naming the billing cutover; indexed once with "
         f"`sessionmem memory index` ({index_s:.2f} s, a cold process, FTS-only). Each command below ran "
         f"{runs} times, interleaved; wall time from the parent (includes fork/exec), peak RSS from "
         f"{'/usr/bin/time -v' if os.access(TIME_BIN, os.X_OK) else 'getrusage(RUSAGE_CHILDREN)'}. "
-        f"The search printed results in {found}/{runs} runs.\n"
+        f"Results were printed in {found[SEARCH]}/{runs} "
+        f"runs{qmd_found(found, runs)}.\n"
     )
     base = stats(walls["python -c pass"]).p50
     rows = []
@@ -184,12 +220,20 @@ def main() -> None:
             rows,
         )
     )
-    search = f"sessionmem memory search '{QUERY}'"
-    w95, r95 = stats(walls[search]).p95 / 1000, stats(rss[search]).p95
+    w95, r95 = stats(walls[SEARCH]).p95 / 1000, stats(rss[SEARCH]).p95
+    imported = stats(walls["python -c 'import sessionmem'"]).p50 - base
     print(
         f"\nTargets: wall p95 {w95:.3f} s ({verdict(w95, WALL_TARGET_S)} <= {WALL_TARGET_S} s); "
-        f"peak RSS p95 {r95:.0f} MB ({verdict(r95, RSS_TARGET_MB)} <= {RSS_TARGET_MB:.0f} MB)."
+        f"peak RSS p95 {r95:.0f} MB ({verdict(r95, RSS_TARGET_MB)} <= {RSS_TARGET_MB:.0f} MB); "
+        f"`import sessionmem` {imported:.0f} ms over `python -c pass` "
+        f"({verdict(imported, IMPORT_TARGET_MS)} <= {IMPORT_TARGET_MS:.0f} ms)."
     )
+    if PEER in walls:
+        ours, theirs = stats(walls[SEARCH]).p50, stats(walls[PEER]).p50
+        print(
+            f"Against qmd in this run: sessionmem {ours:.0f} ms, qmd {theirs:.0f} ms (p50); "
+            f"{verdict(ours, theirs)} no slower than qmd."
+        )
     print(
         "\nWhere a cold search's time goes: one more run under `python -X importtime` (which slows imports "
         "a little); cumulative import time of the top-level imports, then of heavy packages wherever they "
@@ -205,10 +249,10 @@ def main() -> None:
             [[f"`{n}`", f"{ms:.0f}"] for n, ms in sorted(heavy.items(), key=lambda kv: -kv[1])],
         )
     )
-    if shutil.which("qmd") is None:
+    if PEER not in walls:
         print(
-            "\n(The peers are not installed here; DESIGN.md quotes qmd 0.16-0.26 s / 71-95 MB, "
-            "OpenClaw 5-7 s / ~600 MB.)"
+            "\n(qmd is not installed here: `npm install -g @tobilu/qmd`; DESIGN.md quotes qmd 0.16-0.26 s / "
+            "71-95 MB, OpenClaw 5-7 s / ~600 MB.)"
         )
     footer()
 
