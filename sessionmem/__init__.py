@@ -1,7 +1,8 @@
 """sessionmem: agent-conversation middleware with persistent Markdown memory.
 
-Importing this package is cheap: the runner, the index and the models load on first use, and
-litellm and llama_cpp are imported only when a model is called.
+Importing this package is cheap (a few milliseconds): the config models (and pydantic), the runner,
+the index and the models load on first use, and litellm and llama_cpp are imported only when a model
+is called.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.config import Config
 from sessionmem.errors import (
     ConfigError,
     ContextWindowExceeded,
@@ -22,6 +22,7 @@ from sessionmem.errors import (
 )
 
 if TYPE_CHECKING:
+    from sessionmem.config import Config
     from sessionmem.hooks import HookEvent, HookRegistry
     from sessionmem.memory.index import MemoryIndex
     from sessionmem.memory.tools import MemoryTools
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access
 _LAZY = {
+    "Config": "sessionmem.config",  # pydantic's import alone costs ~70 ms
     "HookEvent": "sessionmem.hooks",
     "HookRegistry": "sessionmem.hooks",
     "LiteLLMModel": "sessionmem.model.litellm",

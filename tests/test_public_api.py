@@ -24,9 +24,24 @@ def test_import_does_not_load_litellm_llama_cpp_or_the_runner() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_import_does_not_load_pydantic_or_the_config_models() -> None:
+    """``import sessionmem`` stays cheap: pydantic and the config models load when Config is first used."""
+    code = (
+        "import sys, sessionmem; "
+        "print(','.join(m for m in ('pydantic', 'sessionmem.config') if m in sys.modules)); "
+        "sessionmem.Config; "
+        "print(','.join(m for m in ('pydantic', 'sessionmem.config') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["", "pydantic,sessionmem.config"]
+
+
 def test_lazy_names_are_the_real_classes() -> None:
     from sessionmem.memory.index import MemoryIndex
     from sessionmem.session.runner import SessionRunner
 
     assert sessionmem.SessionRunner is SessionRunner
     assert sessionmem.MemoryIndex is MemoryIndex
+    from sessionmem.config import Config
+
+    assert sessionmem.Config is Config
