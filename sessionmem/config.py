@@ -253,8 +253,15 @@ class AgentsConfig(_Camel):
     list: tuple[AgentConfig, ...] = ()
 
 
+class McpConfig(_Camel):
+    """``sessionmem mcp``: the write tools are offered to MCP clients only when this says so."""
+
+    write_tools: bool = False
+
+
 class MemoryConfig(_Camel):
     citations: Literal["on", "off", "auto"] = "auto"
+    mcp: McpConfig = McpConfig()
 
 
 class ResetConfig(_Camel):

@@ -1,0 +1,102 @@
+"""``sessionmem mcp``: serve the agent's memory to an MCP client (a desktop or coding assistant).
+
+The global options pick what is served: ``--agent`` the agent, ``--workspace`` its Markdown memory,
+``--state-dir`` the index, ``--config`` the settings (``memory.mcp.writeTools`` offers the write
+tools). The index is opened once and watched (``sync.watch``) for as long as the server runs, so
+notes edited meanwhile are found.
+
+Examples::
+
+    sessionmem mcp                                   # stdio: the client starts this command
+    sessionmem --agent work mcp --http 8765          # streamable HTTP on http://127.0.0.1:8765/mcp
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from sessionmem.cli import output
+
+if TYPE_CHECKING:
+    from sessionmem.cli.root import Context
+    from sessionmem.mcp_server import MemoryServerTools
+    from sessionmem.memory.index import MemoryIndex
+
+log = logging.getLogger(__name__)
+
+
+@click.command()
+@click.option(
+    "--http",
+    "port",
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.",
+)
+@click.pass_context
+def mcp(ctx: click.Context, port: int | None) -> None:
+    """Serve memory_search, memory_get (and, when enabled, the write tools) over MCP.
+
+    Stdio by default: configure your assistant to start `sessionmem mcp`. The client is the agent's
+    owner: it reads all of the agent's memory, as this command line does.
+
+    \b
+    Examples:
+      sessionmem --workspace ~/notes mcp
+      sessionmem --agent work mcp --http 8765
+    """
+    import anyio
+
+    from sessionmem.cli.memory import open_index
+    from sessionmem.mcp_server import build_server, require_sdk, serve_http, serve_stdio
+
+    require_sdk()  # before anything is opened: a missing SDK says how to install it
+    app = output.resolved(ctx)
+    with open_index(app, watch=None) as index:
+        tools = server_tools(app, index)
+        server = build_server(tools, instructions=tools.memory.recall_section() or None)
+        if port is None:
+            anyio.run(serve_stdio, server)
+        else:
+            output.echo_err(f"sessionmem MCP server on http://127.0.0.1:{port}/mcp (agent {app.agent_id})")
+            anyio.run(serve_http, server, port)
+
+
+def server_tools(app: Context, index: MemoryIndex) -> MemoryServerTools:
+    """The agent tools as the config asks, read as the agent's main (private) session."""
+    from sessionmem.cli.memory import current_vector_path
+    from sessionmem.mcp_server import MemoryServerTools, write_tools
+    from sessionmem.memory.tools import MemoryTools
+    from sessionmem.session.keys import default_key
+
+    memory = MemoryTools.from_config(
+        app.config,
+        app.agent_id,
+        index=index,
+        workspace=app.workspace,
+        sessions_dir=app.sessions_dir,
+        session_key=default_key(app.agent_id),
+    )
+
+    def status() -> dict[str, Any]:
+        return output.status_json(index.status(), current_vector_path(index, warm=False), None)
+
+    writes = []
+    if app.config.memory.mcp.write_tools:
+
+        def written(path: str, _mode: str, _chars: int) -> None:
+            # Trigger: a client wrote a note and searches for it next. Why: a search on a dirty index
+            # answers from what is indexed and syncs in the background, so the note would be missing
+            # from that answer. Outcome: the write returns once the index has the file (a sync of one
+            # changed file; runs in the tool's worker thread). A failed sync is logged: the note is safe.
+            index.mark_dirty()
+            try:
+                index.sync(reason="mcp write")
+            except Exception:
+                log.warning("memory index sync after the MCP write to %s failed", path, exc_info=True)
+
+        writes = write_tools(app.workspace, timezone_name=app.agent.user_timezone, on_write=written)
+    return MemoryServerTools(memory=memory, status=status, writes=writes)

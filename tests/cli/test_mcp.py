@@ -1,0 +1,270 @@
+"""`sessionmem mcp`, driven by the official MCP SDK's own client: over stdio (the server is a real
+child process the client starts, as a desktop assistant does) and over streamable HTTP (a real
+server process on 127.0.0.1, a free port)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+if not os.environ.get("CI"):  # in CI the extra is part of the test install: a missing SDK fails there
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp,test]'")
+
+from mcp import Client, MCPError, StdioServerParameters
+
+from sessionmem.config import Config
+from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.tools import MemoryTools, memory_get_schema, memory_search_schema
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOTE = "- The billing cutover from LedgerLoop to Stripe is set for 2026-12-01.\n"
+SECRET = "root:x:0:0\n"
+MEMORY = "# Memory\n\n- The user prefers metric units.\n"
+
+
+@pytest.fixture
+def home(tmp_path: Path, workspace: Path) -> Path:
+    """A workspace with one dated note and MEMORY.md, and a file outside it that must stay unreadable."""
+    (workspace / "memory" / "2026-11-10.md").write_text("# 2026-11-10\n\n" + NOTE)
+    (workspace / "MEMORY.md").write_text(MEMORY)
+    (tmp_path / "secret.md").write_text(SECRET)
+    return tmp_path
+
+
+def write_config(home: Path, *, write_tools: bool) -> Path:
+    config = {
+        "agents": {"defaults": {"memorySearch": {"provider": "none"}}},
+        "memory": {"mcp": {"writeTools": write_tools}},
+    }
+    path = home / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def global_options(home: Path, config: Path) -> list[str]:
+    state, workspace = str(home / "state"), str(home / "workspace")
+    return ["--config", str(config), "--state-dir", state, "--workspace", workspace]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def stdio_params(home: Path, config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sessionmem.cli", *global_options(home, config), "mcp"],
+        env=child_env(),
+    )
+
+
+def run(client_target: Any, body: Callable[[Client], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        with anyio.fail_after(60):
+            async with Client(client_target) as client:
+                return await body(client)
+
+    return anyio.run(main)
+
+
+def text_of(result: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(result.content[0].text)
+    return data
+
+
+# ---------------------------------------------------------------------------- stdio
+
+
+def test_stdio_serves_the_agent_tools_with_their_own_schemas_and_results(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+
+    async def session(client: Client) -> dict[str, Any]:
+        listed = await client.list_tools()
+        search = await client.call_tool("memory_search", {"query": "billing cutover", "maxResults": 3})
+        window = await client.call_tool("memory_get", {"path": "memory/2026-11-10.md", "from": 3, "lines": 1})
+        escape = await client.call_tool("memory_get", {"path": "../secret.md"})
+        return {
+            "tools": {t.name: (t.description, t.input_schema) for t in listed.tools},
+            "search": search,
+            "window": window,
+            "escape": escape,
+            "instructions": client.instructions,
+        }
+
+    got = run(stdio_params(home, config), session)
+
+    # The same schemas as the agent tools (no restatement), and nothing that writes.
+    assert set(got["tools"]) == {"memory_search", "memory_get"}
+    for schema in (memory_search_schema(), memory_get_schema()):
+        fn = schema["function"]
+        assert got["tools"][fn["name"]] == (fn["description"], fn["parameters"])
+    assert "Memory Recall" in got["instructions"]
+
+    search = text_of(got["search"])
+    assert got["search"].is_error is False
+    assert [(r["path"], r["startLine"], r["endLine"]) for r in search["results"]] == [
+        ("memory/2026-11-10.md", 1, 3)
+    ]
+    # The owner reads as the agent's main (private) session: citations as in a direct chat.
+    assert search["results"][0]["citation"] == "memory/2026-11-10.md#L1-L3"
+
+    # The same result the agent tool gives in process, over the index the server built.
+    workspace, state = home / "workspace", home / "state"
+    cfg = Config.load(config)
+    with MemoryIndex.open("main", workspace, cfg.for_agent("main").memory_search, state_dir=state) as index:
+        tools = MemoryTools.from_config(
+            cfg, "main", index=index, workspace=workspace, session_key="agent:main:main"
+        )
+        in_process = tools.call_dict("memory_search", {"query": "billing cutover", "maxResults": 3})
+    assert search["results"] == in_process["results"]
+
+    assert text_of(got["window"]) == {"path": "memory/2026-11-10.md", "text": NOTE.rstrip("\n")}
+
+    refused = text_of(got["escape"])
+    assert got["escape"].is_error is True
+    assert refused["text"] == "" and "escapes the workspace" in refused["error"]
+    assert SECRET.strip() not in got["escape"].content[0].text
+
+
+def test_stdio_refuses_a_write_when_the_config_does_not_enable_it(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+
+    async def session(client: Client) -> str:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("memory_append_daily", {"text": "- remember the milk"})
+        with pytest.raises(MCPError):
+            await client.call_tool("memory_write", {"path": "MEMORY.md", "content": "x", "mode": "replace"})
+        return str(refused.value)
+
+    message = run(stdio_params(home, config), session)
+    assert "unknown tool 'memory_append_daily'" in message
+    assert "available: memory_search, memory_get" in message
+    assert sorted(p.name for p in (home / "workspace" / "memory").iterdir()) == ["2026-11-10.md"]
+    assert (home / "workspace" / "MEMORY.md").read_text() == MEMORY
+
+
+def test_missing_sdk_gives_the_install_command(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+    code = (
+        "import sys; sys.modules['mcp'] = None; "  # as if the extra were not installed
+        "from sessionmem.cli import main; "
+        f"main({[*global_options(home, config), 'mcp']!r})"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60
+    )
+    assert proc.returncode == 1
+    assert "pip install 'sessionmem[mcp]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_other_commands_do_not_import_the_sdk() -> None:
+    code = "import sys, sessionmem.cli, sessionmem.cli.mcp; print('mcp' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env())
+    assert proc.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------- streamable HTTP
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(home: Path) -> Iterator[str]:
+    """A real `sessionmem mcp --http PORT` process with the write tools enabled; yields its URL."""
+    config = write_config(home, write_tools=True)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessionmem.cli", *global_options(home, config), "mcp", "--http", str(port)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited {proc.returncode}: {proc.stderr.read()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError("server did not listen within 60 s") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_http_serves_search_get_writes_when_enabled_and_the_status_resource(
+    home: Path, http_server: str
+) -> None:
+    async def session(client: Client) -> dict[str, Any]:
+        names = {t.name for t in (await client.list_tools()).tools}
+        first = await client.call_tool("memory_search", {"query": "billing cutover"})
+        escape = await client.call_tool("memory_get", {"path": "../secret.md"})
+        appended = await client.call_tool("memory_append_daily", {"text": "- The office moves to Lisbon."})
+        found = await client.call_tool("memory_search", {"query": "office Lisbon"})
+        resources = [str(r.uri) for r in (await client.list_resources()).resources]
+        status = await client.read_resource("sessionmem://status")
+        return {
+            "names": names,
+            "first": text_of(first),
+            "escape": escape,
+            "appended": appended,
+            "found": text_of(found),
+            "resources": resources,
+            "status": json.loads(status.contents[0].text),
+        }
+
+    got = run(http_server, session)
+
+    assert got["names"] == {"memory_search", "memory_get", "memory_append_daily", "memory_write"}
+    assert [r["path"] for r in got["first"]["results"]] == ["memory/2026-11-10.md"]
+    assert got["escape"].is_error is True
+    assert "escapes the workspace" in text_of(got["escape"])["error"]
+
+    # The write went to today's daily log (the machine's zone: no userTimezone configured) ...
+    today = f"memory/{datetime.now().astimezone().date().isoformat()}.md"
+    assert got["appended"].is_error is False
+    assert got["appended"].content[0].text == f"Appended content to {today}."
+    assert "- The office moves to Lisbon." in (home / "workspace" / today).read_text()
+    # ... and the very next search finds it.
+    assert [r["path"] for r in got["found"]["results"]] == [today]
+
+    assert got["resources"] == ["sessionmem://status"]
+    status = got["status"]
+    assert status["agentId"] == "main"
+    assert status["mode"] == "fts-only"
+    assert status["files"] == 3  # MEMORY.md, the note, today's log
+    assert status["store"] == str((home / "state" / "memory" / "main.sqlite").resolve())
+
+
+def test_http_write_tools_keep_their_rules(home: Path, http_server: str) -> None:
+    async def session(client: Client) -> Any:
+        return await client.call_tool("memory_write", {"path": "memory/other.md", "content": "x"})
+
+    refused = run(http_server, session)
+    assert refused.is_error is True
+    assert "memory_write only writes MEMORY.md" in refused.content[0].text
+    assert not (home / "workspace" / "memory" / "other.md").exists()
