@@ -1,4 +1,4 @@
-"""The README's Python example runs as written."""
+"""The README's Python examples run as written."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ def python_blocks() -> list[str]:
 
 
 def test_the_readme_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    (example,) = python_blocks()
+    example = python_blocks()[0]
     exec(compile(example, str(README), "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out
     assert "memory/2026-11-10.md 1 - The billing cutover is on 2026-12-01." in printed
+
+
+def test_the_readme_tool_example_prints_the_schema_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    example = python_blocks()[1]
+    exec(compile(example, str(README), "exec"), {"__name__": "readme"})
+    shown = example.rstrip().splitlines()[-1].removeprefix("# ")
+    assert capsys.readouterr().out.strip() == shown

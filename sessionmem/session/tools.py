@@ -6,32 +6,29 @@ awaited on the loop.
 
 Failures are the model's business, not the user's: an unknown tool, bad arguments or an exception in
 a handler come back to the model as a tool result with ``is_error`` set, and the turn goes on.
+
+``@tool`` reads the schema from the function's type hints and docstring (``tool_schema``: Literal and
+Enum choices, dataclasses and pydantic models, typed lists, per-parameter descriptions from an
+``Args:`` section) and converts the model's JSON arguments back to those types before the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union, get_type_hints
+from typing import Any
 
 import orjson
 
 from sessionmem.errors import SessionMemError
 from sessionmem.messages import ToolCall
+from sessionmem.session.tool_schema import ArgumentError, describe
 
 Handler = Callable[..., Any]
-
-_JSON_TYPES: dict[Any, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    dict: "object",
-}
+ArgumentConverter = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 class ToolError(SessionMemError):
@@ -44,6 +41,7 @@ class Tool:
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments object
     handler: Handler  # (**arguments) -> str | dict | list, sync or async
+    convert: ArgumentConverter | None = None  # JSON arguments -> the handler's types (raises ValueError)
 
     def schema(self) -> dict[str, Any]:
         """OpenAI function-calling schema."""
@@ -54,45 +52,26 @@ class Tool:
 
 
 def tool(fn: Handler | None = None, *, name: str | None = None, description: str | None = None) -> Any:
-    """Make a :class:`Tool` from a function; the schema comes from its type hints, the description
-    from its docstring. Use bare (``@tool``) or with options (``@tool(name="lookup")``)."""
+    """Make a :class:`Tool` from a function; the schema comes from its type hints, the description and
+    each parameter's from its docstring. Use bare (``@tool``) or with options (``@tool(name="lookup")``).
+    A type with no JSON schema raises ``ToolSchemaError`` here, naming the parameter."""
 
     def build(func: Handler) -> Tool:
+        signature = describe(func, name or func.__name__)
         return Tool(
             name=name or func.__name__,
-            description=description or inspect.cleandoc(func.__doc__ or func.__name__),
-            parameters=schema_from_signature(func),
+            description=description or signature.description,
+            parameters=signature.parameters,
             handler=func,
+            convert=signature.convert,
         )
 
     return build(fn) if fn is not None else build
 
 
 def schema_from_signature(func: Handler) -> dict[str, Any]:
-    """A JSON schema for ``func``'s keyword arguments (str/int/float/bool/list/dict and optionals)."""
-    hints = get_type_hints(func)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param in inspect.signature(func).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        properties[param.name] = _json_type(hints.get(param.name, str))
-        if param.default is inspect.Parameter.empty:
-            required.append(param.name)
-    return {"type": "object", "properties": properties, "required": required}
-
-
-def _json_type(hint: Any) -> dict[str, Any]:
-    origin = typing.get_origin(hint)
-    if origin in (Union, types.UnionType):
-        options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        return _json_type(options[0]) if options else {}
-    if origin in (list, tuple) or hint in (list, tuple):
-        args = typing.get_args(hint)
-        return {"type": "array", "items": _json_type(args[0]) if args else {}}
-    if origin is dict:
-        return {"type": "object"}
-    return {"type": _JSON_TYPES.get(hint, "string")}
+    """The JSON schema of ``func``'s arguments, as :func:`tool` builds it."""
+    return describe(func).parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +92,11 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
         available = ", ".join(sorted(tools)) or "none"
         return ToolOutcome(f"Unknown tool: {call.name}. Available tools: {available}.", is_error=True)
     arguments = call.arguments or {}
+    try:
+        if found.convert is not None:
+            arguments = found.convert(arguments)
+    except (ArgumentError, ValueError, TypeError) as exc:
+        return ToolOutcome(f"Invalid arguments for {call.name}: {exc}", is_error=True)
     try:
         if inspect.iscoroutinefunction(found.handler):
             result = await found.handler(**arguments)
