@@ -61,13 +61,13 @@ from sessionmem.memory.rebuild import (
 )
 from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
-from sessionmem.memory.session_sync import TranscriptDeltaScheduler, sessions_enabled
 from sessionmem.memory.status import IndexCounts, IndexStatus, collect_issues, read_counts
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
     from sessionmem.memory.embedding import Embedder
     from sessionmem.memory.files import EntrySource
+    from sessionmem.memory.session_sync import TranscriptDeltaScheduler
     from sessionmem.memory.types import SearchRequest, SearchResponse, VectorPath
 
 __all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
@@ -248,6 +248,10 @@ class MemoryIndex:
     def source_names(self) -> list[str]:
         """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` is not required,
         see ``session_sync``)."""
+        if "sessions" not in self.settings.sources:  # the transcript code loads only when it is a source
+            return sorted(self.settings.sources)
+        from sessionmem.memory.session_sync import sessions_enabled
+
         names = {s for s in self.settings.sources if s != "sessions" or sessions_enabled(self.settings)}
         return sorted(names)
 
@@ -540,6 +544,8 @@ class MemoryIndex:
             return
         scheduler = self._session_delta
         if scheduler is None:
+            from sessionmem.memory.session_sync import TranscriptDeltaScheduler
+
             with self._state_lock:
                 if self._session_delta is None:
                     self._session_delta = TranscriptDeltaScheduler(
