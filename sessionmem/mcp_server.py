@@ -21,6 +21,7 @@ server is built, so ``import sessionmem`` and the other commands never load it.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,17 +141,31 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], port: int, *, host: str = "127.0.0.1", path: str = "/mcp") -> None:
-    """Serve streamable HTTP on ``host:port`` (loopback by default: the owner's machine only).
+def listen_loopback(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket on ``host:port``; ``OSError`` (port taken, no permission) before anything runs."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_http(server: Server[Any], sock: socket.socket, *, path: str = "/mcp") -> None:
+    """Serve streamable HTTP on ``sock`` (from :func:`listen_loopback`: the owner's machine only).
 
     The SDK turns on DNS-rebinding protection for loopback hosts, so a web page in the owner's browser
-    cannot reach the memory through this port.
+    cannot reach the memory through this port; other processes on the machine can.
     """
     import uvicorn
 
+    host = sock.getsockname()[0]
     app = server.streamable_http_app(streamable_http_path=path, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def write_tools(

@@ -51,18 +51,24 @@ def mcp(ctx: click.Context, port: int | None) -> None:
     import anyio
 
     from sessionmem.cli.memory import open_index
-    from sessionmem.mcp_server import build_server, require_sdk, serve_http, serve_stdio
+    from sessionmem.mcp_server import build_server, listen_loopback, require_sdk, serve_http, serve_stdio
 
     require_sdk()  # before anything is opened: a missing SDK says how to install it
     app = output.resolved(ctx)
+    sock = None
+    if port is not None:
+        try:
+            sock = listen_loopback(port)
+        except OSError as exc:
+            raise output.CommandFailed(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
     with open_index(app, watch=None) as index:
         tools = server_tools(app, index)
         server = build_server(tools, instructions=tools.memory.recall_section() or None)
-        if port is None:
+        if sock is None:
             anyio.run(serve_stdio, server)
         else:
             output.echo_err(f"sessionmem MCP server on http://127.0.0.1:{port}/mcp (agent {app.agent_id})")
-            anyio.run(serve_http, server, port)
+            anyio.run(serve_http, server, sock)
 
 
 def server_tools(app: Context, index: MemoryIndex) -> MemoryServerTools:

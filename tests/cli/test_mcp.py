@@ -268,3 +268,29 @@ def test_http_write_tools_keep_their_rules(home: Path, http_server: str) -> None
     assert refused.is_error is True
     assert "memory_write only writes MEMORY.md" in refused.content[0].text
     assert not (home / "workspace" / "memory" / "other.md").exists()
+
+
+def test_http_on_a_taken_port_says_so_and_exits(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sessionmem.cli",
+                *global_options(home, config),
+                "mcp",
+                "--http",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=60,
+        )
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
