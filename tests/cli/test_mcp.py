@@ -156,6 +156,22 @@ def test_stdio_refuses_a_write_when_the_config_does_not_enable_it(home: Path) ->
     assert (home / "workspace" / "MEMORY.md").read_text() == MEMORY
 
 
+def test_the_global_options_pick_the_agent_served(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+    params = stdio_params(home, config)
+    params.args = ["-m", "sessionmem.cli", "--agent", "work", *global_options(home, config), "mcp"]
+
+    async def session(client: Client) -> dict[str, Any]:
+        status = await client.read_resource("sessionmem://status")
+        data: dict[str, Any] = json.loads(status.contents[0].text)
+        return data
+
+    status = run(params, session)
+    assert status["agentId"] == "work"
+    assert status["store"] == str((home / "state" / "memory" / "work.sqlite").resolve())
+    assert status["workspace"] == str((home / "workspace").resolve())
+
+
 def test_missing_sdk_gives_the_install_command(home: Path) -> None:
     config = write_config(home, write_tools=False)
     code = (
