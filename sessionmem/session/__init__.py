@@ -9,15 +9,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sessionmem.session.entry import SessionEntry
     from sessionmem.session.keys import default_key, parse_key
-    from sessionmem.session.store import SessionEntry, SessionStore
+    from sessionmem.session.store import SessionStore
     from sessionmem.session.transcript import Entry, Transcript, read_messages
 
 _LAZY = {
     "Entry": "sessionmem.session.transcript",
     "Transcript": "sessionmem.session.transcript",
     "read_messages": "sessionmem.session.transcript",
-    "SessionEntry": "sessionmem.session.store",
+    "SessionEntry": "sessionmem.session.entry",
     "SessionStore": "sessionmem.session.store",
     "default_key": "sessionmem.session.keys",
     "parse_key": "sessionmem.session.keys",

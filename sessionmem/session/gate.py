@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from sessionmem.messages import Message, now_ms
 from sessionmem.session.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
+from sessionmem.session.entry import compaction_figures
 from sessionmem.session.events import (
     CompactionEvent,
     CompactionFailedEvent,
@@ -33,13 +34,12 @@ from sessionmem.session.events import (
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_prompts, guard_reason
 from sessionmem.session.lifecycle import before_compaction
 from sessionmem.session.projection import context_state
-from sessionmem.session.store import compaction_figures
 from sessionmem.session.transcript import compaction_summary_text
 from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
+    from sessionmem.session.entry import SessionEntry
     from sessionmem.session.runner import Session
-    from sessionmem.session.store import SessionEntry
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sessionmem.config import ResetConfig
 from sessionmem.messages import now_ms
+from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import Event, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from sessionmem.session.flush import user_zone
-from sessionmem.session.store import SessionEntry
 from sessionmem.session.transcript import Transcript
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import orjson
 
 from sessionmem.config import DEFAULT_CONTEXT_TOKENS, AgentConfig
 from sessionmem.messages import Message
-from sessionmem.session.store import call_figures
+from sessionmem.session.entry import call_figures
 from sessionmem.tokens import count_tokens
 
 # Chat formats wrap every message in a few tokens of role markup (OpenAI documents 3-4).

@@ -40,6 +40,7 @@ from sessionmem.messages import FLUSH_PROVENANCE, Message, Usage
 from sessionmem.model.base import Model, ModelReply, ModelRequest, supports_streaming
 from sessionmem.session import keys
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
+from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import (
     CompactionResult,
     Event,
@@ -68,7 +69,7 @@ from sessionmem.session.projection import (
     resolve_context_window,
     usage_fields,
 )
-from sessionmem.session.store import SessionEntry, SessionStore
+from sessionmem.session.store import SessionStore
 from sessionmem.session.streaming import PartialCallback, stream_reply
 from sessionmem.session.tools import Tool, dispatch
 from sessionmem.session.transcript import Transcript

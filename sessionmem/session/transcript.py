@@ -424,7 +424,7 @@ class Transcript:
                 start = i
                 break
         summary = str(comp.data.get("summary", ""))
-        ts = _ms_from_iso(comp.timestamp)
+        ts = ms_from_iso(comp.timestamp)
         summary_msg = Message("user", compaction_summary_text(summary))
         if ts is not None:
             summary_msg = Message("user", summary_msg.content, timestamp=ts)
@@ -458,7 +458,8 @@ class Transcript:
         return size - self._compaction_end if size >= self._compaction_end else size
 
 
-def _ms_from_iso(text: str) -> int | None:
+def ms_from_iso(text: str) -> int | None:
+    """Milliseconds since the epoch of an ISO 8601 time (``Z`` allowed); None when it is not one."""
     try:
         return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
     except ValueError:
