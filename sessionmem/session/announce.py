@@ -48,7 +48,9 @@ async def emit_hook(state: SessionState, name: str, **fields: Any) -> list[HookO
         if not registry.names(name):
             return []
         extra = dict(fields.pop("extra", {}) or {})
-        extra.setdefault("sessions_dir", str(runner.store.sessions_dir))
+        sessions_dir = runner.store.sessions_dir
+        if sessions_dir is not None:
+            extra.setdefault("sessions_dir", str(sessions_dir))
         event = HookEvent(
             name=name,
             workspace=runner.workspace,

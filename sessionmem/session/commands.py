@@ -102,7 +102,7 @@ class SessionStatus:
     memory_flush_at: int | None
     memory_flush_compaction_count: int | None
     total_tokens: int | None  # the provider's last reported prompt size, from sessions.json
-    transcript: str
+    transcript: str  # the file, or "" where the backend keeps no transcript files
     model: str
 
     def to_json(self) -> dict[str, Any]:
@@ -141,7 +141,7 @@ def session_status(state: SessionState) -> SessionStatus:
         memory_flush_at=entry.memory_flush_at,
         memory_flush_compaction_count=entry.memory_flush_compaction_count,
         total_tokens=entry.total_tokens,
-        transcript=str(state.transcript.path),
+        transcript=str(state.transcript.path or ""),
         model=str(getattr(state.runner.model, "name", "") or ""),
     )
 

@@ -19,10 +19,12 @@ one store at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ try:
 except ImportError:  # Windows: the filelock package instead
     fcntl = None  # type: ignore[assignment]
 
-from sessionmem.errors import StoreLockTimeout
+from sessionmem.errors import StoreLockTimeout, TurnLockTimeout
 
 LOCK_FILE_MODE = 0o600
 
@@ -83,18 +85,25 @@ def unlock_file(handle: Any) -> None:
         handle.release()
 
 
-def backoff_delays(timeout_s: float) -> Any:
-    """Sleeps between attempts: ``min(1000, 50*attempt)`` ms, until ``timeout_s`` of them add up.
+def lock_attempts(path: Path, timeout_s: float, on_taken: Callable[[Any], None]) -> Iterator[float]:
+    """Try to lock ``path`` until it is taken (its handle passed to ``on_taken``), yielding the sleep
+    due before each retry; ends without calling ``on_taken`` once ``timeout_s`` of sleeps add up.
 
-    Waiting time is the sum of the sleeps, not a clock reading, so frozen clocks in tests cannot hang
-    a waiter."""
-    waited = 0.0
-    attempt = 0
-    while waited < timeout_s:
+    The caller sleeps (``time.sleep`` or ``asyncio.sleep``), so one loop serves threads and event loops.
+    Sleeps back off ``min(1000, 50*attempt)`` ms. Waiting time is the sum of the sleeps, not a clock
+    reading, so frozen clocks in tests cannot hang a waiter."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = try_lock_file(path)
+    waited, attempt = 0.0, 0
+    while handle is None:
+        if waited >= timeout_s:
+            return
         attempt += 1
         delay = min(1.0, 0.05 * attempt, timeout_s - waited)
         yield delay
         waited += delay
+        handle = try_lock_file(path)
+    on_taken(handle)
 
 
 class _PathLock:
@@ -140,7 +149,7 @@ if hasattr(os, "register_at_fork"):
 class StoreLock:
     """Cross-process lock (``flock`` on a lock file that is never deleted) plus an in-process RLock.
 
-    Re-entrant within a thread. Contention backs off (:func:`backoff_delays`); after ``timeout_s`` of
+    Re-entrant within a thread. Contention backs off (:func:`lock_attempts`); after ``timeout_s`` of
     waiting it raises :class:`StoreLockTimeout`. See the module docstring for why ``flock``.
     """
 
@@ -173,14 +182,49 @@ class StoreLock:
             held.rlock.release()
 
     def _acquire_file(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = try_lock_file(self.path)
-        if handle is None:
-            for delay in backoff_delays(self.timeout_s):
-                time.sleep(delay)
-                handle = try_lock_file(self.path)
-                if handle is not None:
-                    break
-        if handle is None:
+        for delay in lock_attempts(self.path, self.timeout_s, self._took):
+            time.sleep(delay)
+        if self._held.handle is None:
             raise StoreLockTimeout(str(self.path), self.timeout_s)
+
+    def _took(self, handle: Any) -> None:
         self._held.handle = handle
+
+
+class TurnLock:
+    """The cross-process lock around one turn of ``session_key``: ``async with`` (or ``with`` in
+    threaded code). A second holder waits, backing off (:func:`lock_attempts`), and after ``timeout_s``
+    raises :class:`TurnLockTimeout`; a holder that dies frees it at once."""
+
+    def __init__(self, path: Path, session_key: str, *, timeout_s: float) -> None:
+        self.path = path
+        self.session_key = session_key
+        self.timeout_s = timeout_s
+        self._handle: Any = None
+
+    async def __aenter__(self) -> None:
+        for delay in lock_attempts(self.path, self.timeout_s, self._took):
+            await asyncio.sleep(delay)
+        self._check_taken()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def __enter__(self) -> None:
+        for delay in lock_attempts(self.path, self.timeout_s, self._took):
+            time.sleep(delay)
+        self._check_taken()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        handle, self._handle = self._handle, None
+        unlock_file(handle)
+
+    def _took(self, handle: Any) -> None:
+        self._handle = handle
+
+    def _check_taken(self) -> None:
+        if self._handle is None:
+            raise TurnLockTimeout(self.session_key, str(self.path), self.timeout_s)

@@ -29,7 +29,6 @@ as a ``hook_error`` event (for a rotation also in the ``new`` event), and never 
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -44,7 +43,6 @@ from sessionmem.session.events import MemoryWriteEvent, NewSessionEvent
 from sessionmem.session.flush import user_zone
 from sessionmem.session.gate import compact_through_gate
 from sessionmem.session.state import SessionState
-from sessionmem.session.transcript import Transcript
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookOutcome
@@ -156,35 +154,14 @@ def stale_reason(state: SessionState) -> Literal["daily", "idle"] | None:
 # ---------------------------------------------------------------------------- rotation pieces
 
 
-def rotated_entry(current: SessionEntry, session_id: str, session_file: Path) -> SessionEntry:
-    """The sessions.json entry of the new session: identity and overrides kept, counters reset."""
+def rotated_entry(current: SessionEntry, session_id: str, session_file: str | Path | None) -> SessionEntry:
+    """The store entry of the new session: identity and overrides kept, counters reset."""
     data = {k: v for k, v in current.to_json_dict().items() if k not in RESET_FIELDS}
-    data.update(sessionId=session_id, sessionFile=str(session_file), updatedAt=now_ms(), compactionCount=0)
+    data.update(sessionId=session_id, updatedAt=now_ms(), compactionCount=0)
+    data.pop("sessionFile", None)  # the old transcript's; a backend without files records none
+    if session_file is not None:
+        data["sessionFile"] = str(session_file)
     return SessionEntry.model_validate(data)
-
-
-def archive_name(path: Path, when: datetime) -> Path:
-    """``<file>.reset.<ISO 8601 UTC, ms, ':' replaced by '-'>`` (OpenClaw's archive name)."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    stamp = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return path.with_name(f"{path.name}.reset.{stamp.replace(':', '-')}")
-
-
-def archive_transcript(path: Path, when: datetime) -> Path | None:
-    """Rename the transcript to its archive name (never over an existing archive); None if absent."""
-    if not path.is_file():
-        return None
-    target = archive_name(path, when)
-    for n in range(1, 1000):
-        if not target.exists():
-            break
-        target = target.with_name(f"{archive_name(path, when).name}-{n}")
-    os.replace(path, target)
-    return target
-
-
-# ---------------------------------------------------------------------------- hooks
 
 
 def _memory_file(outcomes: list[HookOutcome], workspace: Path) -> Path | None:
@@ -218,10 +195,11 @@ async def rotate(
     if conversation:
         flushed = (await compact_through_gate(state, reason)).flushed
 
+    store = runner.store
     previous = state.entry
-    old_path = state.transcript.path
+    old_transcript = state.transcript
     new_id = str(uuid.uuid4())
-    new_path = runner.store.transcript_path(new_id)
+    new_file = store.new_session_file(new_id)
     source = command_source or runner.command_source or reason
     outcomes: list[HookOutcome] = []
     if conversation:
@@ -229,24 +207,22 @@ async def rotate(
             state,
             COMMAND_RESET if reason == "reset" else COMMAND_NEW,
             previous_session_entry=previous.to_json_dict(),
-            session_entry={"sessionId": new_id, "sessionFile": str(new_path)},
-            transcript_path=old_path,
+            session_entry={"sessionId": new_id, "sessionFile": new_file},
+            transcript_path=old_transcript.path,
             command_source=source,
             extra={"reason": reason},
         )
     memory_file = _memory_file(outcomes, runner.workspace)
 
     try:
-        archived = archive_transcript(old_path, datetime.now(UTC))
+        archived = store.archive_transcript(old_transcript, datetime.now(UTC))
     except OSError as exc:  # the new session must still start; the old file simply keeps its name
-        log.warning("could not archive transcript %s: %s", old_path, exc)
+        log.warning("could not archive transcript %s: %s", old_transcript.path, exc)
         archived = None
-    entry = runner.store.update(
-        state.key, lambda current: rotated_entry(current or previous, new_id, new_path)
-    )
+    entry = store.update(state.key, lambda current: rotated_entry(current or previous, new_id, new_file))
     assert entry is not None
     # A fresh context, token caches and system prompt (MEMORY.md and daily logs may have changed).
-    state.attach(Transcript.open(new_path, new_id, runner.workspace, session_key=state.key), entry)
+    state.attach(store.open_transcript(state.key, entry, cwd=runner.workspace), entry)
     # A new memory file, or an archive (searched as sessions/<file>.reset.<ts> once the index moves the
     # old transcript's rows to it): either way the memory index is due for a sync.
     if (memory_file is not None or archived is not None) and runner.memory_index is not None:
@@ -267,7 +243,7 @@ async def rotate(
         SESSION_START,
         session_entry=entry.to_json_dict(),
         previous_session_entry=previous.to_json_dict(),
-        transcript_path=new_path,
+        transcript_path=state.transcript.path,
         command_source=source,
         extra={"reason": reason, "resumed_from": previous.session_id},
     )

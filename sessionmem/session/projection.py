@@ -19,6 +19,7 @@ import orjson
 
 from sessionmem.config import DEFAULT_CONTEXT_TOKENS, AgentConfig
 from sessionmem.messages import Message
+from sessionmem.session.backend import TranscriptLog
 from sessionmem.session.entry import call_figures
 from sessionmem.tokens import count_tokens
 
@@ -159,7 +160,7 @@ def _litellm_context_window(model: Any) -> int | None:
     return context_window(model.name)
 
 
-def context_state(transcript: Any) -> tuple[list[ContextItem], set[str]]:
+def context_state(transcript: TranscriptLog) -> tuple[list[ContextItem], set[str]]:
     """The transcript's model context and the ids whose reported usage is stale.
 
     Messages kept through the latest compaction (they sit before the compaction entry in the file)

@@ -39,6 +39,7 @@ from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.session import keys
 from sessionmem.session.announce import announce_created, emit
+from sessionmem.session.backend import SessionBackend, TranscriptLog
 from sessionmem.session.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent, TurnResult
@@ -51,7 +52,6 @@ from sessionmem.session.state import SessionState
 from sessionmem.session.store import SessionStore
 from sessionmem.session.streaming import PartialCallback
 from sessionmem.session.tools import Tool
-from sessionmem.session.transcript import Transcript
 from sessionmem.session.turn import run_model_turn
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ class SessionRunner:
         system_prompt: str = "",
         hooks: HookRegistry | None = None,
         command_source: str | None = None,
+        store: SessionBackend | None = None,
     ) -> None:
         self.model = model
         self.config = config or Config()
@@ -92,8 +93,11 @@ class SessionRunner:
         self.system_prompt = system_prompt
         self.hooks = hooks  # None: loaded on first use (hook_registry)
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
-        # sessions.json and the transcripts: session.store (with ~ and {agentId}), else under state_dir.
-        self.store = SessionStore.for_agent(self.state_dir, self.agent_id, self.config.session.store)
+        # Where sessions are kept (sessionmem.session.backend): the store given, else sessions.json and the
+        # transcripts at session.store (with ~ and {agentId}), else under state_dir.
+        if store is None:
+            store = SessionStore.for_agent(self.state_dir, self.agent_id, self.config.session.store)
+        self.store: SessionBackend = store
         self._check_index_sessions_dir()
         self._sessions: dict[str, Session] = {}
         user_zone(self.agent.user_timezone)  # a bad userTimezone fails here, not in the middle of a flush
@@ -116,7 +120,7 @@ class SessionRunner:
             fresh = SessionEntry.model_validate(
                 {
                     "sessionId": session_id,
-                    "sessionFile": str(self.store.transcript_path(session_id)),
+                    "sessionFile": self.store.new_session_file(session_id),
                     "chatType": keys.chat_type(key),
                     "sessionKey": key,
                 }
@@ -124,8 +128,7 @@ class SessionRunner:
             entry = self.store.update(key, lambda current: current or fresh)
             assert entry is not None
             created = entry.session_id == session_id
-        path = Path(entry.session_file or self.store.transcript_path(entry.session_id))
-        transcript = Transcript.open(path, entry.session_id, self.workspace, session_key=key)
+        transcript = self.store.open_transcript(key, entry, cwd=self.workspace)
         # Trigger: open() made a new sessions.json entry. Why: open() is sync and hooks are async, and
         # rotations announce their own new session. Outcome: session:start ("created") fires once, at
         # the start of the first run_turn; a session reopened from sessions.json does not announce.
@@ -155,12 +158,13 @@ class SessionRunner:
         found = getattr(self.memory_index, "sessions_dir", None)
         if not isinstance(found, (str, os.PathLike)) or "sessions" not in self.agent.memory_search.sources:
             return
-        if os.path.realpath(found) != os.path.realpath(self.store.sessions_dir):
+        ours = self.store.sessions_dir
+        if ours is not None and os.path.realpath(found) != os.path.realpath(ours):
             log.warning(
                 "the memory index reads transcripts from %s but this runner writes them to %s "
                 "(session.store); open the index with sessions_dir=runner.store.sessions_dir",
                 found,
-                self.store.sessions_dir,
+                ours,
             )
 
 
@@ -182,7 +186,7 @@ class Session:
         return self.state.key
 
     @property
-    def transcript(self) -> Transcript:
+    def transcript(self) -> TranscriptLog:
         return self.state.transcript
 
     @property

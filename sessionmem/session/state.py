@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from sessionmem.messages import Message
+from sessionmem.session.backend import SessionBackend, TranscriptLog
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import Event, EventCallback
 from sessionmem.session.flush import workspace_writable
@@ -38,8 +39,6 @@ from sessionmem.session.projection import (
     provider_owns_compaction,
     resolve_context_window,
 )
-from sessionmem.session.store import SessionStore
-from sessionmem.session.transcript import Transcript
 from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -73,7 +72,7 @@ class RunnerDeps(Protocol):
     def state_dir(self) -> Path: ...
 
     @property
-    def store(self) -> SessionStore: ...
+    def store(self) -> SessionBackend: ...
 
     @property
     def memory_index(self) -> Any: ...
@@ -95,7 +94,7 @@ class RunnerDeps(Protocol):
 class SessionState:
     """One session as the steps of a turn see it. Mutable; the steps update it as they go."""
 
-    def __init__(self, runner: RunnerDeps, key: str, transcript: Transcript, entry: SessionEntry) -> None:
+    def __init__(self, runner: RunnerDeps, key: str, transcript: TranscriptLog, entry: SessionEntry) -> None:
         self.runner = runner
         self.key = key
         self.context_window = resolve_context_window(runner.agent, runner.model)
@@ -106,7 +105,7 @@ class SessionState:
         self._schemas_counted: tuple[str, int] = ("", 0)  # the tool schemas' JSON and its token count
         self.attach(transcript, entry)
 
-    def attach(self, transcript: Transcript, entry: SessionEntry) -> None:
+    def attach(self, transcript: TranscriptLog, entry: SessionEntry) -> None:
         """Point this session at ``transcript`` / ``entry`` (on open, and when a rotation starts a new
         transcript): the context, token caches and system prompt are rebuilt from them."""
         self.transcript = transcript

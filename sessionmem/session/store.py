@@ -28,14 +28,15 @@ its current cycle twice (:mod:`sessionmem.session.recovery`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -43,13 +44,16 @@ from pydantic import ValidationError
 from sessionmem.errors import SessionError, UsageError
 from sessionmem.messages import now_ms
 from sessionmem.session import keys
-from sessionmem.session.entry import SessionEntry, aliased_fields
-from sessionmem.session.filelock import StoreLock
+from sessionmem.session.backend import DEFAULT_TURN_LOCK_TIMEOUT_S, SessionBackendABC, TranscriptLog
+from sessionmem.session.entry import SessionEntry
+from sessionmem.session.filelock import StoreLock, TurnLock
 from sessionmem.session.recovery import entries_from_transcripts
+from sessionmem.session.transcript import Transcript, archive_transcript_file
 
 log = logging.getLogger(__name__)
 
 _ACTIVE = threading.local()  # open transactions of this thread, by store path
+TURN_LOCK_DIR = "locks"  # in the sessions folder: one lock file per session key
 
 
 class CorruptStore(SessionError):
@@ -90,8 +94,9 @@ def serialize_store(entries: dict[str, SessionEntry]) -> bytes:
     return orjson.dumps({k: e.to_json_dict() for k, e in entries.items()}, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-class SessionStore:
-    """sessions.json at ``path``. Thread- and process-safe; see the module docstring."""
+class SessionStore(SessionBackendABC):
+    """sessions.json at ``path``, the transcripts beside it. Thread- and process-safe; see the module
+    docstring. The default backend of the store seam (:mod:`sessionmem.session.backend`)."""
 
     def __init__(
         self,
@@ -123,6 +128,25 @@ class SessionStore:
     def transcript_path(self, session_id: str) -> Path:
         """``<sessions_dir>/<sessionId>.jsonl``: where a new session's transcript goes."""
         return self.sessions_dir / f"{keys.validate_session_id(session_id)}.jsonl"
+
+    # --- transcripts and the turn lock ---
+
+    def new_session_file(self, session_id: str) -> str:
+        return str(self.transcript_path(session_id))
+
+    def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> Transcript:
+        path = Path(entry.session_file or self.transcript_path(entry.session_id))
+        return Transcript.open(path, entry.session_id, cwd, session_key=keys.normalize_key(key))
+
+    def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:
+        """Rename the transcript ``<file>.reset.<time>`` (OpenClaw's archive name), beside the live ones."""
+        return archive_transcript_file(transcript.path, when) if transcript.path is not None else None
+
+    def turn_lock(self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S) -> TurnLock:
+        """``flock`` on ``<sessions_dir>/locks/<sha256 of the key>.lock``, a file never deleted."""
+        norm = keys.normalize_key(key)
+        digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
+        return TurnLock(self.sessions_dir / TURN_LOCK_DIR / f"{digest}.lock", norm, timeout_s=timeout_s)
 
     # --- reading ---
 
@@ -168,9 +192,6 @@ class SessionStore:
     def all(self) -> dict[str, SessionEntry]:
         return self._load()
 
-    def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
-
     # --- writing ---
 
     def update(
@@ -193,24 +214,6 @@ class SessionStore:
                 )
             entries[norm] = new
             return new
-
-    def patch(self, key: str, **fields: Any) -> SessionEntry:
-        """Set ``fields`` (snake_case or camelCase) on the entry, creating it if needed.
-
-        ``updatedAt`` becomes ``max(existing, now)`` unless given. Creating needs ``session_id``.
-        """
-
-        def apply(entry: SessionEntry | None) -> SessionEntry:
-            if entry is not None:
-                return entry.touched(**fields)
-            given = aliased_fields(fields)
-            if "sessionId" not in given:
-                raise UsageError(f"cannot create session {key!r} without session_id")
-            return SessionEntry.model_validate({"updatedAt": now_ms(), **given})
-
-        result = self.update(key, apply)
-        assert result is not None
-        return result
 
     def delete(self, key: str) -> SessionEntry | None:
         """Remove ``key``; returns the entry it had, if any."""

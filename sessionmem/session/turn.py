@@ -125,7 +125,10 @@ def record_usage(state: SessionState, last: Message | None) -> None:
     if last is None or last.usage is None:
         return
     fields = usage_fields(last.usage, state.context_window, state.runner.model, state.key)
-    state.entry = state.runner.store.patch(state.key, **fields)
+    known = state.entry
+    stored = state.runner.store.update(state.key, lambda current: (current or known).touched(**fields))
+    assert stored is not None
+    state.entry = stored
 
 
 def stop_message(limit: int) -> str:
