@@ -41,7 +41,7 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from sessionmem.errors import SessionError, UsageError
+from sessionmem.errors import SessionError, TranscriptError, UsageError
 from sessionmem.messages import now_ms
 from sessionmem.session import keys
 from sessionmem.session.backend import DEFAULT_TURN_LOCK_TIMEOUT_S, SessionBackendABC, TranscriptLog
@@ -135,8 +135,64 @@ class SessionStore(SessionBackendABC):
         return str(self.transcript_path(session_id))
 
     def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> Transcript:
-        path = Path(entry.session_file or self.transcript_path(entry.session_id))
-        return Transcript.open(path, entry.session_id, cwd, session_key=keys.normalize_key(key))
+        """The transcript ``entry`` names, in the sessions folder (:meth:`transcript_file`). When it
+        was found there by its name only (the state folder moved), the entry's ``sessionFile`` is
+        updated to say where it is now."""
+        norm = keys.normalize_key(key)
+        path, followed = self._locate(norm, entry)
+        if followed:
+            found = "found there" if path.exists() else "not there either: a new one is started"
+            log.warning(
+                "session %s: transcript %s is not in the sessions folder %s; using %s (%s)",
+                norm,
+                entry.session_file,
+                self.sessions_dir,
+                path.name,
+                found,
+            )
+            self.update(norm, lambda current: _naming(current, entry.session_id, path))
+        return Transcript.open(path, entry.session_id, cwd, session_key=norm)
+
+    def transcript_file(self, key: str, entry: SessionEntry) -> Path:
+        """Where ``entry``'s transcript lives: always directly in :attr:`sessions_dir`, named by its
+        session id (``<sessionId>.jsonl``, or OpenClaw's ``<sessionId>-topic-<id>.jsonl``).
+
+        ``sessionFile`` names the file; a relative value is resolved against the folder. An absolute
+        one in another folder with the session's own name is followed to that name here (the state
+        folder was moved, or the store was copied from another machine): nothing is read or written
+        there. Anything else (another name, a path out of the folder, a symlink out of it) raises
+        :class:`~sessionmem.errors.TranscriptError`, before anything is opened.
+        """
+        return self._locate(keys.normalize_key(key), entry)[0]
+
+    def _locate(self, key: str, entry: SessionEntry) -> tuple[Path, bool]:
+        """:meth:`transcript_file`, and whether it was followed from another folder."""
+        session_id = keys.validate_session_id(entry.session_id)
+        folder = self.sessions_dir
+        stored = entry.session_file
+        if not stored:
+            return folder / f"{session_id}.jsonl", False
+        given = Path(stored)
+        candidate = given if given.is_absolute() else folder / given
+        real_folder = os.path.realpath(folder)
+
+        def refuse(why: str) -> TranscriptError:
+            return TranscriptError(
+                f"session {key}: its sessionFile {stored!r} {why}; refusing to read or write it. "
+                f"Transcripts live in the sessions folder {folder} as <sessionId>.jsonl: set the "
+                f"entry's sessionFile to {session_id}.jsonl, or remove it"
+            )
+
+        if not keys.is_transcript_name(candidate.name, session_id):
+            raise refuse(f"does not name the transcript of session {session_id}")
+        elsewhere = os.path.realpath(candidate.parent) != real_folder
+        if elsewhere and not given.is_absolute():
+            raise refuse(f"is not in the sessions folder {folder}")
+        target = folder / candidate.name
+        real_target = os.path.realpath(target)
+        if real_target != os.path.join(real_folder, target.name):
+            raise refuse(f"is a symlink to {real_target}, outside the sessions folder")
+        return target, elsewhere
 
     def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:
         """Rename the transcript ``<file>.reset.<time>`` (OpenClaw's archive name), beside the live ones."""
@@ -281,6 +337,13 @@ class SessionStore(SessionBackendABC):
         self.issues.append(message)
         self.recovered = True
         log.warning("%s", message)
+
+
+def _naming(current: SessionEntry | None, session_id: str, path: Path) -> SessionEntry | None:
+    """``current`` naming ``path`` as its transcript, if it is still that session's entry."""
+    if current is None or current.session_id != session_id:
+        return None
+    return current.with_updates(session_file=str(path))
 
 
 def _agent_id_from_path(path: Path) -> str:
