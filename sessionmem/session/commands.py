@@ -13,7 +13,7 @@ Rules (reference §3.3, §2.7):
 - ``/compact`` compacts through the gate (the flush runs first when this cycle had none), with
   what follows it as extra summary instructions;
 - ``/status`` reports tokens against the thresholds, the compaction count and the flush state from
-  sessions.json. Neither ``/compact`` nor ``/status`` calls the model for a reply.
+  the store. Neither ``/compact`` nor ``/status`` calls the model for a reply.
 
 Before any of it, a session that went stale (daily or idle reset, :mod:`sessionmem.session.lifecycle`)
 is rotated as if the user had typed ``/new``; a ``/new`` or ``/reset`` makes that check moot.
@@ -101,7 +101,7 @@ class SessionStatus:
     flushed_this_cycle: bool
     memory_flush_at: int | None
     memory_flush_compaction_count: int | None
-    total_tokens: int | None  # the provider's last reported prompt size, from sessions.json
+    total_tokens: int | None  # the provider's last reported prompt size, from the store
     transcript: str  # the file, or "" where the backend keeps no transcript files
     model: str
 

@@ -12,11 +12,12 @@ compaction that happens during the flush (its own call overflowed) does not skip
 A flush that fails (model error) is reported in its ``flush`` event and still counts for its cycle: the
 user's turn goes on, and a broken flush is not retried before every turn of the cycle.
 
-Decisions are taken against sessions.json, never against the session's cached entry: a gateway may run
-several processes (several :class:`~sessionmem.session.runner.SessionRunner` objects) on one store. A
-flush is *claimed* in one locked update that re-reads the entry and records ``memoryFlushCompactionCount``
-only if the stored cycle is still unflushed (:func:`claim_flush`); the loser skips. ``compactionCount`` is
-incremented from the stored value in the same way.
+Decisions are taken against the store (sessions.json by default), never against the session's cached
+entry: a gateway may run several processes (several :class:`~sessionmem.session.runner.SessionRunner`
+objects) on one store. A flush is *claimed* in one atomic ``store.update`` that re-reads the entry and
+records ``memoryFlushCompactionCount`` only if the stored cycle is still unflushed (:func:`claim_flush`);
+the loser skips. ``compactionCount`` is incremented from the stored value in the same way. The gate uses
+the store only through its seam (:mod:`sessionmem.session.backend`).
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ A rotation ends the current session and starts a new one under the same session 
    *live* transcript (DESIGN 6): the bundled session-memory hook writes ``memory/<date>-<slug>.md``
    from it, its slug asked of the session's own model;
 3. the old transcript is archived as ``<file>.reset.<ISO time with ':' → '-'>``;
-4. a new sessionId and transcript; in sessions.json (under its lock) the counters start again:
+4. a new sessionId and transcript; in the store (one atomic update) the counters start again:
    ``compactionCount`` 0, no flush record, no token figures;
 5. ``session:end`` (old) and ``session:start`` (new) hooks, then a ``new`` event for ``on_event``.
 
-A session that :meth:`~sessionmem.session.runner.SessionRunner.open` creates (no sessions.json entry yet)
+A session that :meth:`~sessionmem.session.runner.SessionRunner.open` creates (no store entry yet)
 gets its ``session:start`` (reason ``created``) at the start of its first turn
 (:func:`~sessionmem.session.announce.announce_created`).
 
@@ -141,7 +141,7 @@ def has_conversation(state: SessionState) -> bool:
 
 
 def stale_reason(state: SessionState) -> Literal["daily", "idle"] | None:
-    """Whether the session must rotate before its next turn (reads updatedAt from sessions.json)."""
+    """Whether the session must rotate before its next turn (reads updatedAt from the store)."""
     runner = state.runner
     cfg = runner.config.session.reset
     if cfg.mode == "off" or not has_conversation(state):

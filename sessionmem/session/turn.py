@@ -67,9 +67,9 @@ async def run_model_turn(
     for _ in range(limit):
         reply = await _call_model(state, turn, tools, system_extra, make_room)
         if turn.pending is not None:
-            append(state, turn.pending, turn)
+            append_message(state, turn.pending, turn)
             turn.pending = None
-        append(
+        append_message(
             state,
             reply.message,
             turn,
@@ -85,7 +85,7 @@ async def run_model_turn(
             break
         for call in reply.message.tool_calls:
             outcome = await dispatch(tools, call)
-            append(state, Message.tool(call, outcome.content, is_error=outcome.is_error), turn)
+            append_message(state, Message.tool(call, outcome.content, is_error=outcome.is_error), turn)
             await emit(
                 state,
                 ToolCallEvent(
@@ -102,19 +102,20 @@ async def run_model_turn(
     if turn.last is not None and turn.last.tool_calls:  # the model kept calling tools: stop it
         turn.stopped = "max_tool_iterations"
         turn.last = Message.assistant(stop_message(state.runner.agent.max_tool_iterations))
-        append(state, turn.last, turn)
+        append_message(state, turn.last, turn)
     record_usage(state, usage_source)
     return turn
 
 
-def append(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
+def append_message(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
     """Write ``message`` to the transcript and the context (and to ``turn``'s messages)."""
     if turn is not None and turn.kind == "flush":  # marked so the /new memory file leaves it out
         meta.setdefault("provenance", {"kind": FLUSH_PROVENANCE})
     entry_id = state.transcript.append_message(message, **meta)
     notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
-    if callable(notify):  # cheap: the index decides later (debounced) whether the file grew enough
-        notify(state.transcript.path)
+    path = state.transcript.path
+    if callable(notify) and path is not None:  # cheap: the index decides later (debounced) if it grew enough
+        notify(path)
     state.context.append((entry_id, message))
     if turn is not None:
         turn.messages.append(message)
