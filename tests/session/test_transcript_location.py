@@ -23,6 +23,16 @@ KEY = "agent:main:main"
 SID = "3f0c9a52-5d7e-4b1a-9c33-2a1e8b7d6f10"
 
 
+@pytest.fixture(autouse=True)
+def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A current directory two levels into the test's folder: a relative sessionFile used as given would
+    land here or one level up (never in the repository the tests run from)."""
+    here = tmp_path / "cwd" / "here"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    return here
+
+
 def runner_at(state: Path, workspace: Path) -> SessionRunner:
     model = ScriptedModel(responder=lambda request: "noted")
     return SessionRunner(model, workspace=workspace, state_dir=state, hooks=HookRegistry())
@@ -63,7 +73,7 @@ def test_a_stored_session_file_outside_the_folder_gets_nothing_appended(
     ],
 )
 def test_other_stored_values_are_refused_and_nothing_is_created(
-    tmp_path: Path, workspace: Path, stored: str
+    tmp_path: Path, workspace: Path, cwd: Path, stored: str
 ) -> None:
     state = tmp_path / "state"
     store = store_with(state, stored)
@@ -74,14 +84,12 @@ def test_other_stored_values_are_refused_and_nothing_is_created(
     assert sorted(p.name for p in store.sessions_dir.iterdir()) == ["sessions.json", "sessions.json.lock"]
     assert not (store.sessions_dir.parent / "escape.jsonl").exists()
     assert not (store.sessions_dir.parent / f"{SID}.jsonl").exists()
+    assert list(cwd.iterdir()) == [] and list(cwd.parent.iterdir()) == [cwd]
 
 
 def test_a_relative_session_file_is_resolved_against_the_folder_not_the_current_directory(
-    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, workspace: Path, cwd: Path
 ) -> None:
-    elsewhere = tmp_path / "cwd"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
     state = tmp_path / "state"
     store = store_with(state, f"{SID}.jsonl")
     session = runner_at(state, workspace).open(KEY)
@@ -93,7 +101,7 @@ def test_a_relative_session_file_is_resolved_against_the_folder_not_the_current_
         "user",
         "assistant",
     ]
-    assert list(elsewhere.iterdir()) == []
+    assert list(cwd.iterdir()) == []
 
 
 def test_a_session_file_named_for_its_session_outside_the_folder_is_followed_into_it(
