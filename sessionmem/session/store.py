@@ -169,12 +169,8 @@ class SessionStore(SessionBackendABC):
         """:meth:`transcript_file`, and whether it was followed from another folder."""
         session_id = keys.validate_session_id(entry.session_id)
         folder = self.sessions_dir
-        stored = entry.session_file
-        if not stored:
-            return folder / f"{session_id}.jsonl", False
-        given = Path(stored)
-        candidate = given if given.is_absolute() else folder / given
         real_folder = os.path.realpath(folder)
+        stored = entry.session_file
 
         def refuse(why: str) -> TranscriptError:
             return TranscriptError(
@@ -183,15 +179,28 @@ class SessionStore(SessionBackendABC):
                 f"entry's sessionFile to {session_id}.jsonl, or remove it"
             )
 
-        if not keys.is_transcript_name(candidate.name, session_id):
-            raise refuse(f"does not name the transcript of session {session_id}")
-        elsewhere = os.path.realpath(candidate.parent) != real_folder
-        if elsewhere and not given.is_absolute():
-            raise refuse(f"is not in the sessions folder {folder}")
-        target = folder / candidate.name
+        name, elsewhere = f"{session_id}.jsonl", False
+        if stored:
+            given = Path(stored)
+            candidate = given if given.is_absolute() else folder / given
+            if not keys.is_transcript_name(candidate.name, session_id):
+                raise refuse(f"does not name the transcript of session {session_id}")
+            elsewhere = os.path.realpath(candidate.parent) != real_folder
+            if elsewhere and not given.is_absolute():
+                raise refuse(f"is not in the sessions folder {folder}")
+            # Trigger: an absolute sessionFile in another folder, named for this session. Why:
+            # sessions.json stores absolute paths, so a moved or copied state folder leaves every entry
+            # pointing at the old place; using it would recreate the old folder and start the session
+            # empty. Outcome: the same name here, where the transcript moved with sessions.json;
+            # nothing is done at the old path.
+            name = candidate.name
+        target = folder / name
         real_target = os.path.realpath(target)
-        if real_target != os.path.join(real_folder, target.name):
-            raise refuse(f"is a symlink to {real_target}, outside the sessions folder")
+        if real_target != os.path.join(real_folder, name):
+            raise TranscriptError(
+                f"session {key}: its transcript {target} is a symlink to {real_target}, outside the "
+                f"sessions folder; refusing to read or write it (put the file itself in {folder})"
+            )
         return target, elsewhere
 
     def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:

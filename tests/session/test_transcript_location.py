@@ -38,7 +38,7 @@ def runner_at(state: Path, workspace: Path) -> SessionRunner:
     return SessionRunner(model, workspace=workspace, state_dir=state, hooks=HookRegistry())
 
 
-def store_with(state: Path, session_file: str) -> SessionStore:
+def store_with(state: Path, session_file: str | None) -> SessionStore:
     store = SessionStore.for_agent(state, "main")
     store.patch(KEY, session_id=SID, session_file=session_file, session_key=KEY)
     return store
@@ -140,14 +140,17 @@ def test_a_moved_state_folder_is_followed_and_the_history_kept(tmp_path: Path, w
     assert stored["sessionFile"] == str(session.transcript.path)
 
 
-def test_a_transcript_that_is_a_symlink_out_of_the_folder_is_refused(tmp_path: Path, workspace: Path) -> None:
+@pytest.mark.parametrize("stored", [f"{SID}.jsonl", None])
+def test_a_transcript_that_is_a_symlink_out_of_the_folder_is_refused(
+    tmp_path: Path, workspace: Path, stored: str | None
+) -> None:
     target = tmp_path / "outside" / "target.log"
     target.parent.mkdir()
     target.write_text("system file\n")
     state = tmp_path / "state"
-    store = store_with(state, f"{SID}.jsonl")
+    store = store_with(state, stored)
     os.symlink(target, store.sessions_dir / f"{SID}.jsonl")
-    with pytest.raises(TranscriptError, match="symlink"):
+    with pytest.raises(TranscriptError, match=r"is a symlink to .*target\.log"):
         runner_at(state, workspace).open(KEY)
     assert target.read_text() == "system file\n"
 
