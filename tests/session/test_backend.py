@@ -204,14 +204,20 @@ def _hold_turn_lock(sessions_json: str, key: str, ready: Any, release: Any) -> N
         release.wait(30)
 
 
-def test_turn_lock_waits_for_another_process_then_says_which_session_is_busy(isolated_env: Path) -> None:
-    store = SessionStore.for_agent(isolated_env, "main")
+def start_holder(store: SessionStore) -> tuple[Any, Any]:
+    """A child process holding the turn lock of KEY until ``release`` is set; returns (process, release)."""
     ctx = multiprocessing.get_context("fork")
     ready, release = ctx.Event(), ctx.Event()
     holder = ctx.Process(target=_hold_turn_lock, args=(str(store.path), KEY, ready, release))
     holder.start()
+    assert ready.wait(10)
+    return holder, release
+
+
+def test_turn_lock_waits_for_another_process_then_says_which_session_is_busy(isolated_env: Path) -> None:
+    store = SessionStore.for_agent(isolated_env, "main")
+    holder, release = start_holder(store)
     try:
-        assert ready.wait(10)
 
         async def take(key: str, timeout_s: float) -> None:
             async with store.turn_lock(key, timeout_s=timeout_s):
@@ -232,11 +238,9 @@ def test_turn_lock_waits_for_another_process_then_says_which_session_is_busy(iso
 
 def test_a_killed_holder_frees_the_turn_lock_at_once(isolated_env: Path) -> None:
     store = SessionStore.for_agent(isolated_env, "main")
-    ctx = multiprocessing.get_context("fork")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_turn_lock, args=(str(store.path), KEY, ready, release))
-    holder.start()
-    assert ready.wait(10)
+    holder, _ = start_holder(store)
+    with pytest.raises(TurnLockTimeout), store.turn_lock(KEY, timeout_s=0.1):
+        pass
     assert holder.pid is not None
     os.kill(holder.pid, signal.SIGKILL)
     holder.join(10)
