@@ -8,7 +8,8 @@ SessionMemError
 ├── SessionError
 │   ├── SessionNotFound
 │   ├── TranscriptError         a transcript cannot be read or written
-│   └── StoreLockTimeout        sessions.json stayed locked past the timeout
+│   ├── StoreLockTimeout        sessions.json stayed locked past the timeout
+│   └── TurnLockTimeout         another process kept running a turn of the session past the timeout
 └── MemoryIndexError            the memory index cannot be built or queried
     ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
     ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
@@ -57,6 +58,19 @@ class TranscriptError(SessionError):
 class StoreLockTimeout(SessionError):
     def __init__(self, path: str, timeout_s: float) -> None:
         super().__init__(f"timeout waiting for session store lock: {path} (after {timeout_s:g}s)")
+        self.path = path
+        self.timeout_s = timeout_s
+
+
+class TurnLockTimeout(SessionError):
+    """A session's turn lock stayed held (a turn of that session running elsewhere) past the timeout."""
+
+    def __init__(self, session_key: str, path: str, timeout_s: float) -> None:
+        super().__init__(
+            f"session {session_key} is busy: another runner or process is running a turn of it "
+            f"(turn lock {path} still held after {timeout_s:g}s)"
+        )
+        self.session_key = session_key
         self.path = path
         self.timeout_s = timeout_s
 

@@ -305,7 +305,7 @@ async def _run(
             )
         report.final_tokens = session.projection().tokens
         report.transcript = session.transcript.path
-        report.sessions_json = runner.store.path
+        report.sessions_json = getattr(runner.store, "path", None)  # with the sessions.json backend
     report.memory_files = sorted(
         p.relative_to(workspace).as_posix()
         for p in [*workspace.glob("*.md"), *(workspace / "memory").rglob("*.md")]

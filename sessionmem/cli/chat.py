@@ -120,9 +120,7 @@ class ChatPrinter:
             self.reply(reply)
             return
         if name == "status":
-            from sessionmem.session.commands import session_status
-
-            output.echo_line_json({"kind": "status", **session_status(session).to_json()})
+            output.echo_line_json({"kind": "status", **session.status().to_json()})
             return
         output.echo_line_json({"kind": "command", "command": name, "reply": reply})
 

@@ -1,4 +1,4 @@
-"""Sessions: transcripts, the sessions.json store, session keys, and the runner built on them.
+"""Sessions: transcripts, the store seam and its sessions.json backend, session keys, and the runner.
 
 Names are loaded lazily (module ``__getattr__``) so importing one submodule stays cheap.
 """
@@ -9,15 +9,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sessionmem.session.backend import SessionBackend, SessionBackendABC, TranscriptLog
+    from sessionmem.session.entry import SessionEntry
     from sessionmem.session.keys import default_key, parse_key
-    from sessionmem.session.store import SessionEntry, SessionStore
+    from sessionmem.session.store import SessionStore
     from sessionmem.session.transcript import Entry, Transcript, read_messages
 
 _LAZY = {
+    "SessionBackend": "sessionmem.session.backend",
+    "SessionBackendABC": "sessionmem.session.backend",
+    "TranscriptLog": "sessionmem.session.backend",
     "Entry": "sessionmem.session.transcript",
     "Transcript": "sessionmem.session.transcript",
     "read_messages": "sessionmem.session.transcript",
-    "SessionEntry": "sessionmem.session.store",
+    "SessionEntry": "sessionmem.session.entry",
     "SessionStore": "sessionmem.session.store",
     "default_key": "sessionmem.session.keys",
     "parse_key": "sessionmem.session.keys",
@@ -25,9 +30,12 @@ _LAZY = {
 
 __all__ = [
     "Entry",
+    "SessionBackend",
+    "SessionBackendABC",
     "SessionEntry",
     "SessionStore",
     "Transcript",
+    "TranscriptLog",
     "default_key",
     "parse_key",
     "read_messages",

@@ -13,7 +13,7 @@ Rules (reference §3.3, §2.7):
 - ``/compact`` compacts through the gate (the flush runs first when this cycle had none), with
   what follows it as extra summary instructions;
 - ``/status`` reports tokens against the thresholds, the compaction count and the flush state from
-  sessions.json. Neither ``/compact`` nor ``/status`` calls the model for a reply.
+  the store. Neither ``/compact`` nor ``/status`` calls the model for a reply.
 
 Before any of it, a session that went stale (daily or idle reset, :mod:`sessionmem.session.lifecycle`)
 is rotated as if the user had typed ``/new``; a ``/new`` or ``/reset`` makes that check moot.
@@ -25,13 +25,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from sessionmem.messages import Usage
+from sessionmem.session.events import CompactionResult, TurnResult
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_threshold
-
-if TYPE_CHECKING:
-    from sessionmem.session.runner import CompactionResult, Session, TurnResult
+from sessionmem.session.gate import compact_through_gate
+from sessionmem.session.lifecycle import rotate, stale_reason
+from sessionmem.session.state import SessionState
 
 CommandName = Literal["new", "reset", "compact", "status"]
 DEFAULT_RESET_TRIGGERS = ("/new", "/reset")
@@ -100,8 +101,8 @@ class SessionStatus:
     flushed_this_cycle: bool
     memory_flush_at: int | None
     memory_flush_compaction_count: int | None
-    total_tokens: int | None  # the provider's last reported prompt size, from sessions.json
-    transcript: str
+    total_tokens: int | None  # the provider's last reported prompt size, from the store
+    transcript: str  # the file, or "" where the backend keeps no transcript files
     model: str
 
     def to_json(self) -> dict[str, Any]:
@@ -122,26 +123,26 @@ class SessionStatus:
         }
 
 
-def session_status(session: Session) -> SessionStatus:
-    """The status of ``session``, counters read fresh from sessions.json (another process may write)."""
-    stored = session.runner.store.get(session.key)
-    entry = stored if stored is not None else session.entry
+def session_status(state: SessionState) -> SessionStatus:
+    """The status of a session, counters read fresh from the store (another process may write)."""
+    stored = state.runner.store.get(state.key)
+    entry = stored if stored is not None else state.entry
     data = entry.to_json_dict()
-    cfg = session.runner.agent.compaction
+    cfg = state.runner.agent.compaction
     return SessionStatus(
-        session_key=session.key,
+        session_key=state.key,
         session_id=entry.session_id,
-        tokens=session.projection().tokens,
-        context_window=session.context_window,
-        flush_threshold=flush_threshold(session.context_window, cfg),
-        compaction_threshold=compaction_threshold(session.context_window, cfg),
+        tokens=state.projection().tokens,
+        context_window=state.context_window,
+        flush_threshold=flush_threshold(state.context_window, cfg),
+        compaction_threshold=compaction_threshold(state.context_window, cfg),
         compaction_count=entry.compaction_count,
         flushed_this_cycle=cycle_flushed(data),
         memory_flush_at=entry.memory_flush_at,
         memory_flush_compaction_count=entry.memory_flush_compaction_count,
         total_tokens=entry.total_tokens,
-        transcript=str(session.transcript.path),
-        model=str(getattr(session.runner.model, "name", "") or ""),
+        transcript=str(state.transcript.path or ""),
+        model=str(getattr(state.runner.model, "name", "") or ""),
     )
 
 
@@ -186,32 +187,28 @@ def compact_reply(result: CompactionResult) -> str:
 # ---------------------------------------------------------------------------- dispatch
 
 
-async def before_turn(session: Session, text: str) -> TurnResult | str:
+async def before_turn(state: SessionState, text: str) -> TurnResult | str:
     """Run what must happen before a user turn: freshness, then the command in ``text`` if any.
 
     Returns the finished :class:`TurnResult` when the message was wholly a command, else the text
     to run as an ordinary turn (``"/new hello"`` rotates, then ``"hello"`` is the turn).
     """
-    from sessionmem.session.lifecycle import rotate, stale_reason
-
-    command = parse_command(text, session.runner.config.session.reset_triggers)
+    command = parse_command(text, state.runner.config.session.reset_triggers)
     if command is not None and command.name in ("new", "reset"):
-        rotation = await rotate(session, command.name)
+        rotation = await rotate(state, command.name)
         if command.rest:
             return command.rest
-        return _command_result(session, command, rotation.reply())
-    reason = stale_reason(session)
+        return _command_result(state, command, rotation.reply())
+    reason = stale_reason(state)
     if reason is not None:
-        await rotate(session, reason)
+        await rotate(state, reason)
     if command is None:
         return text
     if command.name == "compact":
-        result = await session.compact(command.rest or None)
-        return _command_result(session, command, compact_reply(result))
-    return _command_result(session, command, format_status(session_status(session)))
+        result = await compact_through_gate(state, "manual", command.rest or None)
+        return _command_result(state, command, compact_reply(result))
+    return _command_result(state, command, format_status(session_status(state)))
 
 
-def _command_result(session: Session, command: Command, reply: str) -> TurnResult:
-    from sessionmem.session.runner import TurnResult
-
-    return TurnResult(reply, (), Usage(), tuple(session._events), command=command.name)
+def _command_result(state: SessionState, command: Command, reply: str) -> TurnResult:
+    return TurnResult(reply, (), Usage(), tuple(state.events), command=command.name)

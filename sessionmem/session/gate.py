@@ -1,5 +1,8 @@
 """The one compaction gate (DESIGN 1, 2) and what it runs: the silent flush turn and the compaction.
 
+Around every user turn: :func:`preflight` (before: at the compaction threshold compact through the gate,
+else at the flush threshold run the flush) and :func:`compact_if_over_threshold` (after).
+
 Every path that compacts calls :func:`compact_through_gate`: the threshold after a turn, the preflight
 before one, provider context-overflow recovery, manual ``/compact``, and (flush only) the rotations
 ``/new``, ``/reset``, daily and idle, whose archiving the caller does. The gate runs the flush first when
@@ -9,20 +12,23 @@ compaction that happens during the flush (its own call overflowed) does not skip
 A flush that fails (model error) is reported in its ``flush`` event and still counts for its cycle: the
 user's turn goes on, and a broken flush is not retried before every turn of the cycle.
 
-Decisions are taken against sessions.json, never against the session's cached entry: a gateway may run
-several processes (several :class:`~sessionmem.session.runner.SessionRunner` objects) on one store. A
-flush is *claimed* in one locked update that re-reads the entry and records ``memoryFlushCompactionCount``
-only if the stored cycle is still unflushed (:func:`claim_flush`); the loser skips. ``compactionCount`` is
-incremented from the stored value in the same way.
+Decisions are taken against the store (sessions.json by default), never against the session's cached
+entry: a gateway may run several processes (several :class:`~sessionmem.session.runner.SessionRunner`
+objects) on one store. A flush is *claimed* in one atomic ``store.update`` that re-reads the entry and
+records ``memoryFlushCompactionCount`` only if the stored cycle is still unflushed (:func:`claim_flush`);
+the loser skips. ``compactionCount`` is incremented from the stored value in the same way. The gate uses
+the store only through its seam (:mod:`sessionmem.session.backend`).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from sessionmem.messages import Message, now_ms
+from sessionmem.session.announce import before_compaction, emit
 from sessionmem.session.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
+from sessionmem.session.entry import SessionEntry, compaction_figures
 from sessionmem.session.events import (
     CompactionEvent,
     CompactionFailedEvent,
@@ -30,43 +36,78 @@ from sessionmem.session.events import (
     FlushEvent,
     FlushSkippedEvent,
 )
-from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_prompts, guard_reason
-from sessionmem.session.lifecycle import before_compaction
-from sessionmem.session.projection import context_state
-from sessionmem.session.store import compaction_figures
+from sessionmem.session.flush import (
+    compaction_threshold,
+    cycle_flushed,
+    flush_prompts,
+    guard_reason,
+    should_flush,
+)
+from sessionmem.session.state import SessionState
 from sessionmem.session.transcript import compaction_summary_text
+from sessionmem.session.turn import run_model_turn
 from sessionmem.tokens import count_tokens
-
-if TYPE_CHECKING:
-    from sessionmem.session.runner import Session
-    from sessionmem.session.store import SessionEntry
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
 
 
-async def flush_if_unflushed(session: Session, reason: str) -> bool:
+async def preflight(state: SessionState, pending: Message) -> None:
+    """Before a user turn, with its message projected: at the compaction threshold compact through the
+    gate (which flushes first); else at the flush threshold (or after enough transcript growth) flush."""
+    projected = state.projection([pending]).tokens
+    cfg = state.runner.agent.compaction
+    guards = state.guards()
+    may_compact = cfg.enabled and not guards["heartbeat"] and not guards["provider_owns_compaction"]
+    if may_compact and projected >= compaction_threshold(state.context_window, cfg) > 0:
+        await compact_through_gate(state, "threshold")
+        return
+    decision = should_flush(
+        projected,
+        state.context_window,
+        cfg,
+        state.entry.to_json_dict(),
+        state.transcript.bytes_since_compaction(),
+        **guards,
+    )
+    if decision.skipped:
+        await emit(state, FlushSkippedEvent(session_key=state.key, reason=decision.reason))
+    elif decision.run:
+        await run_flush(state, decision.reason, projected)
+
+
+async def compact_if_over_threshold(state: SessionState) -> None:
+    """After a user turn: compact through the gate when the context now reaches the threshold."""
+    # Trigger: a heartbeat turn pushed the context over the threshold. Why: the gate may not flush in
+    # a heartbeat run, so compacting here would summarise the cycle's real turns unsaved.
+    # Outcome: left as is; the next real turn's preflight flushes, then compacts.
+    if not state.may_compact():
+        return
+    threshold = compaction_threshold(state.context_window, state.runner.agent.compaction)
+    if threshold > 0 and state.projection().tokens >= threshold:
+        await compact_through_gate(state, "threshold")
+
+
+async def flush_if_unflushed(state: SessionState, reason: str) -> bool:
     """Run the silent flush unless this compaction cycle already had one, the flush is disabled, or a
     guardrail forbids it (reported as a ``flush_skipped`` event). True when a flush ran."""
-    flush_cfg = session.runner.agent.compaction.memory_flush
+    flush_cfg = state.runner.agent.compaction.memory_flush
     if not flush_cfg.enabled:
         return False
     # The store's word, not this session's cached entry: a stale entry may say "flushed" for a cycle
     # another runner has since compacted away (the claim below only settles the opposite case).
-    stored = session.runner.store.get(session.key)
-    if stored is not None:
-        session.entry = stored
-    if cycle_flushed(session._entry_dict()):
+    entry = state.refresh_entry()
+    if cycle_flushed(entry.to_json_dict()):
         return False
-    guard = guard_reason(**session._guards())
+    guard = guard_reason(**state.guards())
     if guard is not None:
-        await session._emit(FlushSkippedEvent(session_key=session.key, reason=f"{guard} (before {reason})"))
+        await emit(state, FlushSkippedEvent(session_key=state.key, reason=f"{guard} (before {reason})"))
         return False
-    return await run_flush(session, f"before {reason} compaction")
+    return await run_flush(state, f"before {reason} compaction")
 
 
 async def compact_through_gate(
-    session: Session, reason: CompactionReason, instructions: str | None = None
+    state: SessionState, reason: CompactionReason, instructions: str | None = None
 ) -> CompactionResult:
     """The one way to compact (DESIGN 1): flush first if this cycle is unflushed, then summarise.
 
@@ -74,155 +115,164 @@ async def compact_through_gate(
     A compaction that already happened during the flush (the flush overflowed) is not repeated for
     threshold/overflow reasons.
     """
-    before = session.compactions  # this session's own compactions: others' show in the store, not here
-    if reason not in ROTATION_REASONS and _plan(session) is None:
+    before = state.compactions  # this session's own compactions: others' show in the store, not here
+    if reason not in ROTATION_REASONS and _plan(state) is None:
         # Trigger: /compact (or an overflow) with a context that all fits in the kept recent part.
         # Why: a flush now would use up the cycle's one flush while nothing is summarised away, and
         # the cycle's later turns would then be compacted unsaved. Outcome: neither flush nor compaction.
         return CompactionResult(False, reason, error="nothing to compact")
-    flushed = await flush_if_unflushed(session, reason)
+    flushed = await flush_if_unflushed(state, reason)
     if reason in ROTATION_REASONS:
         return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
-    if reason != "manual" and session.compactions > before:
+    if reason != "manual" and state.compactions > before:
         return CompactionResult(True, reason, flushed=flushed)
-    result = await compact_now(session, reason, instructions)
+    result = await compact_now(state, reason, instructions)
     return CompactionResult(
         result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
     )
 
 
-def claim_flush(session: Session) -> int | None:
+def claim_flush(state: SessionState) -> int | None:
     """Record a flush for the stored cycle, in one locked update, if that cycle has none yet.
 
     Returns the cycle claimed, or None when the store says the cycle is already flushed (another
-    runner or process won it). Either way ``session.entry`` is refreshed from the store.
+    runner or process won it). Either way ``state.entry`` is refreshed from the store.
     """
     claimed: list[int] = []
 
     def claim(current: SessionEntry | None) -> SessionEntry | None:
-        entry = current if current is not None else session.entry
+        entry = current if current is not None else state.entry
         if cycle_flushed(entry.to_json_dict()):
             return None
         claimed.append(entry.compaction_count)
         return entry.touched(memory_flush_compaction_count=entry.compaction_count, memory_flush_at=now_ms())
 
-    stored = session.runner.store.update(session.key, claim)
+    stored = state.runner.store.update(state.key, claim)
     if stored is not None:
-        session.entry = stored
+        state.entry = stored
     return claimed[0] if claimed else None
 
 
-async def run_flush(session: Session, reason: str, tokens: int | None = None) -> bool:
+async def run_flush(state: SessionState, reason: str, tokens: int | None = None) -> bool:
     """The silent flush turn; recorded against the cycle it starts in (DESIGN 2). True when it ran.
 
     The flush is claimed in the store first (:func:`claim_flush`): when another runner has already
     flushed this cycle, this one skips (a ``flush_skipped`` event) and goes on with the fresh entry.
     """
     if tokens is None:
-        tokens = session.projection().tokens
-    cycle = claim_flush(session)
+        tokens = state.projection().tokens
+    cycle = claim_flush(state)
     if cycle is None:
-        stored = session.entry.memory_flush_compaction_count
-        await session._emit(
+        stored = state.entry.memory_flush_compaction_count
+        await emit(
+            state,
             FlushSkippedEvent(
-                session_key=session.key,
+                session_key=state.key,
                 reason=f"already flushed compaction cycle {stored} (recorded by another runner)",
-            )
+            ),
         )
         return False
-    agent = session.runner.agent
+    agent = state.runner.agent
     prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone)
-    session.tools.flush_target = prompts.relative_path
-    writes_before = session.tools.writes
+    state.tools.flush_target = prompts.relative_path
+    writes_before = state.tools.writes
     error = None
     try:
-        await session._turn(Message.user(prompts.prompt), kind="flush", system_extra=prompts.system_prompt)
+        await run_model_turn(
+            state,
+            Message.user(prompts.prompt),
+            kind="flush",
+            system_extra=prompts.system_prompt,
+            make_room=lambda: compact_through_gate(state, "overflow"),
+        )
     except Exception as exc:  # a failed flush must not cost the user their turn
         error = f"{type(exc).__name__}: {exc}"
     finally:
-        session.tools.flush_target = None
-    if session.tools.writes > writes_before:
-        await session.tools.sync_index("memory-flush")
-    await session._emit(
+        state.tools.flush_target = None
+    if state.tools.writes > writes_before:
+        await state.tools.sync_index("memory-flush")
+    await emit(
+        state,
         FlushEvent(
-            session_key=session.key,
+            session_key=state.key,
             reason=reason,
             path=prompts.relative_path,
             compaction_count=cycle,
             tokens=tokens,
             error=error,
-        )
+        ),
     )
     return True
 
 
-async def compact_now(session: Session, reason: str, instructions: str | None) -> CompactionResult:
+async def compact_now(state: SessionState, reason: str, instructions: str | None) -> CompactionResult:
     """Summarise now (no flush: callers go through the gate); a failed summary changes nothing."""
-    cfg = session.runner.agent.compaction
-    plan = _plan(session)
+    cfg = state.runner.agent.compaction
+    plan = _plan(state)
     if plan is None:
         return CompactionResult(False, reason, error="nothing to compact")
-    await before_compaction(session, reason)  # the compaction:before hook
+    await before_compaction(state, reason)  # the compaction:before hook
     try:
         summary = await summarize(
-            session.runner.model,
+            state.runner.model,
             plan,
             instructions=instructions,
             reserve_tokens=cfg.effective_reserve_tokens(),
         )
     except CompactionFailed as exc:
-        await session._emit(CompactionFailedEvent(session_key=session.key, reason=reason, error=str(exc)))
+        await emit(state, CompactionFailedEvent(session_key=state.key, reason=reason, error=str(exc)))
         return CompactionResult(False, reason, error=str(exc))
-    # Both figures are the session's projection (Session.projection), the measure the thresholds, the
+    # Both figures are the session's projection (SessionState.projection), the measure the thresholds, the
     # turns' figures and /status use. Before: what reached the threshold (the reported usage when fresh,
     # so tool schemas included). After: what the projection will count once the context is replaced (no
     # fresh usage then): the refreshed system prompt (it may now show the daily log the flush just
     # wrote), the summary, the kept messages and the tool schemas.
-    tokens_before = session.projection().tokens
-    system_prompt = session.tools.system_prompt()
+    tokens_before = state.projection().tokens
+    system_prompt = state.tools.system_prompt()
     summary_message = Message.user(compaction_summary_text(summary))
     tokens_after = (
         count_tokens(system_prompt)
-        + session.counter.count(summary_message)
-        + session.counter.count_all(plan.kept)
-        + session._schema_tokens()
+        + state.counter.count(summary_message)
+        + state.counter.count_all(plan.kept)
+        + state.schema_tokens()
     )
-    session.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
-    session.context, session._stale = context_state(session.transcript)
-    session.system_prompt = system_prompt
-    session.compactions += 1
+    state.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
+    state.reload_context()
+    state.system_prompt = system_prompt
+    state.compactions += 1
 
     def count_it(current: SessionEntry | None) -> SessionEntry:
         # From the stored count, under the lock: another runner may have compacted since our last read.
-        entry = current if current is not None else session.entry
+        entry = current if current is not None else state.entry
         return entry.touched(compaction_count=entry.compaction_count + 1, **compaction_figures(tokens_after))
 
-    stored = session.runner.store.update(session.key, count_it)
+    stored = state.runner.store.update(state.key, count_it)
     assert stored is not None
-    session.entry = stored
+    state.entry = stored
     count = stored.compaction_count
-    await session.tools.after_compaction(session.transcript.path)
-    await session._emit(
+    await state.tools.after_compaction(state.transcript.path)
+    await emit(
+        state,
         CompactionEvent(
-            session_key=session.key,
+            session_key=state.key,
             reason=reason,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             compaction_count=count,
             first_kept_entry_id=plan.first_kept_entry_id,
-        )
+        ),
     )
     return CompactionResult(True, reason, tokens_before, tokens_after)
 
 
-def _plan(session: Session) -> CompactionPlan | None:
+def _plan(state: SessionState) -> CompactionPlan | None:
     """What a compaction would summarise now (None: everything fits in the kept recent part)."""
-    cfg = session.runner.agent.compaction
+    cfg = state.runner.agent.compaction
     keep = cfg.keep_recent_tokens
-    threshold = compaction_threshold(session.context_window, cfg)
+    threshold = compaction_threshold(state.context_window, cfg)
     if threshold > 0:  # keeping more than half the usable window would make compaction pointless
         keep = min(keep, max(1, threshold // 2))
-    return plan_compaction(session.context, session.counter, keep)
+    return plan_compaction(state.context, state.counter, keep)
 
 
 def _utc_now() -> datetime:

@@ -155,3 +155,19 @@ def store_path(state_dir: str | Path, agent_id: str, store: str | Path | None = 
 def is_archive_name(name: str) -> bool:
     """True for rotated transcripts (``<file>.reset.<ts>``, ``<file>.deleted.<ts>``)."""
     return ".reset." in name or ".deleted." in name
+
+
+def is_transcript_name(name: str, session_id: str) -> bool:
+    """True for the names a transcript of ``session_id`` may have in the sessions folder:
+    ``<sessionId>.jsonl`` and OpenClaw's thread variant ``<sessionId>-topic-<topic>.jsonl``."""
+    if name == f"{session_id}.jsonl":
+        return True
+    topic = name.removeprefix(f"{session_id}-topic-").removesuffix(".jsonl")
+    return (
+        name.startswith(f"{session_id}-topic-")
+        and name.endswith(".jsonl")
+        and bool(topic)
+        and not is_archive_name(name)
+        and "/" not in name
+        and "\\" not in name
+    )

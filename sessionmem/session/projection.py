@@ -19,7 +19,8 @@ import orjson
 
 from sessionmem.config import DEFAULT_CONTEXT_TOKENS, AgentConfig
 from sessionmem.messages import Message
-from sessionmem.session.store import call_figures
+from sessionmem.session.backend import TranscriptLog
+from sessionmem.session.entry import call_figures
 from sessionmem.tokens import count_tokens
 
 # Chat formats wrap every message in a few tokens of role markup (OpenAI documents 3-4).
@@ -159,7 +160,7 @@ def _litellm_context_window(model: Any) -> int | None:
     return context_window(model.name)
 
 
-def context_state(transcript: Any) -> tuple[list[ContextItem], set[str]]:
+def context_state(transcript: TranscriptLog) -> tuple[list[ContextItem], set[str]]:
     """The transcript's model context and the ids whose reported usage is stale.
 
     Messages kept through the latest compaction (they sit before the compaction entry in the file)

@@ -11,18 +11,10 @@ the lock: every writer holds the lock from creating its temp file to renaming it
 under the lock has no live writer. Once per object, not per update: the runner updates the store every
 turn, and the folder also holds every transcript.
 
-The lock is ``flock`` on ``sessions.json.lock``, a file that is created once and never deleted (the
-``filelock`` package where there is no ``fcntl``). Why not OpenClaw's lock file (created ``O_EXCL``,
-holding ``{pid, createdAt}``, removed by whoever judges it stale): judging and removing are two steps,
-so two waiters can both judge one stale file, and the second removes the lock the first has just
-taken; a process killed between creating the file and writing its body leaves a lock that only ages
-out; a slow holder past the stale age is robbed while it still writes. With ``flock`` the kernel
-releases the lock when its holder dies, so there is nothing stale to recover and nothing to race on: a
-dead holder's lock is free at once, whatever the file contains, and a live one is never taken. A
-holder that hangs makes waiters fail with :class:`StoreLockTimeout` instead of writing over it. The
-file is never removed, so every process locks the same inode (if someone removes or replaces it
-anyway, a waiter notices the inode changed and locks the new file). This lock does not exclude
-OpenClaw processes, which use the ``O_EXCL`` protocol: do not point both at one store at once.
+The lock is ``flock`` on ``sessions.json.lock``, a file that is created once and never deleted
+(:class:`~sessionmem.session.filelock.StoreLock`, whose module says why not OpenClaw's lock file). A
+holder that hangs makes waiters fail with :class:`~sessionmem.errors.StoreLockTimeout` instead of writing
+over it.
 
 A corrupt store (invalid JSON, wrong shape, or an empty file) is never silently emptied: it is moved
 aside as ``sessions.json.corrupt-<ts>``, reported in :attr:`SessionStore.issues` and the log, and
@@ -30,248 +22,38 @@ rebuilt from the transcripts in the same folder (one entry per ``*.jsonl``, keye
 ``sessionKey`` when present, else ``agent:<agentId>:recovered:<sessionId>``), with the compaction
 count, model and last usage the runner would have recorded from that transcript, and the last flush's
 cycle and time (``memoryFlushCompactionCount``, ``memoryFlushAt``), so a rebuilt session does not flush
-its current cycle twice.
+its current cycle twice (:mod:`sessionmem.session.recovery`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-try:
-    import fcntl
-except ImportError:  # Windows: StoreLock uses the filelock package instead
-    fcntl = None  # type: ignore[assignment]
-
-from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
-from sessionmem.messages import Usage, now_ms, written_in_a_flush
+from sessionmem.errors import SessionError, TranscriptError, UsageError
+from sessionmem.messages import now_ms
 from sessionmem.session import keys
-from sessionmem.session.transcript import _ms_from_iso, message_from_dict, read_entries
+from sessionmem.session.backend import DEFAULT_TURN_LOCK_TIMEOUT_S, SessionBackendABC, TranscriptLog
+from sessionmem.session.entry import SessionEntry
+from sessionmem.session.filelock import StoreLock, TurnLock
+from sessionmem.session.recovery import entries_from_transcripts
+from sessionmem.session.transcript import Transcript, archive_transcript_file
 
 log = logging.getLogger(__name__)
 
-
-# --- The lock ------------------------------------------------------------------------------------
-
-
-class _PathLock:
-    """This process's hold on one lock file: a re-entrant thread lock, the nesting depth, the handle.
-
-    Shared by every :class:`StoreLock` on the same file (keyed by real path), so two store objects for
-    one file nest instead of waiting on each other: ``flock`` locks of two descriptors conflict even
-    within one process.
-    """
-
-    def __init__(self) -> None:
-        self.rlock = threading.RLock()
-        self.depth = 0  # guarded by rlock
-        self.handle: Any = None  # the locked descriptor (a FileLock without fcntl) while depth > 0
-
-
-_REGISTRY_GUARD = threading.Lock()
-_PATH_LOCKS: dict[str, _PathLock] = {}
 _ACTIVE = threading.local()  # open transactions of this thread, by store path
-
-
-def _real(path: Path) -> str:
-    """The key for ``path`` in this process's registries: one key per file, whatever the symlinks."""
-    return os.path.realpath(path)
-
-
-def _path_lock_for(path: Path) -> _PathLock:
-    key = _real(path)
-    with _REGISTRY_GUARD:
-        return _PATH_LOCKS.setdefault(key, _PathLock())
-
-
-def _reset_after_fork() -> None:
-    # A forked child holds no locks, whatever its parent's threads held at fork time. It inherits the
-    # parent's locked descriptors: close them without unlocking (an unlock would free the parent's lock).
-    global _REGISTRY_GUARD
-    _REGISTRY_GUARD = threading.Lock()
-    for held in _PATH_LOCKS.values():
-        if isinstance(held.handle, int):
-            with contextlib.suppress(OSError):
-                os.close(held.handle)
-    _PATH_LOCKS.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-class StoreLock:
-    """Cross-process lock (``flock`` on a lock file that is never deleted) plus an in-process RLock.
-
-    Re-entrant within a thread. Contention backs off ``min(1000, 50*attempt)`` ms; after ``timeout_s``
-    of waiting it raises :class:`StoreLockTimeout`. Waiting time is the sum of the sleeps, not a clock
-    reading, so frozen clocks in tests cannot hang it. See the module docstring for why ``flock``.
-    """
-
-    def __init__(self, path: Path, *, timeout_s: float = 10.0) -> None:
-        self.path = path
-        self.timeout_s = timeout_s
-        self._held = _path_lock_for(path)
-
-    def __enter__(self) -> StoreLock:
-        held = self._held
-        if not held.rlock.acquire(timeout=self.timeout_s):
-            raise StoreLockTimeout(str(self.path), self.timeout_s)
-        try:
-            if held.depth == 0:
-                self._acquire_file()
-            held.depth += 1
-        except BaseException:
-            held.rlock.release()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        held = self._held
-        try:
-            held.depth -= 1
-            if held.depth == 0:
-                handle, held.handle = held.handle, None
-                if isinstance(handle, int):
-                    # Unlock before closing: a child forked meanwhile shares the descriptor, and
-                    # closing ours alone would leave the lock held until the child closes its copy.
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_UN)
-                    finally:
-                        os.close(handle)  # the file stays, for the next holder
-                elif handle is not None:
-                    handle.release()
-        finally:
-            held.rlock.release()
-
-    def _acquire_file(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        waited = 0.0
-        attempt = 0
-        while True:
-            handle = self._try_lock()
-            if handle is not None:
-                self._held.handle = handle
-                return
-            attempt += 1
-            if waited >= self.timeout_s:
-                raise StoreLockTimeout(str(self.path), self.timeout_s)
-            delay = min(1.0, 0.05 * attempt, self.timeout_s - waited)
-            time.sleep(delay)
-            waited += delay
-
-    def _try_lock(self) -> Any:
-        """The locked handle, or None while another process holds the lock."""
-        if fcntl is None:
-            from filelock import FileLock, Timeout
-
-            lock = FileLock(str(self.path))
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                return None
-            return lock
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return None
-            except BaseException:
-                os.close(fd)
-                raise
-            # Trigger: the lock file was removed or replaced between our open and our flock (by hand,
-            # or by a writer that speaks the O_EXCL protocol). Why: a lock on an unlinked inode
-            # excludes nobody. Outcome: let it go and lock the file that is there now.
-            try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-            except FileNotFoundError:
-                same = False
-            if same:
-                return fd
-            os.close(fd)
-
-
-class SessionEntry(BaseModel):
-    """One session's record. camelCase on disk; fields this class does not know round-trip untouched."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_assignment=True)
-
-    session_id: str = Field(alias="sessionId")
-    updated_at: int = Field(default_factory=now_ms, alias="updatedAt")
-    session_file: str | None = Field(default=None, alias="sessionFile")
-    session_key: str | None = Field(default=None, alias="sessionKey")  # the key it is stored under
-    chat_type: str | None = Field(default=None, alias="chatType")
-    model: str | None = None
-    model_provider: str | None = Field(default=None, alias="modelProvider")
-    context_tokens: int | None = Field(default=None, alias="contextTokens")
-    input_tokens: int | None = Field(default=None, alias="inputTokens")
-    output_tokens: int | None = Field(default=None, alias="outputTokens")
-    cache_read: int | None = Field(default=None, alias="cacheRead")
-    cache_write: int | None = Field(default=None, alias="cacheWrite")
-    total_tokens: int | None = Field(default=None, alias="totalTokens")
-    total_tokens_fresh: bool | None = Field(default=None, alias="totalTokensFresh")
-    compaction_count: int = Field(default=0, alias="compactionCount")
-    memory_flush_at: int | None = Field(default=None, alias="memoryFlushAt")
-    memory_flush_compaction_count: int | None = Field(default=None, alias="memoryFlushCompactionCount")
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True)
-
-    def with_updates(self, **fields: Any) -> SessionEntry:
-        """A validated copy with ``fields`` (snake_case or camelCase names) replaced."""
-        data = self.to_json_dict()
-        data.update(_aliased(fields))
-        return SessionEntry.model_validate(data)
-
-    def touched(self, **fields: Any) -> SessionEntry:
-        """:meth:`with_updates`, and ``updatedAt`` = ``max(its value, now)`` unless ``fields`` give it."""
-        given = _aliased(fields)
-        given.setdefault("updatedAt", max(self.updated_at, now_ms()))
-        return self.with_updates(**given)
-
-
-_ALIAS_OF = {name: (f.alias or name) for name, f in SessionEntry.model_fields.items()}
-
-
-def call_figures(usage: Usage) -> dict[str, Any]:
-    """What a model call sets in its entry: its usage; ``totalTokens`` = its prompt tokens (no output)."""
-    return {
-        "input_tokens": usage.input,
-        "output_tokens": usage.output,
-        "cache_read": usage.cache_read,
-        "cache_write": usage.cache_write,
-        "total_tokens": usage.prompt_tokens,
-        "total_tokens_fresh": True,
-    }
-
-
-def compaction_figures(tokens_after: int | None) -> dict[str, Any]:
-    """What a compaction sets in its entry: the new context's size; the last call's figures cleared."""
-    return {
-        "total_tokens": tokens_after,
-        "total_tokens_fresh": True if tokens_after is not None else None,
-        "input_tokens": None,
-        "output_tokens": None,
-        "cache_read": None,
-        "cache_write": None,
-    }
-
-
-def _aliased(fields: dict[str, Any]) -> dict[str, Any]:
-    return {_ALIAS_OF.get(k, k): v for k, v in fields.items()}
+TURN_LOCK_DIR = "locks"  # in the sessions folder: one lock file per session key
 
 
 class CorruptStore(SessionError):
@@ -312,8 +94,9 @@ def serialize_store(entries: dict[str, SessionEntry]) -> bytes:
     return orjson.dumps({k: e.to_json_dict() for k, e in entries.items()}, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-class SessionStore:
-    """sessions.json at ``path``. Thread- and process-safe; see the module docstring."""
+class SessionStore(SessionBackendABC):
+    """sessions.json at ``path``, the transcripts beside it. Thread- and process-safe; see the module
+    docstring. The default backend of the store seam (:mod:`sessionmem.session.backend`)."""
 
     def __init__(
         self,
@@ -346,6 +129,90 @@ class SessionStore:
         """``<sessions_dir>/<sessionId>.jsonl``: where a new session's transcript goes."""
         return self.sessions_dir / f"{keys.validate_session_id(session_id)}.jsonl"
 
+    # --- transcripts and the turn lock ---
+
+    def new_session_file(self, session_id: str) -> str:
+        return str(self.transcript_path(session_id))
+
+    def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> Transcript:
+        """The transcript ``entry`` names, in the sessions folder (:meth:`transcript_file`). When it
+        was found there by its name only (the state folder moved), the entry's ``sessionFile`` is
+        updated to say where it is now."""
+        norm = keys.normalize_key(key)
+        path, followed = self._locate(norm, entry)
+        if followed:
+            found = "found there" if path.exists() else "not there either: a new one is started"
+            log.warning(
+                "session %s: transcript %s is not in the sessions folder %s; using %s (%s)",
+                norm,
+                entry.session_file,
+                self.sessions_dir,
+                path.name,
+                found,
+            )
+            self.update(norm, lambda current: _naming(current, entry.session_id, path))
+        return Transcript.open(path, entry.session_id, cwd, session_key=norm)
+
+    def transcript_file(self, key: str, entry: SessionEntry) -> Path:
+        """Where ``entry``'s transcript lives: always directly in :attr:`sessions_dir`, named by its
+        session id (``<sessionId>.jsonl``, or OpenClaw's ``<sessionId>-topic-<id>.jsonl``).
+
+        ``sessionFile`` names the file; a relative value is resolved against the folder. An absolute
+        one in another folder with the session's own name is followed to that name here (the state
+        folder was moved, or the store was copied from another machine): nothing is read or written
+        there. Anything else (another name, a path out of the folder, a symlink out of it) raises
+        :class:`~sessionmem.errors.TranscriptError`, before anything is opened.
+        """
+        return self._locate(keys.normalize_key(key), entry)[0]
+
+    def _locate(self, key: str, entry: SessionEntry) -> tuple[Path, bool]:
+        """:meth:`transcript_file`, and whether it was followed from another folder."""
+        session_id = keys.validate_session_id(entry.session_id)
+        folder = self.sessions_dir
+        real_folder = os.path.realpath(folder)
+        stored = entry.session_file
+
+        def refuse(why: str) -> TranscriptError:
+            return TranscriptError(
+                f"session {key}: its sessionFile {stored!r} {why}; refusing to read or write it. "
+                f"Transcripts live in the sessions folder {folder} as <sessionId>.jsonl: set the "
+                f"entry's sessionFile to {session_id}.jsonl, or remove it"
+            )
+
+        name, elsewhere = f"{session_id}.jsonl", False
+        if stored:
+            given = Path(stored)
+            candidate = given if given.is_absolute() else folder / given
+            if not keys.is_transcript_name(candidate.name, session_id):
+                raise refuse(f"does not name the transcript of session {session_id}")
+            elsewhere = os.path.realpath(candidate.parent) != real_folder
+            if elsewhere and not given.is_absolute():
+                raise refuse(f"is not in the sessions folder {folder}")
+            # Trigger: an absolute sessionFile in another folder, named for this session. Why:
+            # sessions.json stores absolute paths, so a moved or copied state folder leaves every entry
+            # pointing at the old place; using it would recreate the old folder and start the session
+            # empty. Outcome: the same name here, where the transcript moved with sessions.json;
+            # nothing is done at the old path.
+            name = candidate.name
+        target = folder / name
+        real_target = os.path.realpath(target)
+        if real_target != os.path.join(real_folder, name):
+            raise TranscriptError(
+                f"session {key}: its transcript {target} is a symlink to {real_target}, outside the "
+                f"sessions folder; refusing to read or write it (put the file itself in {folder})"
+            )
+        return target, elsewhere
+
+    def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:
+        """Rename the transcript ``<file>.reset.<time>`` (OpenClaw's archive name), beside the live ones."""
+        return archive_transcript_file(transcript.path, when) if transcript.path is not None else None
+
+    def turn_lock(self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S) -> TurnLock:
+        """``flock`` on ``<sessions_dir>/locks/<sha256 of the key>.lock``, a file never deleted."""
+        norm = keys.normalize_key(key)
+        digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
+        return TurnLock(self.sessions_dir / TURN_LOCK_DIR / f"{digest}.lock", norm, timeout_s=timeout_s)
+
     # --- reading ---
 
     def _read_raw(self) -> bytes | None:
@@ -366,7 +233,7 @@ class SessionStore:
         except CorruptStore as exc:
             aside = self.path.with_name(f"{self.path.name}.corrupt-{now_ms()}")
             os.replace(self.path, aside)
-            entries = self._rebuild_from_transcripts()
+            entries = entries_from_transcripts(self.sessions_dir, self.agent_id)
             self._report(
                 f"{self.path} was corrupt ({exc}); moved aside to {aside.name} and rebuilt "
                 f"{len(entries)} entries from transcripts"
@@ -389,9 +256,6 @@ class SessionStore:
 
     def all(self) -> dict[str, SessionEntry]:
         return self._load()
-
-    def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
 
     # --- writing ---
 
@@ -416,24 +280,6 @@ class SessionStore:
             entries[norm] = new
             return new
 
-    def patch(self, key: str, **fields: Any) -> SessionEntry:
-        """Set ``fields`` (snake_case or camelCase) on the entry, creating it if needed.
-
-        ``updatedAt`` becomes ``max(existing, now)`` unless given. Creating needs ``session_id``.
-        """
-
-        def apply(entry: SessionEntry | None) -> SessionEntry:
-            if entry is not None:
-                return entry.touched(**fields)
-            given = _aliased(fields)
-            if "sessionId" not in given:
-                raise UsageError(f"cannot create session {key!r} without session_id")
-            return SessionEntry.model_validate({"updatedAt": now_ms(), **given})
-
-        result = self.update(key, apply)
-        assert result is not None
-        return result
-
     def delete(self, key: str) -> SessionEntry | None:
         """Remove ``key``; returns the entry it had, if any."""
         norm = keys.normalize_key(key)
@@ -449,7 +295,7 @@ class SessionStore:
         writes are not lost when the outer one saves.
         """
         active: dict[str, dict[str, SessionEntry]] = _ACTIVE.__dict__.setdefault("maps", {})
-        key = _real(self.path)
+        key = os.path.realpath(self.path)
         with self._lock:
             if key in active:
                 yield active[key]
@@ -501,88 +347,12 @@ class SessionStore:
         self.recovered = True
         log.warning("%s", message)
 
-    def _rebuild_from_transcripts(self) -> dict[str, SessionEntry]:
-        entries: dict[str, SessionEntry] = {}
-        folder = self.sessions_dir
-        if not folder.is_dir():
-            return entries
-        for file in sorted(folder.glob("*.jsonl")):
-            if keys.is_archive_name(file.name):
-                continue
-            header, figures = _replay_transcript(file)
-            found = header.get("id")
-            session_id = found if isinstance(found, str) and keys.SESSION_ID_RE.match(found) else file.stem
-            key = header.get("sessionKey")
-            if not isinstance(key, str) or not keys.normalize_key(key):
-                key = keys.recovered_key(self.agent_id, session_id)
-            entry = SessionEntry.model_validate(
-                {
-                    **figures,
-                    "sessionId": session_id,
-                    "updatedAt": int(file.stat().st_mtime * 1000),
-                    "sessionFile": str(file),
-                    "sessionKey": keys.normalize_key(key),
-                    "chatType": keys.chat_type(key),
-                }
-            )
-            norm = keys.normalize_key(key)
-            if norm not in entries or entry.updated_at >= entries[norm].updated_at:
-                entries[norm] = entry
-        return entries
 
-
-def _replay_transcript(file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A transcript's header and the figures the runner would have recorded from it (camelCase).
-
-    Replays the runner's own rules in file order, with its own helpers: an assistant message with usage
-    sets :func:`call_figures`; a compaction adds one to ``compactionCount`` and sets
-    :func:`compaction_figures` of its ``tokensAfter``. ``model``/``modelProvider`` come from the last
-    assistant message that names them. ``contextTokens`` is not in the file.
-
-    The last flush: its prompt is the user message the runner marks ``provenance: {"kind":
-    "memory_flush"}``; ``memoryFlushAt`` is that message's timestamp and ``memoryFlushCompactionCount``
-    the compactions before it, less those the flush itself caused. Why less: the gate records a flush
-    against the cycle it *started* in, and the prompt is appended only once the model accepts it, so a
-    compaction in mid-flush (its call overflowed) lands just before the prompt. Such a compaction
-    follows the previous message directly and is stamped no earlier than the prompt (created before the
-    flush's first call); counting it would mark the next cycle flushed and skip its flush.
-    """
-    header: dict[str, Any] = {}
-    figures: dict[str, Any] = {"compactionCount": 0}
-    since_message: list[int | None] = []  # times of the compactions after the latest message
-    for _, obj in read_entries(file):
-        kind = obj.get("type")
-        if kind == "session":
-            header = header or obj
-        elif kind == "compaction":
-            stamp = obj.get("timestamp")
-            since_message.append(_ms_from_iso(stamp) if isinstance(stamp, str) else None)
-            after = obj.get("tokensAfter")
-            known = isinstance(after, int) and not isinstance(after, bool)
-            figures.update(_aliased(compaction_figures(after if known else None)))
-            figures["compactionCount"] += 1
-        elif kind == "message" and isinstance(raw := obj.get("message"), dict):
-            compacted_just_before, since_message = since_message, []
-            message = message_from_dict(raw)
-            if message is None:
-                continue
-            if message.role == "user" and written_in_a_flush(raw):
-                at = raw.get("timestamp")
-                if not isinstance(at, int) or isinstance(at, bool):  # not the runner's: no time to compare
-                    at = None
-                during = sum(1 for t in compacted_just_before if t is not None and at is not None and t >= at)
-                figures["memoryFlushCompactionCount"] = figures["compactionCount"] - during
-                stamp = obj.get("timestamp")
-                figures["memoryFlushAt"] = at if at is not None else _ms_from_iso(str(stamp or ""))
-                continue
-            if message.role != "assistant":
-                continue
-            for alias, name in (("model", "model"), ("modelProvider", "provider")):
-                if isinstance(raw.get(name), str) and raw[name]:
-                    figures[alias] = raw[name]
-            if (usage := message.usage) is not None:
-                figures.update(_aliased(call_figures(usage)))
-    return header, figures
+def _naming(current: SessionEntry | None, session_id: str, path: Path) -> SessionEntry | None:
+    """``current`` naming ``path`` as its transcript, if it is still that session's entry."""
+    if current is None or current.session_id != session_id:
+        return None
+    return current.with_updates(session_file=str(path))
 
 
 def _agent_id_from_path(path: Path) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -248,7 +248,9 @@ def read_header(path: str | Path) -> dict[str, Any] | None:
     return None
 
 
-def _entry_from_dict(no: int, obj: dict[str, Any]) -> Entry | None:
+def entry_from_dict(no: int, obj: dict[str, Any]) -> Entry | None:
+    """The :class:`Entry` for one stored line (``no``: its 1-based position); None for the header and for
+    objects that are not entries."""
     etype, eid = obj.get("type"), obj.get("id")
     if not isinstance(etype, str) or etype == "session" or not isinstance(eid, str):
         return None
@@ -309,7 +311,7 @@ class Transcript:
             if obj.get("type") == "session":
                 header = header or obj
                 continue
-            entry = _entry_from_dict(no, obj)
+            entry = entry_from_dict(no, obj)
             if entry is not None:
                 ids.add(entry.id)
                 leaf = entry.id
@@ -397,45 +399,14 @@ class Transcript:
         """All entries after the header, in file order; malformed lines skipped."""
         out = []
         for no, obj in read_entries(self.path):
-            entry = _entry_from_dict(no, obj)
+            entry = entry_from_dict(no, obj)
             if entry is not None:
                 out.append(entry)
         return out
 
     def context_messages(self) -> list[tuple[str, Message]]:
-        """The model context as ``(entry_id, message)`` pairs (reference §2.4).
-
-        After a compaction: the latest compaction's summary (as a user message, keyed by the compaction
-        entry's id), then the messages from ``firstKeptEntryId`` on, skipping the compaction entry itself.
-        Without one: every message.
-        """
-        entries = self.entries()
-        last_compaction = None
-        for i, e in enumerate(entries):
-            if e.type == "compaction":
-                last_compaction = i
-        if last_compaction is None:
-            return [(e.id, m) for e in entries if (m := e.message) is not None]
-        comp = entries[last_compaction]
-        first_kept = comp.data.get("firstKeptEntryId")
-        start = last_compaction + 1
-        for i, e in enumerate(entries[:last_compaction]):
-            if e.id == first_kept:
-                start = i
-                break
-        summary = str(comp.data.get("summary", ""))
-        ts = _ms_from_iso(comp.timestamp)
-        summary_msg = Message("user", compaction_summary_text(summary))
-        if ts is not None:
-            summary_msg = Message("user", summary_msg.content, timestamp=ts)
-        out: list[tuple[str, Message]] = [(comp.id, summary_msg)]
-        for e in entries[start:]:
-            if e.type == "compaction":
-                continue
-            m = e.message
-            if m is not None:
-                out.append((e.id, m))
-        return out
+        """The model context as ``(entry_id, message)`` pairs (:func:`context_from_entries`)."""
+        return context_from_entries(self.entries())
 
     def messages(self) -> list[Message]:
         """Just the messages of :meth:`context_messages`."""
@@ -458,7 +429,64 @@ class Transcript:
         return size - self._compaction_end if size >= self._compaction_end else size
 
 
-def _ms_from_iso(text: str) -> int | None:
+def context_from_entries(entries: Sequence[Entry]) -> list[tuple[str, Message]]:
+    """The model context of a transcript's entries as ``(entry_id, message)`` pairs (reference §2.4).
+
+    After a compaction: the latest compaction's summary (as a user message, keyed by the compaction
+    entry's id), then the messages from ``firstKeptEntryId`` on, skipping the compaction entry itself.
+    Without one: every message.
+    """
+    last_compaction = None
+    for i, e in enumerate(entries):
+        if e.type == "compaction":
+            last_compaction = i
+    if last_compaction is None:
+        return [(e.id, m) for e in entries if (m := e.message) is not None]
+    comp = entries[last_compaction]
+    first_kept = comp.data.get("firstKeptEntryId")
+    start = last_compaction + 1
+    for i, e in enumerate(entries[:last_compaction]):
+        if e.id == first_kept:
+            start = i
+            break
+    summary = str(comp.data.get("summary", ""))
+    ts = ms_from_iso(comp.timestamp)
+    summary_msg = Message("user", compaction_summary_text(summary))
+    if ts is not None:
+        summary_msg = Message("user", summary_msg.content, timestamp=ts)
+    out: list[tuple[str, Message]] = [(comp.id, summary_msg)]
+    for e in entries[start:]:
+        if e.type == "compaction":
+            continue
+        m = e.message
+        if m is not None:
+            out.append((e.id, m))
+    return out
+
+
+def archive_name(path: Path, when: datetime) -> Path:
+    """``<file>.reset.<ISO 8601 UTC, ms, ':' replaced by '-'>`` (OpenClaw's archive name)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    stamp = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return path.with_name(f"{path.name}.reset.{stamp.replace(':', '-')}")
+
+
+def archive_transcript_file(path: Path, when: datetime) -> Path | None:
+    """Rename the transcript to its archive name (never over an existing archive); None if absent."""
+    if not path.is_file():
+        return None
+    target = archive_name(path, when)
+    for n in range(1, 1000):
+        if not target.exists():
+            break
+        target = target.with_name(f"{archive_name(path, when).name}-{n}")
+    os.replace(path, target)
+    return target
+
+
+def ms_from_iso(text: str) -> int | None:
+    """Milliseconds since the epoch of an ISO 8601 time (``Z`` allowed); None when it is not one."""
     try:
         return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
     except ValueError:

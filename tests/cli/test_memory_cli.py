@@ -602,8 +602,7 @@ def test_index_reports_transcripts_renamed_by_new(runner: CliRunner, notes: Path
     from datetime import UTC, datetime
 
     from sessionmem.messages import Message
-    from sessionmem.session.lifecycle import archive_name
-    from sessionmem.session.transcript import Transcript
+    from sessionmem.session.transcript import Transcript, archive_name
 
     isolated_env.mkdir(parents=True, exist_ok=True)
     (isolated_env / "config.json5").write_text(

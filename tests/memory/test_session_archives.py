@@ -23,8 +23,8 @@ from sessionmem.memory.types import SearchRequest
 from sessionmem.messages import Message
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware, last_user_text
-from sessionmem.session.lifecycle import archive_name
 from sessionmem.session.runner import Session, SessionRunner
+from sessionmem.session.transcript import archive_name
 from tests.memory.support import (
     HashEmbedder,
     chat,

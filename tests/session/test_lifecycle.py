@@ -16,8 +16,9 @@ from sessionmem.config import Config, ResetConfig, merge
 from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.events import CompactionEvent, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
-from sessionmem.session.lifecycle import archive_name, daily_boundary, rotated_entry, stale_reason_at
+from sessionmem.session.lifecycle import daily_boundary, rotated_entry, stale_reason_at
 from sessionmem.session.store import SessionEntry
+from sessionmem.session.transcript import archive_name
 from tests.scenarios.harness import FLUSH_MARKER, make_runner, small_config, store_entry, transcript_lines
 
 NO_REPLY = "NO_REPLY"

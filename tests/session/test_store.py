@@ -18,8 +18,10 @@ import pytest
 from sessionmem.errors import ContextWindowExceeded, StoreLockTimeout, UsageError
 from sessionmem.messages import Message, Usage, now_ms
 from sessionmem.model.scripted import count_request_tokens
+from sessionmem.session import filelock as filelock_module
 from sessionmem.session import keys
 from sessionmem.session import store as store_module
+from sessionmem.session.recovery import replay_transcript
 from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
 from sessionmem.session.transcript import Transcript
 from sessionmem.testing import ScriptedModel, flush_aware
@@ -262,7 +264,7 @@ def test_a_live_holder_makes_waiters_time_out_with_a_named_error(isolated_env: P
 def test_without_fcntl_the_lock_falls_back_to_filelock(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "fcntl", None)  # as on Windows
+    monkeypatch.setattr(filelock_module, "fcntl", None)  # as on Windows
     with store.transaction() as entries:
         entries["agent:main:a"] = SessionEntry.model_validate({"sessionId": "a"})
         SessionStore(store.path).patch("agent:main:b", session_id="b")
@@ -750,7 +752,7 @@ def test_the_rebuilt_flush_cycle_is_the_one_the_runner_recorded_after_every_turn
     for i in range(30):
         session.run_turn_sync(f"turn {i}: " + " ".join(f"w{j}" for j in range(60)))
         stored = store_entry(runner)
-        _, figures = store_module._replay_transcript(session.transcript.path)
+        _, figures = replay_transcript(session.transcript.path)
         assert figures["compactionCount"] == stored["compactionCount"]
         assert figures.get("memoryFlushCompactionCount") == stored.get("memoryFlushCompactionCount"), i
         seen.append((stored["compactionCount"], stored.get("memoryFlushCompactionCount")))

@@ -1,0 +1,188 @@
+"""The store seam: what a session needs of the place its record and its transcript are kept.
+
+The steps of a turn (the gate, rotation, commands, the runner) talk to the store only through
+:class:`SessionBackend`, so a backend is swapped without touching them. What they need:
+
+- the entry of a session key (:class:`~sessionmem.session.entry.SessionEntry`): ``get``, ``all``,
+  ``delete``, and ``update(key, fn)``: read the current entry, apply ``fn``, store what it returns, all
+  atomically with respect to every other runner and process on the store. ``fn`` sees the stored entry
+  (never a cached one) and may return None to change nothing: that is how the gate *claims* the flush
+  and counts a compaction once per cycle;
+- the transcript of a session (:class:`TranscriptLog`): appended to entry by entry, read back in order;
+  ``new_session_file`` is what a new session's entry records as ``sessionFile``; ``open_transcript``
+  opens (creating if new) the transcript an entry names; ``archive_transcript`` puts an ending session's
+  transcript aside at a rotation (``/new``, ``/reset``, daily and idle resets);
+- ``turn_lock(key)``: a cross-process lock around one turn of a session key, waited for with a timeout
+  that ends in :class:`~sessionmem.errors.TurnLockTimeout` (``async with store.turn_lock(key): ...``).
+
+Backends: :class:`~sessionmem.session.store.SessionStore` (sessions.json and JSONL transcripts in one
+sessions folder: OpenClaw's format, the default). Outside implementers write a plain class with these
+methods (the :class:`SessionBackend` protocol); ours derive from :class:`SessionBackendABC`, which adds
+``patch`` and ``in`` on top of them. Methods are synchronous: each is a short read or write, which the
+runner makes inline (an async backend would wrap its client in blocking calls the same way SQLite does).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from sessionmem.errors import UsageError
+from sessionmem.messages import Message, now_ms
+from sessionmem.session.entry import SessionEntry, aliased_fields
+from sessionmem.session.transcript import Entry
+
+EntryUpdate = Callable[[SessionEntry | None], SessionEntry | None]
+"""``update``'s function: the stored entry (None when the key has none) -> the entry to store (None: no
+change)."""
+
+DEFAULT_TURN_LOCK_TIMEOUT_S = 120.0  # a turn with a flush and a compaction makes several model calls
+
+
+@runtime_checkable
+class TranscriptLog(Protocol):
+    """One session's transcript: append-only entries in order, the same JSON objects as the JSONL lines
+    (``transcripts/README.md``), read back in the order they were written."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def path(self) -> Path | None:
+        """The file, where the backend keeps transcripts in files (hooks and the memory index read it)."""
+        ...
+
+    def append_message(
+        self,
+        msg: Message,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        stop_reason: str | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> str:
+        """Append a ``message`` entry; returns its id."""
+        ...
+
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        tokens_after: int | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+    ) -> str:
+        """Append a ``compaction`` entry; returns its id."""
+        ...
+
+    def entries(self) -> list[Entry]:
+        """Every entry, in the order written."""
+        ...
+
+    def context_messages(self) -> list[tuple[str, Message]]:
+        """The model context (:func:`~sessionmem.session.transcript.context_from_entries`)."""
+        ...
+
+    def bytes_since_compaction(self) -> int:
+        """How much the transcript grew after its latest compaction entry (serialised JSON lines)."""
+        ...
+
+
+@runtime_checkable
+class SessionBackend(Protocol):
+    """Where sessions are kept; see the module docstring for what each method promises."""
+
+    @property
+    def sessions_dir(self) -> Path | None:
+        """The folder of the transcript files (None when they are not files)."""
+        ...
+
+    def get(self, key: str) -> SessionEntry | None: ...
+
+    def all(self) -> dict[str, SessionEntry]: ...
+
+    def update(self, key: str, fn: EntryUpdate) -> SessionEntry | None:
+        """Apply ``fn`` to the stored entry atomically; returns the entry now stored for ``key``."""
+        ...
+
+    def delete(self, key: str) -> SessionEntry | None:
+        """Remove ``key``; returns the entry it had."""
+        ...
+
+    def new_session_file(self, session_id: str) -> str | None:
+        """``sessionFile`` for the entry of a new session (None: the backend keeps no files)."""
+        ...
+
+    def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> TranscriptLog:
+        """The transcript ``entry`` names, created (with its header; ``cwd`` recorded there) if new."""
+        ...
+
+    def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:
+        """Put an ending session's transcript aside (rotation); the archived file, if it is one."""
+        ...
+
+    def turn_lock(
+        self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S
+    ) -> AbstractAsyncContextManager[None]:
+        """A cross-process lock around one turn of ``key``; raises ``TurnLockTimeout`` after ``timeout_s``."""
+        ...
+
+
+class SessionBackendABC(ABC):
+    """Base of sessionmem's own backends: the seam's methods, plus helpers built on them."""
+
+    @property
+    @abstractmethod
+    def sessions_dir(self) -> Path | None: ...
+
+    @abstractmethod
+    def get(self, key: str) -> SessionEntry | None: ...
+
+    @abstractmethod
+    def all(self) -> dict[str, SessionEntry]: ...
+
+    @abstractmethod
+    def update(self, key: str, fn: EntryUpdate) -> SessionEntry | None: ...
+
+    @abstractmethod
+    def delete(self, key: str) -> SessionEntry | None: ...
+
+    @abstractmethod
+    def new_session_file(self, session_id: str) -> str | None: ...
+
+    @abstractmethod
+    def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> TranscriptLog: ...
+
+    @abstractmethod
+    def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None: ...
+
+    @abstractmethod
+    def turn_lock(
+        self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S
+    ) -> AbstractAsyncContextManager[None]: ...
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def patch(self, key: str, **fields: Any) -> SessionEntry:
+        """Set ``fields`` (snake_case or camelCase) on the entry, creating it if needed.
+
+        ``updatedAt`` becomes ``max(existing, now)`` unless given. Creating needs ``session_id``.
+        """
+
+        def apply(entry: SessionEntry | None) -> SessionEntry:
+            if entry is not None:
+                return entry.touched(**fields)
+            given = aliased_fields(fields)
+            if "sessionId" not in given:
+                raise UsageError(f"cannot create session {key!r} without session_id")
+            return SessionEntry.model_validate({"updatedAt": now_ms(), **given})
+
+        result = self.update(key, apply)
+        assert result is not None
+        return result

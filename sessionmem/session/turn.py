@@ -1,0 +1,198 @@
+"""The model turn: call the model with the prompt, dispatch its tool calls, until it answers (bounded).
+
+:func:`run_model_turn` serves ordinary turns (kind ``turn``) and the silent flush (kind ``flush``): same
+loop, their own prompts and tools. The prompt is written to the transcript once the model accepted it
+(after any overflow recovery), so the transcript reads flush, compaction, prompt, answer. With
+``on_partial`` the reply of an ordinary turn is streamed as it is written.
+
+On a provider context overflow the turn asks its caller to make room (``make_room``: compaction through
+the gate) and retries once; a flush first retries on the newest half of the context (verbatim notes beat
+a summary). A second overflow after making room is raised. The step never imports the gate: the gate
+runs flush turns through this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessionmem.errors import ContextWindowExceeded
+from sessionmem.messages import FLUSH_PROVENANCE, Message, Usage
+from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
+from sessionmem.session.announce import emit, emit_queued
+from sessionmem.session.compaction import recent_within, repair_tool_pairs
+from sessionmem.session.events import CompactionResult, ToolCallEvent
+from sessionmem.session.projection import usage_fields
+from sessionmem.session.state import SessionState, TurnKind
+from sessionmem.session.streaming import PartialCallback, stream_reply
+from sessionmem.session.tools import Tool, dispatch
+
+FLUSH_MAX_TOOL_ITERATIONS = 6
+
+MakeRoom = Callable[[], Awaitable[CompactionResult]]
+
+
+@dataclass
+class ModelTurn:
+    """What one model turn did, and where its overflow recovery stands."""
+
+    kind: TurnKind
+    messages: list[Message] = field(default_factory=list)  # everything appended, in order
+    usage: Usage = field(default_factory=Usage)
+    last: Message | None = None  # the last assistant message
+    model_calls: int = 0
+    stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
+    trim_to: int | None = None  # send only the newest messages within this many tokens (flush overflow)
+    compacted: bool = False  # this turn already made room after an overflow
+    pending: Message | None = None  # the turn's prompt, written once the model has accepted it
+    on_partial: PartialCallback | None = None  # stream the reply to the caller (ordinary turns only)
+
+
+async def run_model_turn(
+    state: SessionState,
+    prompt: Message,
+    *,
+    kind: TurnKind,
+    make_room: MakeRoom,
+    system_extra: str = "",
+    on_partial: PartialCallback | None = None,
+) -> ModelTurn:
+    """Run ``prompt`` through the model and its tools; usage is recorded in the store at the end."""
+    turn = ModelTurn(kind, pending=prompt, on_partial=on_partial if kind == "turn" else None)
+    tools = state.tools.for_turn(kind)
+    limit = max(1, state.runner.agent.max_tool_iterations)
+    if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
+        limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
+    for _ in range(limit):
+        reply = await _call_model(state, turn, tools, system_extra, make_room)
+        if turn.pending is not None:
+            append_message(state, turn.pending, turn)
+            turn.pending = None
+        append_message(
+            state,
+            reply.message,
+            turn,
+            provider=reply.provider,
+            model=reply.model,
+            stop_reason=reply.stop_reason,
+        )
+        turn.last = reply.message
+        last_id = state.context[-1][0]
+        if turn.trim_to is not None and last_id is not None:  # usage of the trimmed prompt only
+            state.stale.add(last_id)
+        if not reply.message.tool_calls:
+            break
+        for call in reply.message.tool_calls:
+            outcome = await dispatch(tools, call)
+            append_message(state, Message.tool(call, outcome.content, is_error=outcome.is_error), turn)
+            await emit(
+                state,
+                ToolCallEvent(
+                    session_key=state.key,
+                    turn_kind=kind,
+                    name=call.name,
+                    arguments=dict(call.arguments),
+                    is_error=outcome.is_error,
+                    result=outcome.content[:500],
+                ),
+            )
+            await emit_queued(state)
+    usage_source = turn.last if turn.trim_to is None else None
+    if turn.last is not None and turn.last.tool_calls:  # the model kept calling tools: stop it
+        turn.stopped = "max_tool_iterations"
+        turn.last = Message.assistant(stop_message(state.runner.agent.max_tool_iterations))
+        append_message(state, turn.last, turn)
+    record_usage(state, usage_source)
+    return turn
+
+
+def append_message(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
+    """Write ``message`` to the transcript and the context (and to ``turn``'s messages)."""
+    if turn is not None and turn.kind == "flush":  # marked so the /new memory file leaves it out
+        meta.setdefault("provenance", {"kind": FLUSH_PROVENANCE})
+    entry_id = state.transcript.append_message(message, **meta)
+    notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
+    path = state.transcript.path
+    if callable(notify) and path is not None:  # cheap: the index decides later (debounced) if it grew enough
+        notify(path)
+    state.context.append((entry_id, message))
+    if turn is not None:
+        turn.messages.append(message)
+
+
+def record_usage(state: SessionState, last: Message | None) -> None:
+    """The last call's usage into the session's store entry (``totalTokens`` and friends)."""
+    if last is None or last.usage is None:
+        return
+    fields = usage_fields(last.usage, state.context_window, state.runner.model, state.key)
+    known = state.entry
+    stored = state.runner.store.update(state.key, lambda current: (current or known).touched(**fields))
+    assert stored is not None
+    state.entry = stored
+
+
+def stop_message(limit: int) -> str:
+    """What the assistant says when the tool loop was cut off."""
+    return f"Stopped after {limit} tool iterations without a final answer (maxToolIterations = {limit})."
+
+
+async def _call_model(
+    state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str, make_room: MakeRoom
+) -> ModelReply:
+    """One model call, recovering from context overflows (see the module docstring)."""
+    for _ in range(3):
+        request = _request(state, turn, tools, system_extra)
+        try:
+            reply = await _complete(state, request, turn)
+        except ContextWindowExceeded as exc:
+            await _recover_overflow(state, turn, exc, make_room)
+            continue
+        turn.model_calls += 1
+        turn.usage = turn.usage + (reply.message.usage or Usage())
+        return reply
+    raise ContextWindowExceeded("context overflow recovery gave up after three attempts")
+
+
+async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn) -> ModelReply:
+    model = state.runner.model
+    if turn.on_partial is not None and supports_streaming(model):
+        return await stream_reply(model, request, turn.on_partial)
+    return await model.complete(request)
+
+
+async def _recover_overflow(
+    state: SessionState, turn: ModelTurn, exc: ContextWindowExceeded, make_room: MakeRoom
+) -> None:
+    if not state.runner.agent.compaction.enabled:
+        raise exc
+    if turn.kind == "flush" and turn.trim_to is None and not turn.compacted:
+        turn.trim_to = max(1, state.counter.count_all(state.context) // 2)
+        return
+    if turn.compacted:
+        raise ContextWindowExceeded(
+            f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
+            status_code=exc.status_code,
+        ) from exc
+    # In a flush the cycle is already marked flushed, so the gate goes straight to compacting.
+    result = await make_room()
+    if not result.ok:
+        raise ContextWindowExceeded(
+            f"context window exceeded and compaction failed ({result.error}): {exc}",
+            status_code=exc.status_code,
+        ) from exc
+    turn.compacted, turn.trim_to = True, None
+
+
+def _request(state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str) -> ModelRequest:
+    system = state.system_prompt + (f"\n\n{system_extra}" if system_extra else "")
+    trim_to = turn.trim_to
+    context = state.context if trim_to is None else recent_within(state.context, state.counter, trim_to)
+    pending = [turn.pending] if turn.pending is not None else []
+    messages = repair_tool_pairs([*(m for _, m in context), *pending])
+    return ModelRequest(
+        messages=(Message.system(system), *messages),
+        tools=tuple(t.schema() for t in tools.values()),
+        purpose=turn.kind,
+        metadata={"session_key": state.key, "turn_kind": turn.kind},
+    )
