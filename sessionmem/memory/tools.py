@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from sessionmem.config import Config
-from sessionmem.errors import MemoryPathError
+from sessionmem.errors import MemoryPathError, UsageError
 from sessionmem.memory.files import NotMarkdownError, read_markdown
 from sessionmem.memory.paths import resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+from sessionmem.privacy import classify_key
 
 CitationsMode = Literal["on", "off", "auto"]
 
@@ -201,24 +202,15 @@ def _function(
 # -- citations -------------------------------------------------------------------------------------------
 
 
-def chat_type_of_key(session_key: str | None) -> str:
-    """``direct``, ``group`` or ``channel`` from ``agent:<id>:<rest>``; anything unparseable is direct.
-
-    A local parser on purpose: memory must not import the session layer (DESIGN, "Layers point one way").
-    It follows ``sessionmem.session.keys``: the marker token is never the first part after the agent id
-    (that part names the channel), and the first of direct/dm/group/channel wins.
-    """
+def chat_type_of_key(session_key: str | None) -> str | None:
+    """``direct``, ``group``, ``channel`` or None (a shape not known, or malformed) for a session key;
+    ``direct`` when there is none (the owner). Parsed by :mod:`sessionmem.privacy`, the one place."""
     if not session_key:
         return "direct"
-    parts = session_key.strip().lower().split(":")
-    if len(parts) < 3 or parts[0] != "agent" or not parts[1]:
-        return "direct"
-    for part in parts[3:]:
-        if part in ("group", "channel"):
-            return part
-        if part in ("direct", "dm"):
-            return "direct"
-    return "direct"
+    try:
+        return classify_key(session_key).chat_type
+    except UsageError:
+        return None
 
 
 def citations_enabled(mode: str, *, session_key: str | None = None, chat_type: str | None = None) -> bool:

@@ -168,7 +168,7 @@ def test_citations_on_decorate_snippets_with_line_ranges() -> None:
         (None, True),
         ("agent:main:telegram:direct:42", True),
         ("agent:main:whatsapp:dm:+1555", True),
-        ("not-a-session-key", True),
+        ("not-a-session-key", False),  # unknown shapes count as shared (DESIGN 14)
         ("agent:main:discord:group:1234", False),
         ("agent:main:slack:channel:c0ffee", False),
         ("Agent:Ops:Slack:Channel:General", False),
@@ -194,10 +194,12 @@ def test_explicit_chat_type_overrides_key_parsing() -> None:
     assert "citation" not in out["results"][0]
 
 
-def test_chat_type_parser_ignores_the_channel_name_position() -> None:
-    # The first token after the agent id names the channel (a channel may be called "group").
-    assert chat_type_of_key("agent:main:group:direct:1") == "direct"
+def test_chat_type_of_ambiguous_or_unknown_keys_is_never_direct() -> None:
+    # "group" anywhere wins (reading a group as direct would cite and reveal; see sessionmem.privacy).
+    assert chat_type_of_key("agent:main:group:direct:1") == "group"
     assert chat_type_of_key("agent:main:signal:group:abc") == "group"
+    assert chat_type_of_key("agent:main:cron:nightly") is None
+    assert chat_type_of_key("agent::broken") is None
 
 
 def test_fallback_and_fts_mode_are_reported() -> None:
