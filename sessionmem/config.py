@@ -255,6 +255,8 @@ class AgentsConfig(_Camel):
 
 class MemoryConfig(_Camel):
     citations: Literal["on", "off", "auto"] = "auto"
+    # "agent": one memory per agent; "peer": a memory per person (sessionmem.privacy, DESIGN 14)
+    scope: Literal["agent", "peer"] = "agent"
 
 
 class ResetConfig(_Camel):

@@ -271,6 +271,6 @@ def home_for(key: str, scope: str = "agent") -> MemoryHome:
     return MemoryHome(f"{folder}/MEMORY.md", folder)
 
 
-def refusal(path: str, visibility: Visibility) -> str:
-    """The message for a path the reader may not see (the same whether or not the file exists)."""
-    return f"{path} is private to another chat or to the owner: not visible from {visibility.reader}"
+def refusal(visibility: Visibility) -> str:
+    """Why a path is refused to this reader (the same whether or not the file exists)."""
+    return f"private to another chat or to the owner, not visible from {visibility.reader}"

@@ -99,7 +99,7 @@ def written(outcomes: list[HookOutcome]) -> Path:
 
 
 def memory_files(tmp_path: Path) -> list[str]:
-    folder = tmp_path / "workspace" / "memory"
+    folder = tmp_path / "workspace" / "memory" / "peers" / "main"  # the main session's own folder
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
@@ -107,7 +107,7 @@ def memory_files(tmp_path: Path) -> list[str]:
 def test_new_and_reset_write_the_conversation(tmp_path: Path, sessions: Path, name: str) -> None:
     transcript = write_transcript(sessions / "sess-1.jsonl", CONVERSATION)
     path = written(run(make_event(tmp_path, name=name, transcript=transcript)))
-    assert path == tmp_path / "workspace" / "memory" / "2026-03-01-1407.md"
+    assert path == tmp_path / "workspace" / "memory" / "peers" / "main" / "2026-03-01-1407.md"
     assert path.read_text(encoding="utf-8") == (
         "# Session: 2026-03-01 14:07:55 UTC\n"
         "\n"
@@ -235,7 +235,7 @@ def test_archived_session_file_in_entry_resolves_to_live_file(tmp_path: Path, se
 
 def test_existing_files_are_never_overwritten(tmp_path: Path, sessions: Path) -> None:
     transcript = write_transcript(sessions / "sess-1.jsonl", CONVERSATION)
-    memory = tmp_path / "workspace" / "memory"
+    memory = tmp_path / "workspace" / "memory" / "peers" / "main"
     memory.mkdir(parents=True)
     (memory / "2026-03-01-1407.md").write_text("my own notes\n")
     paths = [written(run(make_event(tmp_path, transcript=transcript))) for _ in range(2)]

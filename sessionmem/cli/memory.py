@@ -65,7 +65,12 @@ def parse_date(text: str) -> date:
 
 @click.group()
 def memory() -> None:
-    """Index, search and read the agent's Markdown memory (MEMORY.md, memory/*.md)."""
+    """Index, search and read the agent's Markdown memory (MEMORY.md, memory/*.md).
+
+    The command line is the owner's view: it sees every memory file and transcript, including
+    MEMORY.md, direct chats and other people's notes that agent sessions in groups (or, with
+    memory.scope peer, other people) never see.
+    """
 
 
 # ---------------------------------------------------------------------------- opening the index

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sessionmem.errors import MemoryIndexError
+from sessionmem.privacy import OWNER, markdown_label, transcript_label
 
 IGNORED_DIRS = frozenset({".git", "node_modules", ".pnpm-store", ".venv", "venv", "__pycache__", ".tox"})
 ROOT_FILES = ("MEMORY.md", "memory.md")
@@ -229,6 +230,7 @@ class EntryContent:
     ``line_map[i]`` is the 1-based line in the original file of content line ``i + 1`` (transcripts
     flatten JSONL into one line per message, and results must cite JSONL lines); ``None`` = identity.
     ``line_dates[i]`` (optional) dates content line ``i + 1``; a chunk takes its first line's date.
+    ``audience``: who may see the entry (:mod:`sessionmem.privacy`); the owner alone unless said.
     """
 
     text: str
@@ -236,6 +238,7 @@ class EntryContent:
     line_map: Sequence[int] | None = None
     line_dates: Sequence[str | None] | None = None
     issue: str | None = None
+    audience: str = OWNER
 
 
 class EntrySource(Protocol):
@@ -262,7 +265,8 @@ class MarkdownSource:
 
     def load(self, entry: MemoryFile) -> EntryContent:
         read = read_markdown(entry.abs_path, entry.rel_path)
-        return EntryContent(read.text, content_hash(read.text), issue=read.issue)
+        audience = markdown_label(entry.rel_path)
+        return EntryContent(read.text, content_hash(read.text), issue=read.issue, audience=audience)
 
 
 SessionEntryBuilder = Callable[[Path], Any]
@@ -298,6 +302,35 @@ def reset_archive_of(name: str) -> str | None:
 def is_transcript_name(name: str) -> bool:
     """A transcript the index searches: a live ``*.jsonl`` or a reset archive of one."""
     return is_live_transcript_name(name) or reset_archive_of(name) is not None
+
+
+HEADER_BYTES = 64 * 1024  # a transcript's header line is well under this
+
+
+def header_session_key(path: str | os.PathLike[str]) -> str | None:
+    """The ``sessionKey`` a transcript's header line names, or None (no header, none named, unreadable).
+
+    The key decides who may see the transcript (:func:`sessionmem.privacy.transcript_label`)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.read(HEADER_BYTES).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    return session_key_of_header(first)
+
+
+def session_key_of_header(line: bytes) -> str | None:
+    """The ``sessionKey`` of a transcript's first line when it is the header (``type: "session"``)."""
+    import orjson
+
+    try:
+        header = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        return None
+    key = header.get("sessionKey")
+    return key if isinstance(key, str) and key.strip() else None
 
 
 class TranscriptSource:
@@ -371,7 +404,9 @@ class TranscriptSource:
 
             builder = build_session_entry
         built = builder(entry.abs_path)
+        audience = getattr(built, "audience", None) or transcript_label(header_session_key(entry.abs_path))
         if isinstance(built, tuple):
             text, line_map, digest = built
-            return EntryContent(text, digest, list(line_map))
-        return EntryContent(built.content, built.hash, list(built.line_map), getattr(built, "dates", None))
+            return EntryContent(text, digest, list(line_map), audience=audience)
+        dates = getattr(built, "dates", None)
+        return EntryContent(built.content, built.hash, list(built.line_map), dates, audience=audience)

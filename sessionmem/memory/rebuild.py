@@ -34,7 +34,7 @@ from sessionmem.memory.indexer import (
     is_corruption,
     schema_problem,
 )
-from sessionmem.memory.schema import META_KEY
+from sessionmem.memory.schema import AUDIENCE_VERSION, META_KEY
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -77,6 +77,8 @@ def desired_meta(
         # The form of the FTS column's text: an index written before Thai support (no key) rebuilds.
         "ftsText": FTS_TEXT_VERSION,
         "vectorTable": bool(embedder is not None and vector_loaded),
+        # Who may see each row (sessionmem.privacy): an index labelled before, or by another rule, rebuilds.
+        "audience": AUDIENCE_VERSION,
         "vectorDims": embedder.dims if embedder else None,
     }
 

@@ -13,6 +13,8 @@ The flow of one query:
 
 A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
 the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
+So is the reader's visibility (``SearchRequest.visibility``, DESIGN decision 14): rows the reader may
+not see are never candidates, so a group's results are not crowded out by private hits.
 
 FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
 (OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
@@ -55,15 +57,15 @@ def candidate_count(max_results: int, multiplier: int) -> int:
     return min(MAX_CANDIDATES, max(1, int(max_results * multiplier)))
 
 
-def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
-    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], limit.
+def fts_sql(*, with_model: bool, n_sources: int, dated: bool, n_audiences: int = 0) -> str:
+    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], *audiences, limit.
 
     Only the id and the BM25 rank are selected: reading FTS5's UNINDEXED columns for every match
     costs more than ranking them (30 ms for 33k matches at 100k chunks), so the model and source
     filters are added only when the index holds rows they would remove (``n_sources`` 0 = none).
     """
     sql = "SELECT f.id, bm25(chunks_fts) AS rank FROM chunks_fts f"
-    if dated:
+    if dated or n_audiences:
         sql += " JOIN chunks c ON c.id = f.id"
     sql += " WHERE chunks_fts MATCH ?"
     if with_model:
@@ -72,6 +74,8 @@ def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
         sql += f" AND f.source IN ({','.join('?' * n_sources)})"
     if dated:
         sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
+    if n_audiences:
+        sql += f" AND c.audience IN ({','.join('?' * n_audiences)})"
     return sql + " ORDER BY rank LIMIT ?"
 
 
@@ -82,6 +86,7 @@ class _IndexShape:
     token: tuple[int, int]
     total_rows: int
     sources: frozenset[str]
+    audiences: frozenset[str]
 
 
 class Searcher:
@@ -161,6 +166,7 @@ class Searcher:
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
         max_results = max(1, int(max_results))
         sources = tuple(request.sources) if request.sources else tuple(self._settings.sources)
+        audiences = self._audience_filter(request)
         limit = candidate_count(max_results, hybrid.candidate_multiplier)
         dated = request.after is not None or request.before is not None
 
@@ -175,18 +181,20 @@ class Searcher:
             )
             path = self._vectors.prepare(self.model)
             path_name = path.name
-            hits = self._vectors.serve(path, query_vec, limit, model=self.model, sources=sources, dates=dates)
+            hits = self._vectors.serve(
+                path, query_vec, limit, model=self.model, sources=sources, dates=dates, audiences=audiences
+            )
             vector_hits = self._as_candidates(hits)
         use_vectors = query_vec is not None
         keyword_hits: list[Candidate] = []
         if not use_vectors:
             vw, tw = 0.0, 1.0
-            keyword_hits = self._keyword_search(query, limit, sources, request)
+            keyword_hits = self._keyword_search(query, limit, sources, request, audiences)
         elif not hybrid.enabled or not self._fts_available():
             vw, tw = 1.0, 0.0  # vector results alone, filtered by minScore (reference §9 step 6)
         else:
             vw, tw = hybrid.normalized_weights()
-            keyword_hits = self._keyword_search(query, limit, sources, request)
+            keyword_hits = self._keyword_search(query, limit, sources, request, audiences)
         merged = ranking.merge_hybrid(keyword_hits, vector_hits, vector_weight=vw, text_weight=tw)
         merged = self._hydrate(merged)
         merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]
@@ -214,8 +222,18 @@ class Searcher:
         if self._shape is None or self._shape.token != token:
             (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
-            self._shape = _IndexShape(token, int(total), present)
+            seen_by = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT audience FROM chunks"))
+            self._shape = _IndexShape(token, int(total), present, seen_by)
         return self._shape
+
+    def _audience_filter(self, request: SearchRequest) -> tuple[str, ...] | None:
+        """The audiences the reader may see, when the index holds rows of others (else no filter)."""
+        visibility = request.visibility
+        if visibility is None or visibility.labels is None:
+            return None
+        if self._index_shape().audiences <= visibility.labels:
+            return None
+        return tuple(sorted(visibility.labels)) or ("",)  # sees nothing: a label no row has
 
     def _keyword_filters(self, sources: Sequence[str]) -> tuple[bool, list[str]]:
         """(filter by model?, sources to filter by): only what would actually remove rows."""
@@ -229,19 +247,28 @@ class Searcher:
         return with_model, wanted
 
     def _keyword_search(
-        self, query: str, limit: int, sources: Sequence[str], request: SearchRequest
+        self,
+        query: str,
+        limit: int,
+        sources: Sequence[str],
+        request: SearchRequest,
+        audiences: Sequence[str] | None = None,
     ) -> list[Candidate]:
         if not self._fts_available():
             return []
         dated = request.after is not None or request.before is not None
         with_model, source_filter = self._keyword_filters(sources)
-        sql = fts_sql(with_model=with_model, n_sources=len(source_filter), dated=dated)
+        n_audiences = len(audiences) if audiences is not None else 0
+        sql = fts_sql(
+            with_model=with_model, n_sources=len(source_filter), dated=dated, n_audiences=n_audiences
+        )
         params: list[Any] = []
         if with_model:
             params.append(self.model)
         params += source_filter
         if dated:
             params += [(request.after or date.min).isoformat(), (request.before or date.max).isoformat()]
+        params += audiences or ()
         for strict, match in zip((True, False), fts_queries(query), strict=False):
             try:
                 rows = self._conn.execute(sql, (match, *params, limit)).fetchall()

@@ -14,6 +14,7 @@ their date (DESIGN decision 11); ``memory_get`` reads the transcript lines a ses
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import math
@@ -27,10 +28,10 @@ from typing import Any, Literal, Protocol
 from sessionmem.config import Config
 from sessionmem.errors import MemoryPathError, UsageError
 from sessionmem.memory.files import NotMarkdownError, read_markdown
-from sessionmem.memory.paths import resolve_memory_target
+from sessionmem.memory.paths import check_visible, resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
-from sessionmem.privacy import classify_key
+from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
 
 CitationsMode = Literal["on", "off", "auto"]
 
@@ -264,13 +265,15 @@ def handle_memory_search(
     session_key: str | None = None,
     citations: str = "auto",
     chat_type: str | None = None,
+    visibility: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
     """Run ``memory_search``; always returns a JSON-ready dict, never raises.
 
     ``chat_type`` (from the session layer) overrides the key parsing used by ``citations="auto"``.
+    ``visibility``: what the reader may see; the index leaves everything else out of the query.
     """
     try:
-        request = _search_request(args)
+        request = dataclasses.replace(_search_request(args), visibility=visibility)
     except ArgumentError as exc:
         return {"results": [], "error": str(exc), "argument": exc.argument}
     if index is None:
@@ -324,8 +327,10 @@ def handle_memory_get(
     *,
     extra_paths: Iterable[str | os.PathLike[str]] = (),
     sessions_dir: Path | None = None,
+    visibility: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
-    """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises."""
+    """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises.
+    A path ``visibility`` does not allow is refused like any other refused path."""
     raw_path = args.get("path") if isinstance(args, Mapping) else None
     shown = raw_path if isinstance(raw_path, str) else ""
     try:
@@ -341,6 +346,7 @@ def handle_memory_get(
     count = max(1, count) if count is not None and count > 0 else None
     try:
         target = resolve_memory_target(workspace, path, extra_paths, sessions_dir=sessions_dir)
+        check_visible(target, visibility)
         if target.kind == "session":
             text = _read_session(target.path, start, count)
         else:
@@ -389,6 +395,8 @@ class MemoryTools:
 
     ``index=None`` offers only ``memory_get`` (no search configured). ``call`` is synchronous;
     ``acall`` runs it in a worker thread so SQLite and embedding calls do not block the event loop.
+    ``visibility``: what this reader may see (:mod:`sessionmem.privacy`), applied to both tools; the
+    owner's view (everything) when none is given, as on the command line.
     """
 
     def __init__(
@@ -401,8 +409,10 @@ class MemoryTools:
         citations: str = "auto",
         session_key: str | None = None,
         enable_get: bool = True,
+        visibility: Visibility = EVERYTHING,
     ) -> None:
         self.index = index
+        self.visibility = visibility
         self.workspace = Path(workspace)
         self.extra_paths = tuple(os.fspath(p) for p in extra_paths)
         self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
@@ -424,8 +434,8 @@ class MemoryTools:
         """The tools as the config asks: none when ``memorySearch.enabled`` is false (as OpenClaw, which
         then registers neither tool); citations from ``memory.citations``; extra paths from the agent;
         session transcripts readable only when they are indexed (``sources`` has "sessions"), so a
-        session hit can always be opened (DESIGN 8).
-        ``sessions_dir`` defaults to the index's own ``sessions_dir``."""
+        session hit can always be opened (DESIGN 8); what ``session_key`` may see under ``memory.scope``
+        (no key: the owner's view). ``sessions_dir`` defaults to the index's own ``sessions_dir``."""
         search = config.for_agent(agent_id).memory_search
         if sessions_dir is None:  # MemoryIndex knows where the agent's transcripts live
             found = getattr(index, "sessions_dir", None)
@@ -441,6 +451,7 @@ class MemoryTools:
             citations=config.memory.citations,
             session_key=session_key,
             enable_get=search.enabled,
+            visibility=reader_visibility(session_key, config.memory.scope),
         )
 
     @property
@@ -502,13 +513,21 @@ class MemoryTools:
             if isinstance(parsed, str):
                 return {"results": [], "error": parsed, "argument": "arguments"}
             return handle_memory_search(
-                self.index, parsed, session_key=session_key or self.session_key, citations=self.citations
+                self.index,
+                parsed,
+                session_key=session_key or self.session_key,
+                citations=self.citations,
+                visibility=self.visibility,
             )
         if name == GET_TOOL and self.has_get:
             if isinstance(parsed, str):
                 return {"path": "", "text": "", "disabled": True, "error": parsed, "argument": "arguments"}
             return handle_memory_get(
-                self.workspace, parsed, extra_paths=self.extra_paths, sessions_dir=self.sessions_dir
+                self.workspace,
+                parsed,
+                extra_paths=self.extra_paths,
+                sessions_dir=self.sessions_dir,
+                visibility=self.visibility,
             )
         return {"error": f"unknown tool {name!r}; available: {', '.join(self.names) or 'none'}"}
 

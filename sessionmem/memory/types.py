@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from sessionmem.privacy import Visibility
+
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
@@ -18,6 +20,9 @@ class SearchRequest:
     before: date | None = None  # inclusive
     sources: tuple[str, ...] | None = None  # None -> all configured sources
     explain: bool = False
+    # What the reader may see (sessionmem.privacy), applied inside the query, before ranking and the
+    # maxResults cut; None -> everything (the owner: the CLI, the Python API without a session).
+    visibility: Visibility | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ What it does (reference §4, with DESIGN decision 6):
    the newest ``<file>.reset.*`` archive of it;
 2. keep the last N (15) user/assistant messages, after dropping slash commands, tool and system
    entries and messages relayed from other sessions (filter first, then slice: OpenClaw #2681);
-3. name the file ``memory/<YYYY-MM-DD>-<slug>.md`` with a model-made slug or the UTC ``HHMM``;
+3. name the file ``<YYYY-MM-DD>-<slug>.md`` with a model-made slug or the UTC ``HHMM``, in the chat's
+   own folder ``memory/peers/<chat>/`` (:func:`sessionmem.privacy.chat_folder`): the file is an excerpt
+   of the transcript, so only who may see the transcript may find it (DESIGN decision 14);
 4. write it with OpenClaw's body, never replacing an existing file (``-2``, ``-3`` … instead).
 
 The message selection and the body are pure functions; only the last two helpers touch the disk.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
+from sessionmem.privacy import chat_folder
 from sessionmem.session.slug import as_utc, fallback_slug, generate_slug
 
 if TYPE_CHECKING:
@@ -291,4 +294,4 @@ async def save_session_memory(event: HookEvent) -> Path | None:
     session_id = entry.get("sessionId") or (header or {}).get("id")
     body = memory_body(when, event.session_key, session_id, event.command_source, content)
     stem = f"{when.strftime('%Y-%m-%d')}-{slug or fallback_slug(when)}"
-    return write_new_file(Path(event.workspace) / "memory", stem, body)
+    return write_new_file(Path(event.workspace) / chat_folder(event.session_key), stem, body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from sessionmem.errors import UsageError
 from sessionmem.privacy import classify_key
@@ -86,7 +86,7 @@ def parse_key(key: str) -> SessionKey:
     )
 
 
-def is_valid_key(key: object) -> bool:
+def is_valid_key(key: object) -> TypeGuard[str]:
     """True when ``key`` is a session key :func:`parse_key` accepts."""
     if not isinstance(key, str):
         return False

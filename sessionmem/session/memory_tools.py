@@ -14,6 +14,9 @@ Safety rules, on purpose:
   non-trivial file is refused (the model should append, or the developer edit by hand).
 - During the silent flush the only writable file is the flush's daily log (the date at flush start, or
   today's if the flush crosses midnight); every other path is refused with a tool error that names it.
+- Privacy (:mod:`sessionmem.privacy`): a session reads and writes only what its visibility allows (a
+  group cannot append to the owner's MEMORY.md), and writes into its *home*: the root files with
+  ``memory.scope: agent``, its own ``memory/peers/<chat>/`` with ``memory.scope: peer``.
 
 :class:`SessionTools` assembles what one session offers: ordinary turns get memory_search/memory_get
 (``sessionmem.memory.tools``; memory_read when memory search is off), the write tools in private sessions
@@ -33,8 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from sessionmem.errors import MemoryPathError
-from sessionmem.memory.paths import normalize_rel_path, resolve_memory_path, writable_memory_path
-from sessionmem.session.flush import daily_log_path, user_zone
+from sessionmem.memory.files import NotMarkdownError, read_markdown
+from sessionmem.memory.paths import (
+    check_visible,
+    normalize_rel_path,
+    resolve_memory_target,
+    writable_memory_path,
+)
+from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
+from sessionmem.session.flush import date_stamp, user_zone
 from sessionmem.session.store import atomic_write_bytes
 from sessionmem.session.tools import Tool, ToolError
 
@@ -66,23 +76,39 @@ def append_text(path: Path, text: str) -> bool:
 
 
 class MemoryWriter:
-    """The workspace's memory files, with the rules above; ``on_write`` hears every change."""
+    """The workspace's memory files, with the rules above; ``on_write`` hears every change.
+
+    ``visibility``: what the session may read and write (everything by default, as the owner);
+    ``home``: where its own memory lives (the root files by default)."""
 
     def __init__(
-        self, workspace: Path, *, timezone_name: str | None = None, on_write: WriteListener | None = None
+        self,
+        workspace: Path,
+        *,
+        timezone_name: str | None = None,
+        on_write: WriteListener | None = None,
+        visibility: Visibility = EVERYTHING,
+        home: MemoryHome = AGENT_HOME,
     ) -> None:
         self.workspace = Path(workspace)
         self.timezone_name = timezone_name
         self.on_write = on_write
+        self.visibility = visibility
+        self.home = home
 
     def today_path(self) -> str:
-        return daily_log_path(datetime.now(UTC), user_zone(self.timezone_name))
+        """Today's daily log in the home folder (the user's time zone)."""
+        return self.home.daily_log(date_stamp(datetime.now(UTC), user_zone(self.timezone_name)))
 
     def read(self, path: str, start: int | None = None, count: int | None = None) -> str:
         target = self._resolve_read(path)
-        if not target.is_file():
+        try:
+            text = read_markdown(target).text
+        except FileNotFoundError:
             return ""
-        lines = target.read_text(encoding="utf-8").split("\n")
+        except (NotMarkdownError, OSError) as exc:
+            raise ToolError(f"cannot read {path}: {exc}") from None
+        lines = text.split("\n")
         if start is None and count is None:
             return "\n".join(lines)
         begin = max(1, start or 1) - 1
@@ -98,8 +124,10 @@ class MemoryWriter:
         return f"Appended content to {rel}."
 
     def replace(self, rel: str, content: str) -> str:
-        if rel != "MEMORY.md":
-            raise ToolError(f"replace is only allowed for MEMORY.md, not {rel}; use mode=append")
+        if rel != self.home.memory_file:
+            raise ToolError(
+                f"replace is only allowed for {self.home.memory_file}, not {rel}; use mode=append"
+            )
         target = self._resolve_write(rel)
         old = target.read_text(encoding="utf-8") if target.exists() else ""
         if len(old) >= SHRINK_MIN_CHARS and len(content) < len(old) * SHRINK_LIMIT:
@@ -108,22 +136,26 @@ class MemoryWriter:
                 "drops more than half of it. Append instead, or keep the existing entries in the new content."
             )
         if target.exists():
-            shutil.copy2(target, target.with_name("MEMORY.md.bak"))
+            shutil.copy2(target, target.with_name(target.name + ".bak"))
         atomic_write_bytes(target, content.encode("utf-8"), mode=0o644)
         self._notify(rel, "replace", len(content))
-        return "Replaced MEMORY.md (previous version saved as MEMORY.md.bak)."
+        return f"Replaced {rel} (previous version saved as {rel}.bak)."
 
     def _resolve_read(self, path: str) -> Path:
         try:
-            return resolve_memory_path(self.workspace, path)
+            return check_visible(resolve_memory_target(self.workspace, path), self.visibility).path
         except MemoryPathError as exc:
             raise ToolError(str(exc)) from None
 
     def _resolve_write(self, rel: str) -> Path:
+        """A path the session may write: an allowed memory file that it may also read."""
         try:
-            return writable_memory_path(self.workspace, rel)
+            target = writable_memory_path(self.workspace, rel)
         except MemoryPathError as exc:
             raise ToolError(str(exc)) from None
+        if not self.visibility.allows(markdown_label(rel)):
+            raise ToolError(str(MemoryPathError(rel, refusal(self.visibility))))
+        return target
 
     def _notify(self, rel: str, mode: str, chars: int) -> None:
         if self.on_write is not None:
@@ -159,26 +191,28 @@ def read_tool(writer: MemoryWriter) -> Tool:
 
 
 def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
-    """The everyday write tools: append to today's daily log, append to / replace MEMORY.md."""
+    """The everyday write tools: append to today's daily log, append to / replace the session's MEMORY.md
+    (``MEMORY.md`` names the home's long-term file, e.g. ``memory/peers/<chat>/MEMORY.md``)."""
+    home = writer.home
 
     def memory_append_daily(text: str) -> str:
         return writer.append(writer.today_path(), text)
 
     def memory_write(path: str, content: str, mode: str = "append") -> str:
-        if path != "MEMORY.md":
+        if path not in ("MEMORY.md", home.memory_file):
             raise ToolError(
-                f"memory_write only writes MEMORY.md (got {path}); use memory_append_daily for notes"
+                f"memory_write only writes {home.memory_file} (got {path}); use memory_append_daily for notes"
             )
         if mode == "replace":
-            return writer.replace(path, content)
+            return writer.replace(home.memory_file, content)
         if mode != "append":
             raise ToolError(f"mode must be 'append' or 'replace', not {mode!r}")
-        return writer.append(path, content)
+        return writer.append(home.memory_file, content)
 
     write_schema = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "enum": ["MEMORY.md"]},
+            "path": {"type": "string", "enum": sorted({"MEMORY.md", home.memory_file})},
             "content": {"type": "string"},
             "mode": {"type": "string", "enum": ["append", "replace"], "default": "append"},
         },
@@ -187,13 +221,13 @@ def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
     return [
         Tool(
             "memory_append_daily",
-            "Append a durable note to today's daily log memory/YYYY-MM-DD.md.",
+            f"Append a durable note to today's daily log {home.daily_folder}/YYYY-MM-DD.md.",
             _APPEND_SCHEMA,
             memory_append_daily,
         ),
         Tool(
             "memory_write",
-            "Write long-term memory in MEMORY.md (append, or replace keeping MEMORY.md.bak).",
+            f"Write long-term memory in {home.memory_file} (append, or replace keeping earlier versions).",
             write_schema,
             memory_write,
         ),
@@ -238,6 +272,7 @@ class SessionTools:
     during the flush only reading tools plus the append-only daily-log writers."""
 
     def __init__(self, runner: Any, session_key: str, on_event: Callable[[Any], None]) -> None:
+        from sessionmem.privacy import home_for, reader_visibility
         from sessionmem.session import keys
         from sessionmem.session.events import MemoryWriteEvent
 
@@ -245,7 +280,10 @@ class SessionTools:
         self.runner = runner
         self.session_key = session_key
         self.parsed = keys.parse_key(session_key)
-        self.private = keys.is_private(session_key)
+        self.private = self.parsed.private
+        scope = runner.config.memory.scope
+        self.visibility = reader_visibility(session_key, scope)  # what this session may see
+        self.home = home_for(session_key, scope)  # where it writes its own memory
         self.flush_target: str | None = None
         self.writes = 0  # memory files changed by this session's tools
 
@@ -256,7 +294,13 @@ class SessionTools:
                 mark_dirty()
             on_event(MemoryWriteEvent(session_key=session_key, path=rel, mode=mode, chars=chars))  # type: ignore[arg-type]
 
-        self.writer = MemoryWriter(runner.workspace, timezone_name=agent.user_timezone, on_write=written)
+        self.writer = MemoryWriter(
+            runner.workspace,
+            timezone_name=agent.user_timezone,
+            on_write=written,
+            visibility=self.visibility,
+            home=self.home,
+        )
         self.memory = self._memory_bundle()
         enabled = agent.memory_tools
         self.write_enabled = self.private if enabled is None else enabled
@@ -282,6 +326,7 @@ class SessionTools:
             sessions_dir=sessions_dir,
             citations=self.runner.config.memory.citations,
             session_key=self.session_key,
+            visibility=self.visibility,
         )
 
     async def sync_index(self, reason: str, session_files: list[Path] | None = None) -> None:
@@ -361,6 +406,8 @@ class SessionTools:
         options = PromptOptions(
             base=self.runner.system_prompt,
             private=self.private,
+            visibility=self.visibility,
+            home=self.home,
             minimal=self.parsed.prompt_mode == "minimal",
             recall_section=self.recall_section(),
             bootstrap_max_chars=agent.bootstrap_max_chars,

@@ -23,6 +23,7 @@ from sessionmem.memory.tools import (
     memory_search_schema,
 )
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+from sessionmem.privacy import EVERYTHING
 
 RESULT_KEYS = {"path", "startLine", "endLine", "score", "snippet", "source", "date"}
 
@@ -144,7 +145,7 @@ def test_search_passes_arguments_to_the_index() -> None:
 def test_search_defaults_are_left_to_the_index_config() -> None:
     index = StubIndex()
     _search(index, {"query": "x"}, citations="off")
-    assert index.requests[0] == SearchRequest(query="x")
+    assert index.requests[0] == SearchRequest(query="x", visibility=EVERYTHING)  # no session: the owner
 
 
 def test_citations_on_decorate_snippets_with_line_ranges() -> None:
