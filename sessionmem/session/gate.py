@@ -131,7 +131,8 @@ async def run_flush(session: Session, reason: str, tokens: int | None = None) ->
         )
         return False
     agent = session.runner.agent
-    prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone)
+    folder = session.tools.home.daily_folder  # memory/, or the session's own folder (memory.scope peer)
+    prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone, folder=folder)
     session.tools.flush_target = prompts.relative_path
     writes_before = session.tools.writes
     error = None
