@@ -739,4 +739,5 @@ class MemoryIndex:
             cache_entries=counts.cache_entries,
             cache_max_entries=self.settings.cache.max_entries,
             issues=tuple(issues + ([unreadable] if unreadable else [])),
+            endpoint=getattr(embedder, "endpoint", None),
         )

@@ -46,6 +46,7 @@ class IndexStatus:
     cache_entries: int
     cache_max_entries: int | None
     issues: tuple[str, ...] = field(default_factory=tuple)
+    endpoint: str | None = None  # where a remote provider's texts go; None for local and FTS-only
 
 
 @dataclass(frozen=True, slots=True)
