@@ -15,7 +15,7 @@ from sessionmem.config import Config, merge
 from sessionmem.errors import ModelError
 from sessionmem.hooks import COMMAND_NEW, COMMAND_RESET, HookEvent, HookOutcome, load_hooks
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.archive import write_new_file
+from sessionmem.safefs import create_new_under
 from sessionmem.session.slug import clean_slug, fallback_slug, slug_prompt
 
 WHEN = datetime(2026, 3, 1, 14, 7, 55, tzinfo=UTC)
@@ -245,10 +245,11 @@ def test_existing_files_are_never_overwritten(tmp_path: Path, sessions: Path) ->
 
 
 def test_write_new_file_leaves_no_temporary_files(tmp_path: Path) -> None:
-    first = write_new_file(tmp_path, "note", "a")
-    second = write_new_file(tmp_path, "note", "b")
-    assert (first.read_text(), second.read_text()) == ("a", "b")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["note-2.md", "note.md"]
+    first = create_new_under(tmp_path, "notes", "note", b"a")
+    second = create_new_under(tmp_path, "notes", "note", b"b")
+    assert (first, second) == ("notes/note.md", "notes/note-2.md")
+    assert ((tmp_path / first).read_text(), (tmp_path / second).read_text()) == ("a", "b")
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["note-2.md", "note.md"]
 
 
 def test_slug_from_the_model_with_openclaws_prompt(tmp_path: Path, sessions: Path) -> None:

@@ -29,13 +29,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sessionmem.errors import MemoryPathError
+from sessionmem.errors import MemoryPathError, UnsafeWriteError
 from sessionmem.memory.files import NotMarkdownError, read_markdown
 from sessionmem.memory.paths import (
     check_visible,
@@ -44,8 +43,8 @@ from sessionmem.memory.paths import (
     writable_memory_path,
 )
 from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
+from sessionmem.safefs import open_under, read_all, replace_under, write_all
 from sessionmem.session.flush import date_stamp, user_zone
-from sessionmem.session.store import atomic_write_bytes
 from sessionmem.session.tools import Tool, ToolError
 
 log = logging.getLogger(__name__)
@@ -56,20 +55,18 @@ SHRINK_LIMIT = 0.5  # a replace may not drop more than half of MEMORY.md ...
 SHRINK_MIN_CHARS = 400  # ... once it holds at least this much
 
 
-def append_text(path: Path, text: str) -> bool:
-    """Append ``text`` to ``path`` in one write, separated by a newline; False if already at the end."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    if text.strip() and existing.rstrip().endswith(text.strip()):
-        return False
-    if existing and not existing.endswith("\n") and not text.startswith("\n"):
-        text = "\n" + text
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+def append_text(workspace: Path, rel: str, text: str) -> bool:
+    """Append ``text`` to ``workspace/rel`` in one write, separated by a newline; False if already at the
+    end. The file is opened once, without following a symlink (:func:`sessionmem.safefs.open_under`), and
+    read and appended through that one descriptor."""
+    fd = open_under(workspace, rel, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        data = text.encode("utf-8")
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        existing = read_all(fd).decode("utf-8", errors="replace")
+        if text.strip() and existing.rstrip().endswith(text.strip()):
+            return False
+        if existing and not existing.endswith("\n") and not text.startswith("\n"):
+            text = "\n" + text
+        write_all(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
     return True
@@ -117,9 +114,12 @@ class MemoryWriter:
     def append(self, rel: str, text: str) -> str:
         if not text or not text.strip():
             raise ToolError("nothing to append: text is empty")
-        target = self._resolve_write(rel)
-        if not append_text(target, text):
-            return f"Already present at the end of {rel}; nothing appended."
+        self._resolve_write(rel)
+        try:
+            if not append_text(self.workspace, rel, text):
+                return f"Already present at the end of {rel}; nothing appended."
+        except UnsafeWriteError as exc:
+            raise ToolError(str(exc)) from None
         self._notify(rel, "append", len(text))
         return f"Appended content to {rel}."
 
@@ -128,18 +128,32 @@ class MemoryWriter:
             raise ToolError(
                 f"replace is only allowed for {self.home.memory_file}, not {rel}; use mode=append"
             )
-        target = self._resolve_write(rel)
-        old = target.read_text(encoding="utf-8") if target.exists() else ""
-        if len(old) >= SHRINK_MIN_CHARS and len(content) < len(old) * SHRINK_LIMIT:
-            raise ToolError(
-                f"refusing to replace MEMORY.md ({len(old)} chars) with {len(content)} chars: that "
-                "drops more than half of it. Append instead, or keep the existing entries in the new content."
-            )
-        if target.exists():
-            shutil.copy2(target, target.with_name(target.name + ".bak"))
-        atomic_write_bytes(target, content.encode("utf-8"), mode=0o644)
+        self._resolve_write(rel)
+        try:
+            old = self._current(rel)
+            if len(old) >= SHRINK_MIN_CHARS and len(content) < len(old) * SHRINK_LIMIT:
+                raise ToolError(
+                    f"refusing to replace {rel} ({len(old)} chars) with {len(content)} chars: that drops "
+                    "more than half of it. Append instead, or keep the existing entries in the new content."
+                )
+            if old:
+                replace_under(self.workspace, rel + ".bak", old.encode("utf-8"))
+            replace_under(self.workspace, rel, content.encode("utf-8"))
+        except UnsafeWriteError as exc:
+            raise ToolError(str(exc)) from None
         self._notify(rel, "replace", len(content))
         return f"Replaced {rel} (previous version saved as {rel}.bak)."
+
+    def _current(self, rel: str) -> str:
+        """The file's text as it is now, read without following a symlink ("" when missing)."""
+        try:
+            fd = open_under(self.workspace, rel, os.O_RDONLY, create_dirs=False)
+        except FileNotFoundError:
+            return ""
+        try:
+            return read_all(fd).decode("utf-8", errors="replace")
+        finally:
+            os.close(fd)
 
     def _resolve_read(self, path: str) -> Path:
         try:
