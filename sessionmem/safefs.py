@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +41,16 @@ def create_private(path: str | os.PathLike[str]) -> None:
     SQLite gives its ``-wal``/``-shm`` files the database file's mode)."""
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE_MODE))
+
+
+def narrow_to_private(*paths: str | os.PathLike[str]) -> None:
+    """Give each existing file among ``paths`` mode 0600 when it is readable by others (files an
+    earlier version created 0644)."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077:
+                os.chmod(path, PRIVATE_FILE_MODE)
 
 
 def _parts(rel: str) -> list[str]:
@@ -148,7 +157,7 @@ def replace_under(root: str | os.PathLike[str], rel: str, data: bytes) -> None:
             st = os.stat(name, dir_fd=folder, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
                 raise UnsafeWriteError(rel, "it is a symlink, a hard link or not a regular file")
-        tmp = f".{name}.tmp-{secrets.token_hex(6)}"
+        tmp = f".{name}.tmp-{os.urandom(6).hex()}"
         fd = os.open(
             tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, PRIVATE_FILE_MODE, dir_fd=folder
         )
@@ -180,7 +189,7 @@ def create_new_under(
     never overwriting; returns its path relative to ``root``. The text is written to a temp file and
     hard-linked into place, so a reader never sees a half-written file."""
     with folder_under(root, rel_dir) as folder:
-        tmp = f".{stem}.tmp-{secrets.token_hex(6)}"
+        tmp = f".{stem}.tmp-{os.urandom(6).hex()}"
         fd = os.open(
             tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, PRIVATE_FILE_MODE, dir_fd=folder
         )

@@ -56,6 +56,7 @@ except ImportError:  # Windows: StoreLock uses the filelock package instead
 
 from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
 from sessionmem.messages import Usage, now_ms, written_in_a_flush
+from sessionmem.safefs import PRIVATE_FILE_MODE
 from sessionmem.session import keys
 from sessionmem.session.transcript import _ms_from_iso, message_from_dict, read_entries
 
@@ -183,7 +184,7 @@ class StoreLock:
                 return None
             return lock
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -606,7 +607,7 @@ def _is_temp_of(name: str, target: str) -> bool:
     return name.startswith(target) and _TEMP_SUFFIX_RE.fullmatch(name, len(target)) is not None
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
     """Write ``data`` to ``path`` so that readers see the old content or the new, never a mix.
 
     Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,
