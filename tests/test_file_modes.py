@@ -76,6 +76,7 @@ def test_every_file_sessionmem_creates_is_private(tmp_path: Path, usual_umask: N
         files = created_files(workspace, state)
         assert any(name.endswith(".sqlite-wal") for name in files) and any(".jsonl" in n for n in files)
         assert any("memory/peers/main/" in name for name in files)  # the /new hook's file
+        assert any(".memory-history/MEMORY.md/" in name for name in files)  # the replaced version
     finally:
         index.close()
     loose = {name: oct(mode) for name, mode in files.items() if mode != 0o600}

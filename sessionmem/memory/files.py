@@ -28,7 +28,11 @@ from typing import Any, Protocol
 from sessionmem.errors import MemoryIndexError
 from sessionmem.privacy import OWNER, markdown_label, transcript_label
 
-IGNORED_DIRS = frozenset({".git", "node_modules", ".pnpm-store", ".venv", "venv", "__pycache__", ".tox"})
+# Dependency folders, and the versions a MEMORY.md replace saved (sessionmem.memory.history.HISTORY_DIR):
+# an extra path over the whole workspace must not index them.
+IGNORED_DIRS = frozenset(
+    {".git", "node_modules", ".pnpm-store", ".venv", "venv", "__pycache__", ".tox", ".memory-history"}
+)
 ROOT_FILES = ("MEMORY.md", "memory.md")
 _DATE_NAME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?![0-9]).*\.md$", re.IGNORECASE)
 

@@ -9,9 +9,11 @@ Safety rules, on purpose:
 - Appends never rewrite: the file is opened ``O_APPEND`` and the text is written in one call, with a
   newline separator when the file does not end in one (as OpenClaw's flush writer). Appending text that
   is already at the end of the file is a no-op, so a model re-emitting its note does not duplicate it.
-- ``replace`` of MEMORY.md first copies the current file to ``MEMORY.md.bak`` and then writes the new
-  content atomically (temp file + ``os.replace``); a replace that would drop more than half of a
-  non-trivial file is refused (the model should append, or the developer edit by hand).
+- ``replace`` of MEMORY.md first saves the current text as a dated version under
+  ``.memory-history/MEMORY.md/`` (the newest 20 kept, never indexed; ``sessionmem.memory.history``) and
+  then writes the new content atomically (temp file + rename); a replace that would drop more than half
+  of a non-trivial file is refused (the model should append, or the developer edit by hand). The tool
+  result names the saved version.
 - During the silent flush the only writable file is the flush's daily log (the date at flush start, or
   today's if the flush crosses midnight); every other path is refused with a tool error that names it.
 - Privacy (:mod:`sessionmem.privacy`): a session reads and writes only what its visibility allows (a
@@ -36,6 +38,7 @@ from typing import Any
 
 from sessionmem.errors import MemoryPathError, UnsafeWriteError
 from sessionmem.memory.files import NotMarkdownError, read_markdown
+from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
 from sessionmem.memory.paths import (
     check_visible,
     normalize_rel_path,
@@ -136,13 +139,17 @@ class MemoryWriter:
                     f"refusing to replace {rel} ({len(old)} chars) with {len(content)} chars: that drops "
                     "more than half of it. Append instead, or keep the existing entries in the new content."
                 )
-            if old:
-                replace_under(self.workspace, rel + ".bak", old.encode("utf-8"))
+            saved = save_version(self.workspace, rel, old) if old else None
             replace_under(self.workspace, rel, content.encode("utf-8"))
         except UnsafeWriteError as exc:
             raise ToolError(str(exc)) from None
         self._notify(rel, "replace", len(content))
-        return f"Replaced {rel} (previous version saved as {rel}.bak)."
+        if saved is None:
+            return f"Replaced {rel} (it was empty)."
+        return (
+            f"Replaced {rel} (previous version saved as {saved} ; the newest {MAX_VERSIONS} versions are "
+            f"kept in {history_folder(rel)}/, never indexed)."
+        )
 
     def _current(self, rel: str) -> str:
         """The file's text as it is now, read without following a symlink ("" when missing)."""

@@ -47,6 +47,19 @@ def test_replace_never_writes_through_a_backup_symlink(workspace: Path, outside:
     assert untouched(outside)
 
 
+@pytest.mark.parametrize("link", [".memory-history", ".memory-history/MEMORY.md"])
+def test_replace_never_saves_a_version_through_a_symlinked_history_folder(
+    workspace: Path, outside: Path, link: str
+) -> None:
+    (workspace / "MEMORY.md").write_text("- old fact\n")
+    (workspace / link).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / link).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ToolError, match="symlink"):
+        MemoryWriter(workspace).replace("MEMORY.md", "- old fact\n- new fact\n")
+    assert untouched(outside)
+    assert (workspace / "MEMORY.md").read_text() == "- old fact\n"  # nothing replaced without its version
+
+
 @pytest.mark.parametrize("link", ["memory", "memory/peers", "memory/peers/main"])
 def test_the_new_hook_never_writes_through_a_symlinked_folder(
     workspace: Path, outside: Path, tmp_path: Path, link: str
