@@ -351,3 +351,11 @@ def test_slow_model_times_out_to_no_slug() -> None:
     model = ScriptedModel([slow])
     assert asyncio.run(generate_slug(model, "user: hi", timeout_s=0.05)) is None
     assert asyncio.run(generate_slug(ScriptedModel(["api design"]), "user: hi")) == "api-design"
+
+
+def test_control_characters_in_the_conversation_never_reach_the_saved_file(
+    tmp_path: Path, sessions: Path
+) -> None:
+    transcript = write_transcript(sessions / "sess-1.jsonl", [entry("user", "the gate code is 12\x0034\x07")])
+    text = written(run(make_event(tmp_path, transcript=transcript))).read_text(encoding="utf-8")
+    assert "user: the gate code is 1234" in text and "\x00" not in text and "\x07" not in text

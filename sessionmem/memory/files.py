@@ -38,11 +38,30 @@ _DATE_NAME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?![0-9]).*\.md$", re.IGNORECA
 
 
 class NotMarkdownError(MemoryIndexError):
-    """A file named ``*.md`` is not text (it contains NUL bytes); it is not indexed."""
+    """A file named ``*.md`` is not text (mostly control bytes or invalid UTF-8); it is not indexed."""
 
     def __init__(self, path: str) -> None:
-        super().__init__(f"binary content in {path} (NUL bytes); not indexed")
+        super().__init__(f"binary content in {path} (control bytes or invalid UTF-8); not indexed")
         self.path = path
+
+
+# C0 control characters but tab, newline and carriage return, and DEL: never meant in a Markdown note.
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+BINARY_SHARE = 0.3  # a file whose first 64 KiB are this much control bytes or bad UTF-8 is binary
+_SAMPLE_CHARS = 65536
+
+
+def strip_control_chars(text: str) -> tuple[str, int]:
+    """``text`` for a memory file: CRLF and lone CR become LF, other control characters (NUL
+    included; tab and newline kept) are removed. Returns the text and how many were removed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return CONTROL_CHARS.subn("", text)
+
+
+def _looks_binary(text: str) -> bool:
+    sample = text[:_SAMPLE_CHARS]
+    odd = len(CONTROL_CHARS.findall(sample)) + sample.count("\ufffd")
+    return bool(sample) and odd >= BINARY_SHARE * len(sample)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,23 +220,28 @@ def _is_markdown(name: str) -> bool:
 def read_markdown(path: Path, display: str | None = None) -> MarkdownText:
     """The text of a Markdown file; raises :class:`NotMarkdownError` for binary content.
 
-    Invalid UTF-8 is decoded with replacement characters and reported in ``issue`` (the file is
-    still indexed: losing a note to one bad byte is worse than a visible replacement mark).
+    Invalid UTF-8 and control characters (a stray NUL) are replaced with U+FFFD and reported in
+    ``issue``: the file is still indexed and readable, since losing a file of notes to one bad byte is
+    worse than a visible replacement mark. Only a file that is mostly such bytes counts as binary.
     A BOM is dropped; CRLF becomes LF (line numbers are unchanged).
     """
     data = Path(path).read_bytes()
     name = display or str(path)
-    if b"\x00" in data:
-        raise NotMarkdownError(name)
-    issue = None
+    issues = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = data.decode("utf-8", errors="replace")
-        issue = f"invalid UTF-8 in {name} (first bad byte at offset {exc.start}); replaced with U+FFFD"
+        issues.append(f"invalid UTF-8 in {name} (first bad byte at offset {exc.start}); replaced with U+FFFD")
+    if _looks_binary(text):
+        raise NotMarkdownError(name)
+    text, controls = CONTROL_CHARS.subn("\ufffd", text)
+    if controls:
+        plural = "s" if controls > 1 else ""
+        issues.append(f"{controls} control character{plural} (e.g. NUL) in {name}; replaced with U+FFFD")
     if text.startswith("\ufeff"):
         text = text[1:]
-    return MarkdownText(text.replace("\r\n", "\n"), issue)
+    return MarkdownText(text.replace("\r\n", "\n"), "; ".join(issues) or None)
 
 
 def content_hash(text: str) -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from sessionmem.memory.files import strip_control_chars
 from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
 from sessionmem.privacy import chat_folder
 from sessionmem.safefs import create_new_under
@@ -251,4 +252,5 @@ async def save_session_memory(event: HookEvent) -> Path | None:
     body = memory_body(when, event.session_key, session_id, event.command_source, content)
     stem = f"{when.strftime('%Y-%m-%d')}-{slug or fallback_slug(when)}"
     workspace = Path(event.workspace)
-    return workspace / create_new_under(workspace, chat_folder(event.session_key), stem, body.encode("utf-8"))
+    text, _ = strip_control_chars(body)  # a stray NUL in the conversation must not make the file binary
+    return workspace / create_new_under(workspace, chat_folder(event.session_key), stem, text.encode("utf-8"))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sessionmem.errors import MemoryPathError, UnsafeWriteError
-from sessionmem.memory.files import NotMarkdownError, read_markdown
+from sessionmem.memory.files import NotMarkdownError, read_markdown, strip_control_chars
 from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
 from sessionmem.memory.paths import (
     check_visible,
@@ -73,6 +73,20 @@ def append_text(workspace: Path, rel: str, text: str) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def _clean(text: object) -> tuple[str, int]:
+    """Text for a memory file: control characters (NUL included) removed, so one stray byte can never
+    make a file unreadable (:func:`sessionmem.memory.files.strip_control_chars`)."""
+    if not isinstance(text, str):
+        raise ToolError(f"text must be a string, not {type(text).__name__}")
+    return strip_control_chars(text)
+
+
+def _removed_note(removed: int) -> str:
+    if not removed:
+        return ""
+    return f" (removed {removed} control character{'s' if removed > 1 else ''})"
 
 
 class MemoryWriter:
@@ -115,7 +129,8 @@ class MemoryWriter:
         return "\n".join(lines[begin : begin + max(1, count or len(lines))])
 
     def append(self, rel: str, text: str) -> str:
-        if not text or not text.strip():
+        text, removed = _clean(text)
+        if not text.strip():
             raise ToolError("nothing to append: text is empty")
         self._resolve_write(rel)
         try:
@@ -124,9 +139,10 @@ class MemoryWriter:
         except UnsafeWriteError as exc:
             raise ToolError(str(exc)) from None
         self._notify(rel, "append", len(text))
-        return f"Appended content to {rel}."
+        return f"Appended content to {rel}{_removed_note(removed)}."
 
     def replace(self, rel: str, content: str) -> str:
+        content, removed = _clean(content)
         if rel != self.home.memory_file:
             raise ToolError(
                 f"replace is only allowed for {self.home.memory_file}, not {rel}; use mode=append"
@@ -145,10 +161,10 @@ class MemoryWriter:
             raise ToolError(str(exc)) from None
         self._notify(rel, "replace", len(content))
         if saved is None:
-            return f"Replaced {rel} (it was empty)."
+            return f"Replaced {rel} (it was empty){_removed_note(removed)}."
         return (
             f"Replaced {rel} (previous version saved as {saved} ; the newest {MAX_VERSIONS} versions are "
-            f"kept in {history_folder(rel)}/, never indexed)."
+            f"kept in {history_folder(rel)}/, never indexed){_removed_note(removed)}."
         )
 
     def _current(self, rel: str) -> str:

@@ -170,3 +170,39 @@ def test_history_is_never_indexed_nor_readable_by_the_tools(workspace: Path, tmp
         assert index.search(SearchRequest("zeppelin")).results == ()
     answer = handle_memory_get(workspace, {"path": saved.relative_to(workspace).as_posix()})
     assert answer["text"] == "" and answer["disabled"]
+
+
+# ---------------------------------------------------------------------------- control characters
+
+
+def test_writes_strip_nul_and_control_characters_and_say_so(workspace: Path) -> None:
+    writer = MemoryWriter(workspace, timezone_name="UTC")
+    with freeze_time("2026-03-07 12:00:00"):
+        text = writer.append(writer.today_path(), "- tea\x00 with\x07 milk\r\n- and\ttabs\x1b[31m\n")
+        writer.replace("MEMORY.md", "# Memory\x00\n- kept\x0b\n")
+        flushed, is_error = run(
+            flush_write_tools(writer, "memory/2026-03-07.md"),
+            "write",
+            path="memory/2026-03-07.md",
+            content="x\x00y",
+        )
+    assert (
+        "removed 3 control characters" in text and not is_error and "removed 1 control character" in flushed
+    )
+    assert (workspace / "memory" / "2026-03-07.md").read_text() == "- tea with milk\n- and\ttabs[31m\nxy"
+    assert (workspace / "MEMORY.md").read_text() == "# Memory\n- kept\n"
+
+
+def test_a_file_with_one_bad_byte_is_still_indexed_and_readable(workspace: Path, tmp_path: Path) -> None:
+    facts = "".join(f"- fact {i}: the harbour crane number {i} is painted blue\n" for i in range(20))
+    (workspace / "memory" / "2026-03-07.md").write_bytes(facts.encode() + b"- a stray \x00 byte\n")
+    answer = handle_memory_get(workspace, {"path": "memory/2026-03-07.md"})
+    assert "harbour crane number 3" in answer["text"] and "a stray \ufffd byte" in answer["text"]
+    settings = MemorySearchConfig.model_validate({"provider": "none"})
+    with MemoryIndex.open("main", workspace, settings, state_dir=tmp_path / "state", watch=False) as index:
+        report = index.sync()
+        hits = index.search(SearchRequest("harbour crane painted blue")).results
+        issues = index.status().issues
+    assert hits and hits[0].path == "memory/2026-03-07.md"
+    assert report.files_indexed == 1 and not any("binary" in issue for issue in issues)
+    assert any("control character" in issue and "2026-03-07.md" in issue for issue in issues)
