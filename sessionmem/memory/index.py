@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
@@ -52,6 +52,7 @@ from sessionmem.memory.indexer import (
 )
 from sessionmem.memory.rebuild import (
     caused_by_corruption,
+    check_owner,
     desired_meta,
     move_aside,
     open_checked,
@@ -216,6 +217,11 @@ class MemoryIndex:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._file_lock:
             self._conn, self._vector = self._connect_checked()
+            try:
+                check_owner(self._conn, self.agent_id, self.path)
+            except ConfigError:
+                self._conn.close()
+                raise
             self._reader, _ = self._connect(self.path)
 
     def _connect(self, path: Path) -> tuple[Any, VectorSupport]:
@@ -271,7 +277,12 @@ class MemoryIndex:
 
     def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
         return desired_meta(
-            self.settings, self.workspace, self.source_names(), embedder, vector_loaded=self._vector.loaded
+            self.settings,
+            self.workspace,
+            self.source_names(),
+            embedder,
+            vector_loaded=self._vector.loaded,
+            agent_id=self.agent_id,
         )
 
     # -- sync ------------------------------------------------------------------------------------

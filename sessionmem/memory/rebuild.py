@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import MemoryIndexError
+from sessionmem.errors import ConfigError, MemoryIndexError
 from sessionmem.memory.db import VectorSupport, atomic
 from sessionmem.memory.files import normalize_extra_paths
 from sessionmem.memory.ftstext import FTS_TEXT_VERSION
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "caused_by_corruption",
+    "check_owner",
     "desired_meta",
     "move_aside",
     "open_checked",
@@ -61,8 +62,10 @@ def desired_meta(
     embedder: Embedder | None,
     *,
     vector_loaded: bool,
+    agent_id: str | None = None,
 ) -> dict[str, Any]:
-    """The meta an index built now would record; any difference from the stored one means a rebuild."""
+    """The meta an index built now would record; any difference from the stored one means a rebuild
+    (``agentId`` excepted: :func:`check_owner` refuses an index file of another agent first)."""
     extras = sorted(str(p) for p in normalize_extra_paths(workspace, settings.extra_paths))
     scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
     return {
@@ -79,8 +82,23 @@ def desired_meta(
         "vectorTable": bool(embedder is not None and vector_loaded),
         # Who may see each row (sessionmem.privacy): an index labelled before, or by another rule, rebuilds.
         "audience": AUDIENCE_VERSION,
+        "agentId": agent_id,
         "vectorDims": embedder.dims if embedder else None,
     }
+
+
+def check_owner(conn: Any, agent_id: str, path: Path) -> None:
+    """Refuse an index file another agent's index wrote (two agents configured onto one ``store.path``)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+    try:
+        owner = json.loads(row[0]).get("agentId") if row is not None else None
+    except (ValueError, AttributeError):
+        owner = None
+    if isinstance(owner, str) and owner != agent_id:
+        raise ConfigError(
+            f"memory index {path} belongs to agent {owner!r}; agent {agent_id!r} would share it and search "
+            "its notes: memorySearch.store.path must contain {agentId} (one index file per agent)"
+        )
 
 
 # -- corruption ---------------------------------------------------------------------------------
