@@ -56,6 +56,7 @@ from sessionmem.memory.rebuild import (
     desired_meta,
     move_aside,
     open_checked,
+    remove_dead_scratch,
     scratch_index,
     seed_cache,
     swap_in,
@@ -216,6 +217,7 @@ class MemoryIndex:
     def _open_db(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._file_lock:
+            self._remove_dead_scratch()
             self._conn, self._vector = self._connect_checked()
             try:
                 check_owner(self._conn, self.agent_id, self.path)
@@ -223,6 +225,14 @@ class MemoryIndex:
                 self._conn.close()
                 raise
             self._reader, _ = self._connect(self.path)
+
+    def _remove_dead_scratch(self) -> None:
+        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone)."""
+        removed = remove_dead_scratch(self.path)
+        if removed:
+            log.info(
+                "memory index %s: removed %d scratch files of an unfinished rebuild", self.path, len(removed)
+            )
 
     def _connect(self, path: Path) -> tuple[Any, VectorSupport]:
         vector = self.settings.store.vector
@@ -335,6 +345,7 @@ class MemoryIndex:
             self._dirty = False
         try:
             with self._file_lock:
+                self._remove_dead_scratch()
                 try:
                     report = self._sync_or_fall_back(force, progress, report, scope)
                 except DB_ERRORS as exc:

@@ -8,6 +8,10 @@ another connection's ``-wal``/``-shm``).
 
 A database that is not one (or is malformed, or has another schema version) is moved aside to
 ``<db>.corrupt-<time>`` (``move_aside``) so that it can be rebuilt from the Markdown.
+
+A rebuild killed mid-way (SIGKILL, power loss) leaves its scratch file and journals behind; a rebuild
+only runs under the index's process lock, so whoever holds that lock and finds scratch files knows
+their writer is gone: :func:`remove_dead_scratch` deletes them (at every open and sync).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -47,6 +52,7 @@ __all__ = [
     "move_aside",
     "open_checked",
     "read_json_attached",
+    "remove_dead_scratch",
     "scratch_index",
     "seed_cache",
     "swap_in",
@@ -152,6 +158,24 @@ def caused_by_corruption(exc: BaseException | None) -> bool:
 
 
 # -- safe rebuild -------------------------------------------------------------------------------
+
+
+def _scratch_name(live: Path) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(live.name)}\.tmp-[0-9a-f]{{32}}(?:-wal|-shm|-journal)?$")
+
+
+def remove_dead_scratch(live: Path) -> list[str]:
+    """Delete the scratch files (``<live>.tmp-<uuid>`` and their journals) of rebuilds that did not
+    finish. Call only while holding the index's process lock, which a running rebuild holds."""
+    pattern = _scratch_name(live)
+    try:
+        names = [n for n in os.listdir(live.parent) if pattern.match(n)]
+    except OSError:
+        return []
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(live.parent / name)
+    return sorted(names)
 
 
 @contextlib.contextmanager
