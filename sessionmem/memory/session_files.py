@@ -188,10 +188,17 @@ def read_session_lines(path: str | os.PathLike[str], start: int = 1, lines: int 
     Lines that are not user/assistant messages contribute nothing, so the result can have fewer
     lines than asked. The raw JSONL (tool output, unredacted secrets) is never returned.
     """
+    return "\n".join(session_window(path, start, lines)[0])
+
+
+def session_window(
+    path: str | os.PathLike[str], start: int = 1, lines: int | None = None
+) -> tuple[list[str], list[int]]:
+    """The flattened messages of JSONL lines ``[start, start + lines)`` and the JSONL line of each."""
     start = max(1, start)
     stop = None if lines is None else start + max(0, lines)
-    texts, _, _ = flatten_lines(_iter_lines(Path(path), start, stop), first_line=start)
-    return "\n".join(texts)
+    texts, line_map, _ = flatten_lines(_iter_lines(Path(path), start, stop), first_line=start)
+    return texts, line_map
 
 
 def is_archive_name(name: str) -> bool:

@@ -348,14 +348,49 @@ def handle_memory_get(
         target = resolve_memory_target(workspace, path, extra_paths, sessions_dir=sessions_dir)
         check_visible(target, visibility)
         if target.kind == "session":
-            text = _read_session(target.path, start, count)
+            lines, numbers = _read_session(target.path, start, count)
         else:
-            text = _read_markdown(target.path, start, count)
+            lines, numbers = _read_markdown(target.path, start, count)
     except (MemoryPathError, NotMarkdownError) as exc:
         return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
     except Exception as exc:  # unreadable files come back to the model as JSON
         return {"path": shown, "text": "", "disabled": True, "error": f"cannot read {shown}: {exc}"}
-    return {"path": target.display, "text": text}
+    return {"path": target.display, **capped(lines, numbers)}
+
+
+# Trigger: memory_get of a 1 MB file (or one huge transcript message). Why: the result goes into the
+# model's context; a tool result bigger than the window locks the session. Outcome: at most this many
+# lines and characters, whole lines, with a note saying where to go on (DESIGN: nothing is lost).
+GET_MAX_LINES = 400
+GET_MAX_CHARS = 12_000
+
+
+def capped(
+    lines: list[str], numbers: list[int], *, max_lines: int = GET_MAX_LINES, max_chars: int = GET_MAX_CHARS
+) -> dict[str, Any]:
+    """``{"text"}`` of the window, or when it is over the caps its head with ``truncated``, ``nextFrom``
+    (the line to read on from) and a ``note`` (one line cut only when a single line is over the cap)."""
+    text = "\n".join(lines)
+    if len(text) <= max_chars and len(lines) <= max_lines:
+        return {"text": text}
+    kept: list[str] = []
+    size = 0
+    for line in lines[:max_lines]:
+        if size + len(line) + (1 if kept else 0) > max_chars:
+            break
+        size += len(line) + (1 if kept else 0)
+        kept.append(line)
+    cut = not kept  # the first line alone is over the cap: show its head
+    if cut:
+        kept = [lines[0][:max_chars]]
+    first, last = numbers[0], numbers[len(kept) - 1]
+    next_from = last + 1
+    what = f"line {first} cut at {max_chars:,} characters" if cut else f"lines {first}-{last}"
+    note = (
+        f"Output capped at {max_lines} lines and {max_chars:,} characters: showing {what}. "
+        f"Call memory_get again with from={next_from} (and lines=N) to read on."
+    )
+    return {"text": "\n".join(kept), "truncated": True, "nextFrom": next_from, "note": note}
 
 
 def slice_lines(content: str, start: int | None, count: int | None) -> str:
@@ -368,23 +403,28 @@ def slice_lines(content: str, start: int | None, count: int | None) -> str:
     return "\n".join(lines[first : first + n])
 
 
-def _read_markdown(path: Path, start: int | None, count: int | None) -> str:
-    """The file as the index reads it (binary refused, BOM and CRLF normalised), then the window."""
+def _read_markdown(path: Path, start: int | None, count: int | None) -> tuple[list[str], list[int]]:
+    """The window's lines as the index reads the file (binary refused, BOM and CRLF normalised) and
+    their line numbers; nothing for a missing file."""
     try:
         content = read_markdown(path).text
     except FileNotFoundError:
-        return ""
-    return slice_lines(content, start, count)
+        return [], []
+    if start is None and count is None:
+        lines = content.split("\n")
+        return lines, list(range(1, len(lines) + 1))
+    lines = slice_lines(content, start, count).split("\n")
+    return lines, list(range(start or 1, (start or 1) + len(lines)))
 
 
-def _read_session(path: Path, start: int | None, count: int | None) -> str:
+def _read_session(path: Path, start: int | None, count: int | None) -> tuple[list[str], list[int]]:
     if not path.exists():
-        return ""
+        return [], []
     try:
-        from sessionmem.memory.session_files import read_session_lines
+        from sessionmem.memory.session_files import session_window
     except ImportError as exc:
         raise MemoryPathError(path.name, f"session transcripts cannot be read ({exc})") from None
-    return str(read_session_lines(path, start or 1, count))
+    return session_window(path, start or 1, count)
 
 
 # -- the bundle a session runner plugs in ----------------------------------------------------------------

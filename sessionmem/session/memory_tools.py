@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sessionmem.errors import MemoryPathError, UnsafeWriteError
-from sessionmem.memory.files import NotMarkdownError, read_markdown, strip_control_chars
+from sessionmem.memory.files import strip_control_chars
 from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
 from sessionmem.memory.paths import (
     check_visible,
@@ -115,18 +115,19 @@ class MemoryWriter:
         return self.home.daily_log(date_stamp(datetime.now(UTC), user_zone(self.timezone_name)))
 
     def read(self, path: str, start: int | None = None, count: int | None = None) -> str:
-        target = self._resolve_read(path)
-        try:
-            text = read_markdown(target).text
-        except FileNotFoundError:
-            return ""
-        except (NotMarkdownError, OSError) as exc:
-            raise ToolError(f"cannot read {path}: {exc}") from None
-        lines = text.split("\n")
-        if start is None and count is None:
-            return "\n".join(lines)
-        begin = max(1, start or 1) - 1
-        return "\n".join(lines[begin : begin + max(1, count or len(lines))])
+        """What ``memory_get`` answers (same checks, same caps), as plain text for ``memory_read``."""
+        from sessionmem.memory.tools import handle_memory_get
+
+        args: dict[str, Any] = {"path": path}
+        if start is not None:
+            args["from"] = start
+        if count is not None:
+            args["lines"] = count
+        answer = handle_memory_get(self.workspace, args, visibility=self.visibility)
+        if answer.get("error"):
+            raise ToolError(str(answer["error"]))
+        text = str(answer["text"])
+        return f"{text}\n\n[{answer['note']}]" if answer.get("truncated") else text
 
     def append(self, rel: str, text: str) -> str:
         text, removed = _clean(text)

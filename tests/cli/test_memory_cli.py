@@ -922,3 +922,14 @@ def test_an_index_file_of_another_agent_is_never_shared(tmp_path: Path) -> None:
         index.sync()
     with pytest.raises(ConfigError, match=r"belongs to agent 'work'.*memorySearch\.store\.path"):
         MemoryIndex.open("home", workspace, settings, state_dir=tmp_path / "state", watch=False)
+
+
+def test_get_of_a_huge_file_is_capped_and_says_how_to_read_on(runner: CliRunner, workspace: Path) -> None:
+    (workspace / "memory" / "big.md").write_text(
+        "".join(f"- line {i}: {'x' * 40}\n" for i in range(1, 20_001))
+    )
+    result = run_cli("--workspace", str(workspace), "memory", "get", "memory/big.md")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout) < 20_000 and result.stdout.startswith("- line 1: ")
+    shown = result.stdout.count("\n")
+    assert f"--from {shown + 1}" in result.stderr and "capped" in result.stderr

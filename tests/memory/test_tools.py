@@ -646,3 +646,43 @@ def test_real_index_session_hit_opens_with_memory_get(workspace: Path, tmp_path:
         }
     finally:
         index.close()
+
+
+# ---------------------------------------------------------------------------- output caps
+
+
+def test_get_of_a_huge_file_is_capped_with_a_note_on_how_to_read_on(workspace: Path) -> None:
+    from sessionmem.memory.tools import GET_MAX_CHARS, GET_MAX_LINES
+
+    lines = [f"- line {i:06d}: " + "x" * 40 for i in range(1, 20_001)]  # ~1 MB
+    (workspace / "memory" / "big.md").write_text("\n".join(lines) + "\n")
+    out = handle_memory_get(workspace, {"path": "memory/big.md"})
+    shown = out["text"].split("\n")
+    assert len(out["text"]) <= GET_MAX_CHARS and len(shown) <= GET_MAX_LINES
+    assert shown == lines[: len(shown)]  # whole lines, from the first
+    assert out["truncated"] is True and out["nextFrom"] == len(shown) + 1
+    assert f"from={len(shown) + 1}" in out["note"] and "memory_get" in out["note"]
+    more = handle_memory_get(workspace, {"path": "memory/big.md", "from": out["nextFrom"], "lines": 5})
+    assert more["text"].split("\n") == lines[len(shown) : len(shown) + 5] and "truncated" not in more
+
+
+def test_get_of_one_huge_line_cuts_it_and_says_so(workspace: Path) -> None:
+    from sessionmem.memory.tools import GET_MAX_CHARS
+
+    (workspace / "memory" / "line.md").write_text("y" * 1_000_000 + "\nsecond line\n")
+    out = handle_memory_get(workspace, {"path": "memory/line.md"})
+    assert out["text"] == "y" * GET_MAX_CHARS and out["truncated"] is True
+    assert out["nextFrom"] == 2 and "cut" in out["note"]
+
+
+def test_get_of_a_huge_transcript_message_is_capped(workspace: Path, tmp_path: Path) -> None:
+    from sessionmem.memory.tools import GET_MAX_CHARS
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = [_session_line("user", f"message {i} " + "z" * 3000) for i in range(100)]
+    (folder / "big.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = handle_memory_get(workspace, {"path": "sessions/big.jsonl"}, sessions_dir=folder)
+    assert len(out["text"]) <= GET_MAX_CHARS and out["truncated"] is True
+    shown = out["text"].count("User: message")
+    assert out["nextFrom"] == shown + 1  # JSONL line numbers: one message per line here
