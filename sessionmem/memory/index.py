@@ -64,7 +64,13 @@ from sessionmem.memory.rebuild import (
 from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
 from sessionmem.memory.session_sync import TranscriptDeltaScheduler, sessions_enabled
-from sessionmem.memory.status import IndexCounts, IndexStatus, collect_issues, read_counts
+from sessionmem.memory.status import (
+    IndexCounts,
+    IndexStatus,
+    collect_issues,
+    read_counts,
+    stale_vectors_issue,
+)
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -655,7 +661,11 @@ class MemoryIndex:
                         self.sync_in_background("search")
             if self._dirty and self.settings.sync.on_search:
                 self.sync_in_background("search")
-            return self._with_fallback(self._get_searcher().search(request))
+            searcher = self._get_searcher()
+            response = searcher.search(request)
+            if searcher.stale_width is not None:
+                self._rebuild_stale_vectors(searcher.stale_width)
+            return self._with_fallback(response)
         except Exception as error:
             if not caused_by_corruption(error):
                 raise
@@ -671,6 +681,16 @@ class MemoryIndex:
             self._reader, _ = self._connect(self.path)
             self._searcher = None
         return self._with_fallback(self._get_searcher().search(request))
+
+    def _rebuild_stale_vectors(self, widths: tuple[int, int]) -> None:
+        """The provider answered a query with another width than the index's vectors (``widths``: the
+        index's, the query's): rebuild in the background. The sync sees the meta's vectorDims differ
+        from the embedder's now-known width; until it is done, status says the vectors are stale."""
+        log.warning(
+            "memory index %s: vectors are %d-dimensional, queries now %d; rebuilding", self.path, *widths
+        )
+        self.mark_dirty()
+        self.sync_in_background("vectors-stale")
 
     def _with_fallback(self, response: SearchResponse) -> SearchResponse:
         """Say in every response when the configured provider failed and its fallback answers."""
@@ -728,7 +748,12 @@ class MemoryIndex:
             unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
         self._dirty = dirty
         issues = collect_issues(
-            [*self._issues, self._last_error, self._fts_error],
+            [
+                *self._issues,
+                stale_vectors_issue(embedder, counts.vector_dims),
+                self._last_error,
+                self._fts_error,
+            ],
             workspace=self.workspace,
             settings=self.settings,
             sources=self.source_names(),

@@ -30,6 +30,7 @@ index at the new width in a scratch file. A pass never drops or recreates ``chun
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -150,11 +151,33 @@ def schema_problem(conn: Any) -> str | None:
         return None
     if "meta" not in names:
         return "index database has no meta table (unknown schema)"
+    for table, wanted in expected_columns().items():
+        if table not in names:
+            continue  # created by apply_schema
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        missing = sorted(
+            wanted - present - {ADDED_COLUMNS[table][0]} if table in ADDED_COLUMNS else wanted - present
+        )
+        if missing:
+            return f"index table {table} has other columns than expected (missing {', '.join(missing)})"
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_VERSION_KEY,)).fetchone()
     if row is None or row[0] != str(SCHEMA_VERSION):
         found = row[0] if row else "none"
         return f"index schema version {found} differs from {SCHEMA_VERSION}"
     return None
+
+
+@functools.cache
+def expected_columns() -> dict[str, frozenset[str]]:
+    """The columns of each table :data:`TABLES` creates, read from a scratch in-memory database (so
+    the DDL stays the one description of the schema)."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.executescript(TABLES)
+        tables = [r[0] for r in scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: frozenset(r[1] for r in scratch.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        scratch.close()
 
 
 def apply_schema(conn: Any, tokenizer: str) -> str | None:

@@ -38,6 +38,7 @@ from sessionmem.memory import ranking
 from sessionmem.memory.db import VectorSupport, write_token
 from sessionmem.memory.embedding import Embedder
 from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.indexer import read_meta, stored_width
 from sessionmem.memory.keywords import fts_queries, fts_terms
 from sessionmem.memory.ranking import Candidate
 from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult, VectorPath
@@ -87,6 +88,7 @@ class _IndexShape:
     total_rows: int
     sources: frozenset[str]
     audiences: frozenset[str]
+    width: int | None  # of the vectors the index holds (None: none yet)
 
 
 class Searcher:
@@ -114,6 +116,8 @@ class Searcher:
         self._mtime_days: dict[str, date | None] = {}
         self._shape: _IndexShape | None = None
         self._has_fts = False
+        # (index width, query width) once a query embedding did not match the index's vectors
+        self.stale_width: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -138,6 +142,7 @@ class Searcher:
             self._vectors.invalidate()
         self._mtime_days.clear()
         self._shape = None
+        self.stale_width = None
 
     def warm(self) -> None:
         """Load the in-memory matrix now rather than on the first query."""
@@ -148,19 +153,24 @@ class Searcher:
         query = request.query.strip()
         warnings: list[str] = []
         results: list[SearchResult] = []
+        mode = self.mode
         if query:
-            results = self._run(request, query, warnings)
+            results, used_vectors = self._run(request, query, warnings)
+            if not used_vectors and self.stale_width is not None:
+                mode = "fts-only"  # say what answered: the vector half was left out
         return SearchResponse(
             results=tuple(results),
             provider=self._embedder.provider if self._embedder is not None else "none",
             model=self.model,
-            mode=self.mode,
+            mode=mode,
             warnings=tuple(warnings),
         )
 
     # ------------------------------------------------------------------ flow
 
-    def _run(self, request: SearchRequest, query: str, warnings: list[str]) -> list[SearchResult]:
+    def _run(
+        self, request: SearchRequest, query: str, warnings: list[str]
+    ) -> tuple[list[SearchResult], bool]:
         qcfg = self._settings.query
         hybrid = qcfg.hybrid
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
@@ -171,6 +181,8 @@ class Searcher:
         dated = request.after is not None or request.before is not None
 
         query_vec = self._embed_query(query, warnings) if self._embedder is not None else None
+        if query_vec is not None and self._stale(query_vec, warnings):
+            query_vec = None
         vector_hits: list[Candidate] = []
         path_name: str | None = None
         if query_vec is not None and self._vectors is not None:  # first: it (re)loads the matrix
@@ -207,7 +219,7 @@ class Searcher:
             ranked = ranking.filter_min_score(ranked, min_score=min_score, text_weight=tw)
         if hybrid.mmr.enabled:
             ranked = ranking.mmr_rerank(ranked, lambda_=hybrid.mmr.lambda_, limit=max_results)
-        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]]
+        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]], use_vectors
 
     # ------------------------------------------------------------------ keyword
 
@@ -223,7 +235,8 @@ class Searcher:
             (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
             seen_by = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT audience FROM chunks"))
-            self._shape = _IndexShape(token, int(total), present, seen_by)
+            width = stored_width(self._conn, read_meta(self._conn)) if self._embedder is not None else None
+            self._shape = _IndexShape(token, int(total), present, seen_by, width)
         return self._shape
 
     def _audience_filter(self, request: SearchRequest) -> tuple[str, ...] | None:
@@ -307,6 +320,20 @@ class Searcher:
             warnings.append("query embedding is empty or all zeros; vector search skipped")
             return None
         return vec
+
+    def _stale(self, query_vec: np.ndarray, warnings: list[str]) -> bool:
+        """True (and a warning) when the query vector has another width than the index's vectors: the
+        provider now serves another model, so every stored vector is stale until the index rebuilds."""
+        width = self._index_shape().width
+        if width is None or int(query_vec.shape[0]) == width:
+            return False
+        self.stale_width = (width, int(query_vec.shape[0]))
+        warnings.append(
+            f"the index's vectors are stale: {self.model} now returns {query_vec.shape[0]}-dimensional "
+            f"vectors but the index holds {width}-dimensional ones; keyword results only until the "
+            "index is rebuilt (a rebuild has been started)"
+        )
+        return True
 
     @staticmethod
     def _as_candidates(hits: list[tuple[str, float]]) -> list[Candidate]:
