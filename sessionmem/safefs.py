@@ -147,6 +147,23 @@ def read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def _write_temp(folder: int, name: str, data: bytes) -> str:
+    """``data`` written and synced to a new 0600 ``.<name>.tmp-<random>`` in ``folder``; its name."""
+    tmp = f".{name}.tmp-{os.urandom(6).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    fd = os.open(tmp, flags, PRIVATE_FILE_MODE, dir_fd=folder)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    os.close(fd)
+    return tmp
+
+
 def replace_under(root: str | os.PathLike[str], rel: str, data: bytes) -> None:
     """Replace ``root/rel`` with ``data`` atomically (a 0600 temp file renamed over it, in the same
     folder reached without symlinks). An existing symlink or hard-linked file there is refused."""
@@ -157,16 +174,8 @@ def replace_under(root: str | os.PathLike[str], rel: str, data: bytes) -> None:
             st = os.stat(name, dir_fd=folder, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
                 raise UnsafeWriteError(rel, "it is a symlink, a hard link or not a regular file")
-        tmp = f".{name}.tmp-{os.urandom(6).hex()}"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, PRIVATE_FILE_MODE, dir_fd=folder
-        )
+        tmp = _write_temp(folder, name, data)
         try:
-            try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -189,16 +198,8 @@ def create_new_under(
     never overwriting; returns its path relative to ``root``. The text is written to a temp file and
     hard-linked into place, so a reader never sees a half-written file."""
     with folder_under(root, rel_dir) as folder:
-        tmp = f".{stem}.tmp-{os.urandom(6).hex()}"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, PRIVATE_FILE_MODE, dir_fd=folder
-        )
+        tmp = _write_temp(folder, stem, data)
         try:
-            try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
             for attempt in range(1, attempts + 1):
                 name = f"{stem}{suffix}" if attempt == 1 else f"{stem}-{attempt}{suffix}"
                 if _place(folder, tmp, name, data):

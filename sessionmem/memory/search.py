@@ -67,7 +67,7 @@ def fts_sql(*, with_model: bool, n_sources: int, dated: bool, n_audiences: int =
     """
     sql = "SELECT f.id, bm25(chunks_fts) AS rank FROM chunks_fts f"
     if dated or n_audiences:
-        sql += " JOIN chunks c ON c.id = f.id"
+        sql += " JOIN chunks c ON c.rowid = f.rowid"  # the indexer gives both one rowid
     sql += " WHERE chunks_fts MATCH ?"
     if with_model:
         sql += " AND f.model = ?"

@@ -22,6 +22,7 @@ from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, default_summary
 from sessionmem.session.runner import SessionRunner
 from tests.memory.support import FTS_ONLY
+from tests.scenarios.harness import tool_results
 
 ANA = "agent:main:telegram:direct:42"
 BEN = "agent:main:telegram:direct:43"
@@ -77,10 +78,7 @@ class People:
         self.runner.memory_index = self.index
 
     def tools(self, key: str, *calls: tuple[str, dict[str, Any]]) -> list[str]:
-        self.model.add_steps([ToolCall(f"c{i}", name, args) for i, (name, args) in enumerate(calls)], "done")
-        self.runner.open(key).run_turn_sync("please")
-        results = {m.tool_call_id: m.content for m in self.model.calls[-1].messages if m.role == "tool"}
-        return [results[f"c{i}"] for i in range(len(calls))]
+        return tool_results(self.runner, key, *calls)
 
     def prompt(self, key: str) -> str:
         self.runner.open(key).run_turn_sync("hi")

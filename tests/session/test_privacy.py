@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from sessionmem.cli import cli
 from sessionmem.config import Config, merge
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.messages import ToolCall
 from sessionmem.model.scripted import ScriptedModel
 from sessionmem.session.runner import SessionRunner
 from tests.memory.support import FTS_ONLY
+from tests.scenarios.harness import tool_results
 
 OWNER_FACT = "quokka salary is 90210"  # in MEMORY.md
 DM_FACT = "quokka diagnosis stays between us"  # said in a direct chat
@@ -87,11 +87,7 @@ class World:
         return self.runner.open(key).run_turn_sync(text)
 
     def tools(self, key: str, *calls: tuple[str, dict[str, Any]]) -> list[str]:
-        """Call tools from ``key``'s session in one model step; their results, in order."""
-        self.model.add_steps([ToolCall(f"c{i}", name, args) for i, (name, args) in enumerate(calls)], "done")
-        self.runner.open(key).run_turn_sync("look it up")
-        results = {m.tool_call_id: m.content for m in self.model.calls[-1].messages if m.role == "tool"}
-        return [results[f"c{i}"] for i in range(len(calls))]
+        return tool_results(self.runner, key, *calls)
 
     def offered(self, key: str) -> tuple[str, set[str]]:
         """The system prompt and tool names the model got in ``key``'s last turn."""
