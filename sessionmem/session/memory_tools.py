@@ -39,12 +39,7 @@ from typing import Any
 from sessionmem.errors import MemoryPathError, UnsafeWriteError
 from sessionmem.memory.files import strip_control_chars
 from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
-from sessionmem.memory.paths import (
-    check_visible,
-    normalize_rel_path,
-    resolve_memory_target,
-    writable_memory_path,
-)
+from sessionmem.memory.paths import normalize_rel_path, writable_memory_path
 from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
 from sessionmem.safefs import open_under, read_all, replace_under, write_all
 from sessionmem.session.flush import date_stamp, user_zone
@@ -178,12 +173,6 @@ class MemoryWriter:
             return read_all(fd).decode("utf-8", errors="replace")
         finally:
             os.close(fd)
-
-    def _resolve_read(self, path: str) -> Path:
-        try:
-            return check_visible(resolve_memory_target(self.workspace, path), self.visibility).path
-        except MemoryPathError as exc:
-            raise ToolError(str(exc)) from None
 
     def _resolve_write(self, rel: str) -> Path:
         """A path the session may write: an allowed memory file that it may also read."""
