@@ -168,6 +168,22 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
         out["hybrid_found"] = hits[0]
         assert served_by(index, queries[-1]) == {"matrix"}, served_by(index, queries[-1])
         if not reuse:
+            # A group's view (DESIGN 14): half the chunks become the owner's, and every query filters
+            # them out inside the keyword SQL and the matrix mask, before ranking.
+            from sessionmem.privacy import reader_visibility
+
+            group = reader_visibility("agent:bench:discord:group:1")
+            conn.execute("UPDATE chunks SET audience = 'owner' WHERE rowid % 2 = 0")
+            wait_for_matrix(index, queries[0])
+            seen = [0]
+
+            def group_hybrid(q: Any) -> None:
+                results = index.search(SearchRequest(q, visibility=group)).results
+                seen[0] += bool(results)
+
+            out["hybrid_group"] = timed_each(group_hybrid, queries)
+            out["group_found"] = seen[0]
+            conn.execute("UPDATE chunks SET audience = 'shared'")
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
             stale.search(SearchRequest(queries[0]))
@@ -281,6 +297,7 @@ def main() -> None:
         ("vec_brute-force", "vector: brute force"),
         ("hybrid_matrix", "hybrid search (matrix path, the default)"),
         ("hybrid_sqlite_vec", "hybrid search (sqlite-vec path, matrix stale)"),
+        ("hybrid_group", "hybrid search, a group's view (half the chunks private, filtered in the query)"),
     ]
     rows = []
     for key, label in names:

@@ -262,6 +262,8 @@ class McpConfig(_Camel):
 class MemoryConfig(_Camel):
     citations: Literal["on", "off", "auto"] = "auto"
     mcp: McpConfig = McpConfig()
+    # "agent": one memory per agent; "peer": a memory per person (sessionmem.privacy, DESIGN 14)
+    scope: Literal["agent", "peer"] = "agent"
 
 
 class ResetConfig(_Camel):
@@ -296,6 +298,26 @@ class Config(_Camel):
     memory: MemoryConfig = MemoryConfig()
     session: SessionConfig = SessionConfig()
     hooks: HooksConfig = HooksConfig()
+
+    @model_validator(mode="after")
+    def _one_index_per_agent(self) -> Config:
+        """Two agents must never share one index file (one's search would return the other's notes)."""
+        if len(self.agents.list) < 2:
+            return self
+        owners: dict[str, str] = {}
+        for agent_id in (entry.id for entry in self.agents.list if entry.id):
+            raw = self.for_agent(agent_id).memory_search.store.path
+            if not raw:
+                continue  # the default, <state-dir>/memory/<agentId>.sqlite, is one file per agent
+            rendered = str(Path(raw.replace("{agentId}", agent_id)).expanduser().absolute())
+            other = owners.setdefault(rendered, agent_id)
+            if other != agent_id:
+                raise ConfigError(
+                    f"memorySearch.store.path {raw!r} gives agents {other!r} and {agent_id!r} one index file "
+                    f"({rendered}): put {{agentId}} in it (e.g. ~/.sessionmem/memory/{{agentId}}.sqlite) or "
+                    "give each agent its own path"
+                )
+        return self
 
     def for_agent(self, agent_id: str = DEFAULT_AGENT_ID) -> AgentConfig:
         """The agent's settings: its ``agents.list`` entry laid over ``agents.defaults``."""

@@ -398,7 +398,7 @@ async def _run(
     finally:
         index.close()
     report.memory_files = sorted(
-        p.relative_to(workspace).as_posix() for p in (workspace / "memory").glob("*.md")
+        p.relative_to(workspace).as_posix() for p in (workspace / "memory").rglob("*.md")
     )
     emit(
         {

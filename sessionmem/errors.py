@@ -3,6 +3,7 @@
 SessionMemError
 ├── ConfigError                 a config file or value is invalid (names the key)
 ├── UsageError                  the API was called the wrong way
+├── UnsafeWriteError            a write would follow a symlink or a hard link out of its folder
 ├── ModelError                  the chat model failed (after mapping litellm's errors)
 │   └── ContextWindowExceeded   the provider said the prompt is over its context window
 ├── SessionError
@@ -29,6 +30,15 @@ class ConfigError(SessionMemError):
 
 class UsageError(SessionMemError):
     """The API was used incorrectly (a bug in the caller, not a runtime failure)."""
+
+
+class UnsafeWriteError(SessionMemError):
+    """A write was refused: the file or a folder on its way is a symlink, a hard link or not a file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"refusing to write {path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class ModelError(SessionMemError):

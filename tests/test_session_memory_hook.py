@@ -15,7 +15,7 @@ from sessionmem.config import Config, merge
 from sessionmem.errors import ModelError
 from sessionmem.hooks import COMMAND_NEW, COMMAND_RESET, HookEvent, HookOutcome, load_hooks
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.archive import write_new_file
+from sessionmem.safefs import create_new_under
 from sessionmem.session.slug import clean_slug, fallback_slug, slug_prompt
 
 WHEN = datetime(2026, 3, 1, 14, 7, 55, tzinfo=UTC)
@@ -99,7 +99,7 @@ def written(outcomes: list[HookOutcome]) -> Path:
 
 
 def memory_files(tmp_path: Path) -> list[str]:
-    folder = tmp_path / "workspace" / "memory"
+    folder = tmp_path / "workspace" / "memory" / "peers" / "main"  # the main session's own folder
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
@@ -107,7 +107,7 @@ def memory_files(tmp_path: Path) -> list[str]:
 def test_new_and_reset_write_the_conversation(tmp_path: Path, sessions: Path, name: str) -> None:
     transcript = write_transcript(sessions / "sess-1.jsonl", CONVERSATION)
     path = written(run(make_event(tmp_path, name=name, transcript=transcript)))
-    assert path == tmp_path / "workspace" / "memory" / "2026-03-01-1407.md"
+    assert path == tmp_path / "workspace" / "memory" / "peers" / "main" / "2026-03-01-1407.md"
     assert path.read_text(encoding="utf-8") == (
         "# Session: 2026-03-01 14:07:55 UTC\n"
         "\n"
@@ -235,7 +235,7 @@ def test_archived_session_file_in_entry_resolves_to_live_file(tmp_path: Path, se
 
 def test_existing_files_are_never_overwritten(tmp_path: Path, sessions: Path) -> None:
     transcript = write_transcript(sessions / "sess-1.jsonl", CONVERSATION)
-    memory = tmp_path / "workspace" / "memory"
+    memory = tmp_path / "workspace" / "memory" / "peers" / "main"
     memory.mkdir(parents=True)
     (memory / "2026-03-01-1407.md").write_text("my own notes\n")
     paths = [written(run(make_event(tmp_path, transcript=transcript))) for _ in range(2)]
@@ -245,10 +245,11 @@ def test_existing_files_are_never_overwritten(tmp_path: Path, sessions: Path) ->
 
 
 def test_write_new_file_leaves_no_temporary_files(tmp_path: Path) -> None:
-    first = write_new_file(tmp_path, "note", "a")
-    second = write_new_file(tmp_path, "note", "b")
-    assert (first.read_text(), second.read_text()) == ("a", "b")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["note-2.md", "note.md"]
+    first = create_new_under(tmp_path, "notes", "note", b"a")
+    second = create_new_under(tmp_path, "notes", "note", b"b")
+    assert (first, second) == ("notes/note.md", "notes/note-2.md")
+    assert ((tmp_path / first).read_text(), (tmp_path / second).read_text()) == ("a", "b")
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["note-2.md", "note.md"]
 
 
 def test_slug_from_the_model_with_openclaws_prompt(tmp_path: Path, sessions: Path) -> None:
@@ -350,3 +351,11 @@ def test_slow_model_times_out_to_no_slug() -> None:
     model = ScriptedModel([slow])
     assert asyncio.run(generate_slug(model, "user: hi", timeout_s=0.05)) is None
     assert asyncio.run(generate_slug(ScriptedModel(["api design"]), "user: hi")) == "api-design"
+
+
+def test_control_characters_in_the_conversation_never_reach_the_saved_file(
+    tmp_path: Path, sessions: Path
+) -> None:
+    transcript = write_transcript(sessions / "sess-1.jsonl", [entry("user", "the gate code is 12\x0034\x07")])
+    text = written(run(make_event(tmp_path, transcript=transcript))).read_text(encoding="utf-8")
+    assert "user: the gate code is 1234" in text and "\x00" not in text and "\x07" not in text

@@ -65,7 +65,12 @@ def parse_date(text: str) -> date:
 
 @click.group()
 def memory() -> None:
-    """Index, search and read the agent's Markdown memory (MEMORY.md, memory/*.md)."""
+    """Index, search and read the agent's Markdown memory (MEMORY.md, memory/*.md).
+
+    The command line is the owner's view: it sees every memory file and transcript, including
+    MEMORY.md, direct chats and other people's notes that agent sessions in groups (or, with
+    memory.scope peer, other people) never see.
+    """
 
 
 # ---------------------------------------------------------------------------- opening the index
@@ -301,7 +306,8 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> tuple[
 @click.option("--lines", "count", type=click.IntRange(min=1), help="How many lines to print.")
 @click.pass_context
 def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> None:
-    """Print a memory file, or the lines --from N for --lines N of it.
+    """Print a memory file, or the lines --from N for --lines N of it (at most 400 lines and 12,000
+    characters at a time; a longer read says on stderr where to go on).
 
     PATH is what search results show: MEMORY.md, memory/<file>.md, a file in an extra path, or
     sessions/<id>.jsonl for a session hit.
@@ -342,6 +348,14 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
                 f"no such memory file: {target.display} (looked in {target.path.parent})"
             )
     click.echo(text, nl=not text.endswith("\n"))
+    if answer.get("truncated"):
+        from sessionmem.memory.tools import GET_MAX_CHARS, GET_MAX_LINES
+
+        click.echo(
+            f"(output capped at {GET_MAX_LINES} lines and {GET_MAX_CHARS:,} characters; read on with: "
+            f"sessionmem memory get {path} --from {answer['nextFrom']} --lines N)",
+            err=True,
+        )
 
 
 # ---------------------------------------------------------------------------- index

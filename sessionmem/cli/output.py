@@ -254,6 +254,7 @@ def status_json(
         "provider": state.provider,
         "requestedProvider": state.provider_requested,
         "model": state.model,
+        "endpoint": state.endpoint,
         "mode": state.mode,
         "fallback": (
             {"from": state.fallback_from, "reason": state.fallback_reason} if state.fallback_from else None
@@ -299,6 +300,8 @@ def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[s
         f"Provider: {state.provider} (requested: {state.provider_requested})",
         f"Model: {state.model}",
     ]
+    if state.endpoint:
+        lines.append(f"Endpoint: {state.endpoint}")
     if state.mode == "unavailable":
         lines.append("Mode: unavailable — the configured embedding provider cannot be created (see Issues)")
     elif fts_only:

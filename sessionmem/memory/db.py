@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from sessionmem.safefs import PRIVATE_FILE_MODE, create_private, narrow_to_private
+
 try:
     import fcntl
 except ImportError:  # Windows: process_lock() uses the filelock package instead
@@ -50,7 +52,14 @@ def sqlite_module() -> tuple[ModuleType, str]:
 def connect(
     path: str | Path, *, load_vector: bool = True, extension_path: str | None = None
 ) -> tuple[Any, VectorSupport]:
-    """Open (creating) the database at ``path``; returns the connection and how vectors are served."""
+    """Open (creating) the database at ``path``; returns the connection and how vectors are served.
+
+    The file is created 0600 before SQLite opens it (SQLite gives its ``-wal`` and ``-shm`` files the
+    database file's mode), and one left looser by an earlier version is narrowed: with the sessions
+    source the index holds transcript text, which is 0600 in the transcripts themselves."""
+    if str(path) != ":memory:":
+        create_private(path)
+        narrow_to_private(path, str(path) + "-wal", str(path) + "-shm")
     module, driver = sqlite_module()
     conn = module.connect(
         str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -115,7 +124,7 @@ class ProcessLock:
         self._thread_lock.acquire()
         if self._depth == 0:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 except BaseException:

@@ -11,6 +11,8 @@ Rules, as OpenClaw's:
   then ``openai``, ``gemini``, ``voyage``, ``mistral`` in that order, the first with an API key
   (``remote.apiKey`` or the provider's environment variable). Ollama is never picked automatically.
   A ``remote.baseUrl`` makes ``openai`` an OpenAI-compatible endpoint, usable without a key.
+- ``openai``'s endpoint: ``remote.baseUrl``, else ``OPENAI_BASE_URL``, else ``OPENAI_API_BASE`` (the
+  variables litellm honours for chat, so memory text goes where the chat goes), else OpenAI's.
   No key anywhere -> FTS-only, with the reason shown in status.
 - An explicit provider that cannot be created tries ``fallback`` (using the fallback's default
   model); the result records ``fallback_from`` and the first reason. Missing keys on every path ->
@@ -41,6 +43,9 @@ API_KEY_ENV: Mapping[str, tuple[str, ...]] = {
     "voyage": ("VOYAGE_API_KEY",),
     "mistral": ("MISTRAL_API_KEY",),
 }
+
+# Where litellm sends OpenAI calls when no api_base is given, in its order; embeddings follow chat.
+OPENAI_BASE_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
 
 NO_KEY_REASON = "No API key found for provider openai, gemini, voyage or mistral; no local model configured"
 
@@ -124,6 +129,9 @@ def _create(
         return _create_local(settings)
     remote = settings.remote
     api_key = remote.api_key or _env_key(provider, env)
+    base_url = remote.base_url
+    if provider == "openai" and not base_url:
+        base_url = next((env[name].strip() for name in OPENAI_BASE_ENV if env.get(name, "").strip()), None)
     if provider == "openai" and api_key is None and remote.base_url:
         provider = "openai-compatible"  # a keyless local server (vLLM, llama-server, LM Studio...)
     elif provider in API_KEY_ENV and api_key is None:
@@ -136,7 +144,7 @@ def _create(
     return RemoteEmbedder(
         provider,
         model or DEFAULT_MODELS[provider],
-        base_url=remote.base_url,
+        base_url=base_url,
         api_key=api_key,
         headers=remote.headers,
         concurrency=max(1, remote.batch.concurrency),

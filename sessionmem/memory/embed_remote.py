@@ -307,6 +307,11 @@ class RemoteEmbedder:
     def dims(self) -> int | None:
         return self._dims
 
+    @property
+    def endpoint(self) -> str:
+        """Where the texts are sent: the given base URL, else the provider's public API."""
+        return self.base_url or DEFAULT_BASE_URLS.get(self.provider, "")
+
     # -- the protocol
 
     def embed_query(self, text: str) -> np.ndarray:

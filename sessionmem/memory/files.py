@@ -26,18 +26,42 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sessionmem.errors import MemoryIndexError
+from sessionmem.privacy import OWNER, markdown_label, transcript_label
 
-IGNORED_DIRS = frozenset({".git", "node_modules", ".pnpm-store", ".venv", "venv", "__pycache__", ".tox"})
+# Dependency folders, and the versions a MEMORY.md replace saved (sessionmem.memory.history.HISTORY_DIR):
+# an extra path over the whole workspace must not index them.
+IGNORED_DIRS = frozenset(
+    {".git", "node_modules", ".pnpm-store", ".venv", "venv", "__pycache__", ".tox", ".memory-history"}
+)
 ROOT_FILES = ("MEMORY.md", "memory.md")
 _DATE_NAME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?![0-9]).*\.md$", re.IGNORECASE)
 
 
 class NotMarkdownError(MemoryIndexError):
-    """A file named ``*.md`` is not text (it contains NUL bytes); it is not indexed."""
+    """A file named ``*.md`` is not text (mostly control bytes or invalid UTF-8); it is not indexed."""
 
     def __init__(self, path: str) -> None:
-        super().__init__(f"binary content in {path} (NUL bytes); not indexed")
+        super().__init__(f"binary content in {path} (control bytes or invalid UTF-8); not indexed")
         self.path = path
+
+
+# C0 control characters but tab, newline and carriage return, and DEL: never meant in a Markdown note.
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+BINARY_SHARE = 0.3  # a file whose first 64 KiB are this much control bytes or bad UTF-8 is binary
+_SAMPLE_CHARS = 65536
+
+
+def strip_control_chars(text: str) -> tuple[str, int]:
+    """``text`` for a memory file: CRLF and lone CR become LF, other control characters (NUL
+    included; tab and newline kept) are removed. Returns the text and how many were removed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return CONTROL_CHARS.subn("", text)
+
+
+def _looks_binary(text: str) -> bool:
+    sample = text[:_SAMPLE_CHARS]
+    odd = len(CONTROL_CHARS.findall(sample)) + sample.count("\ufffd")
+    return bool(sample) and odd >= BINARY_SHARE * len(sample)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,23 +220,28 @@ def _is_markdown(name: str) -> bool:
 def read_markdown(path: Path, display: str | None = None) -> MarkdownText:
     """The text of a Markdown file; raises :class:`NotMarkdownError` for binary content.
 
-    Invalid UTF-8 is decoded with replacement characters and reported in ``issue`` (the file is
-    still indexed: losing a note to one bad byte is worse than a visible replacement mark).
+    Invalid UTF-8 and control characters (a stray NUL) are replaced with U+FFFD and reported in
+    ``issue``: the file is still indexed and readable, since losing a file of notes to one bad byte is
+    worse than a visible replacement mark. Only a file that is mostly such bytes counts as binary.
     A BOM is dropped; CRLF becomes LF (line numbers are unchanged).
     """
     data = Path(path).read_bytes()
     name = display or str(path)
-    if b"\x00" in data:
-        raise NotMarkdownError(name)
-    issue = None
+    issues = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = data.decode("utf-8", errors="replace")
-        issue = f"invalid UTF-8 in {name} (first bad byte at offset {exc.start}); replaced with U+FFFD"
+        issues.append(f"invalid UTF-8 in {name} (first bad byte at offset {exc.start}); replaced with U+FFFD")
+    if _looks_binary(text):
+        raise NotMarkdownError(name)
+    text, controls = CONTROL_CHARS.subn("\ufffd", text)
+    if controls:
+        plural = "s" if controls > 1 else ""
+        issues.append(f"{controls} control character{plural} (e.g. NUL) in {name}; replaced with U+FFFD")
     if text.startswith("\ufeff"):
         text = text[1:]
-    return MarkdownText(text.replace("\r\n", "\n"), issue)
+    return MarkdownText(text.replace("\r\n", "\n"), "; ".join(issues) or None)
 
 
 def content_hash(text: str) -> str:
@@ -229,6 +258,7 @@ class EntryContent:
     ``line_map[i]`` is the 1-based line in the original file of content line ``i + 1`` (transcripts
     flatten JSONL into one line per message, and results must cite JSONL lines); ``None`` = identity.
     ``line_dates[i]`` (optional) dates content line ``i + 1``; a chunk takes its first line's date.
+    ``audience``: who may see the entry (:mod:`sessionmem.privacy`); the owner alone unless said.
     """
 
     text: str
@@ -236,6 +266,7 @@ class EntryContent:
     line_map: Sequence[int] | None = None
     line_dates: Sequence[str | None] | None = None
     issue: str | None = None
+    audience: str = OWNER
 
 
 class EntrySource(Protocol):
@@ -262,7 +293,8 @@ class MarkdownSource:
 
     def load(self, entry: MemoryFile) -> EntryContent:
         read = read_markdown(entry.abs_path, entry.rel_path)
-        return EntryContent(read.text, content_hash(read.text), issue=read.issue)
+        audience = markdown_label(entry.rel_path)
+        return EntryContent(read.text, content_hash(read.text), issue=read.issue, audience=audience)
 
 
 SessionEntryBuilder = Callable[[Path], Any]
@@ -298,6 +330,35 @@ def reset_archive_of(name: str) -> str | None:
 def is_transcript_name(name: str) -> bool:
     """A transcript the index searches: a live ``*.jsonl`` or a reset archive of one."""
     return is_live_transcript_name(name) or reset_archive_of(name) is not None
+
+
+HEADER_BYTES = 64 * 1024  # a transcript's header line is well under this
+
+
+def header_session_key(path: str | os.PathLike[str]) -> str | None:
+    """The ``sessionKey`` a transcript's header line names, or None (no header, none named, unreadable).
+
+    The key decides who may see the transcript (:func:`sessionmem.privacy.transcript_label`)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.read(HEADER_BYTES).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    return session_key_of_header(first)
+
+
+def session_key_of_header(line: bytes) -> str | None:
+    """The ``sessionKey`` of a transcript's first line when it is the header (``type: "session"``)."""
+    import orjson
+
+    try:
+        header = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        return None
+    key = header.get("sessionKey")
+    return key if isinstance(key, str) and key.strip() else None
 
 
 class TranscriptSource:
@@ -371,7 +432,9 @@ class TranscriptSource:
 
             builder = build_session_entry
         built = builder(entry.abs_path)
+        audience = getattr(built, "audience", None) or transcript_label(header_session_key(entry.abs_path))
         if isinstance(built, tuple):
             text, line_map, digest = built
-            return EntryContent(text, digest, list(line_map))
-        return EntryContent(built.content, built.hash, list(built.line_map), getattr(built, "dates", None))
+            return EntryContent(text, digest, list(line_map), audience=audience)
+        dates = getattr(built, "dates", None)
+        return EntryContent(built.content, built.hash, list(built.line_map), dates, audience=audience)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
@@ -52,16 +52,24 @@ from sessionmem.memory.indexer import (
 )
 from sessionmem.memory.rebuild import (
     caused_by_corruption,
+    check_owner,
     desired_meta,
     move_aside,
     open_checked,
+    remove_dead_scratch,
     scratch_index,
     seed_cache,
     swap_in,
 )
 from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
-from sessionmem.memory.status import IndexCounts, IndexStatus, collect_issues, read_counts
+from sessionmem.memory.status import (
+    IndexCounts,
+    IndexStatus,
+    collect_issues,
+    read_counts,
+    stale_vectors_issue,
+)
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -215,8 +223,22 @@ class MemoryIndex:
     def _open_db(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._file_lock:
+            self._remove_dead_scratch()
             self._conn, self._vector = self._connect_checked()
+            try:
+                check_owner(self._conn, self.agent_id, self.path)
+            except ConfigError:
+                self._conn.close()
+                raise
             self._reader, _ = self._connect(self.path)
+
+    def _remove_dead_scratch(self) -> None:
+        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone)."""
+        removed = remove_dead_scratch(self.path)
+        if removed:
+            log.info(
+                "memory index %s: removed %d scratch files of an unfinished rebuild", self.path, len(removed)
+            )
 
     def _connect(self, path: Path) -> tuple[Any, VectorSupport]:
         vector = self.settings.store.vector
@@ -275,7 +297,12 @@ class MemoryIndex:
 
     def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
         return desired_meta(
-            self.settings, self.workspace, self.source_names(), embedder, vector_loaded=self._vector.loaded
+            self.settings,
+            self.workspace,
+            self.source_names(),
+            embedder,
+            vector_loaded=self._vector.loaded,
+            agent_id=self.agent_id,
         )
 
     # -- sync ------------------------------------------------------------------------------------
@@ -328,6 +355,7 @@ class MemoryIndex:
             self._dirty = False
         try:
             with self._file_lock:
+                self._remove_dead_scratch()
                 try:
                     report = self._sync_or_fall_back(force, progress, report, scope)
                 except DB_ERRORS as exc:
@@ -639,7 +667,11 @@ class MemoryIndex:
                         self.sync_in_background("search")
             if self._dirty and self.settings.sync.on_search:
                 self.sync_in_background("search")
-            return self._with_fallback(self._get_searcher().search(request))
+            searcher = self._get_searcher()
+            response = searcher.search(request)
+            if searcher.stale_width is not None:
+                self._rebuild_stale_vectors(searcher.stale_width)
+            return self._with_fallback(response)
         except Exception as error:
             if not caused_by_corruption(error):
                 raise
@@ -655,6 +687,16 @@ class MemoryIndex:
             self._reader, _ = self._connect(self.path)
             self._searcher = None
         return self._with_fallback(self._get_searcher().search(request))
+
+    def _rebuild_stale_vectors(self, widths: tuple[int, int]) -> None:
+        """The provider answered a query with another width than the index's vectors (``widths``: the
+        index's, the query's): rebuild in the background. The sync sees the meta's vectorDims differ
+        from the embedder's now-known width; until it is done, status says the vectors are stale."""
+        log.warning(
+            "memory index %s: vectors are %d-dimensional, queries now %d; rebuilding", self.path, *widths
+        )
+        self.mark_dirty()
+        self.sync_in_background("vectors-stale")
 
     def _with_fallback(self, response: SearchResponse) -> SearchResponse:
         """Say in every response when the configured provider failed and its fallback answers."""
@@ -712,7 +754,12 @@ class MemoryIndex:
             unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
         self._dirty = dirty
         issues = collect_issues(
-            [*self._issues, self._last_error, self._fts_error],
+            [
+                *self._issues,
+                stale_vectors_issue(embedder, counts.vector_dims),
+                self._last_error,
+                self._fts_error,
+            ],
             workspace=self.workspace,
             settings=self.settings,
             sources=self.source_names(),
@@ -745,4 +792,5 @@ class MemoryIndex:
             cache_entries=counts.cache_entries,
             cache_max_entries=self.settings.cache.max_entries,
             issues=tuple(issues + ([unreadable] if unreadable else [])),
+            endpoint=getattr(embedder, "endpoint", None),
         )

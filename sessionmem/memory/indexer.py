@@ -30,6 +30,7 @@ index at the new width in a scratch file. A pass never drops or recreates ``chun
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -45,7 +46,15 @@ from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank, remap_
 from sessionmem.memory.db import atomic, sqlite_module
 from sessionmem.memory.files import EntryContent, MemoryFile, NotMarkdownError, file_date
 from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.schema import FTS_TABLE, META_KEY, SCHEMA_VERSION, TABLES, vec_table_sql
+from sessionmem.memory.schema import (
+    ADDED_COLUMNS,
+    AUDIENCE_INDEX,
+    FTS_TABLE,
+    META_KEY,
+    SCHEMA_VERSION,
+    TABLES,
+    vec_table_sql,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,13 +78,15 @@ _INSERT_CACHE = (
 )
 _INSERT_CHUNK = (
     "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, date,"
-    " updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    " updated_at, audience) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _INSERT_FTS = (
     "INSERT INTO chunks_fts(rowid, text, id, path, source, model, start_line, end_line)"
     " VALUES (?,?,?,?,?,?,?,?)"
 )
-_UPSERT_FILE = "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, date) VALUES (?,?,?,?,?,?)"
+_UPSERT_FILE = (
+    "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, date, audience) VALUES (?,?,?,?,?,?,?)"
+)
 _VEC_DIMS = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
 
 
@@ -140,6 +151,15 @@ def schema_problem(conn: Any) -> str | None:
         return None
     if "meta" not in names:
         return "index database has no meta table (unknown schema)"
+    for table, wanted in expected_columns().items():
+        if table not in names:
+            continue  # created by apply_schema
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        missing = sorted(
+            wanted - present - {ADDED_COLUMNS[table][0]} if table in ADDED_COLUMNS else wanted - present
+        )
+        if missing:
+            return f"index table {table} has other columns than expected (missing {', '.join(missing)})"
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_VERSION_KEY,)).fetchone()
     if row is None or row[0] != str(SCHEMA_VERSION):
         found = row[0] if row else "none"
@@ -147,9 +167,27 @@ def schema_problem(conn: Any) -> str | None:
     return None
 
 
+@functools.cache
+def expected_columns() -> dict[str, frozenset[str]]:
+    """The columns of each table :data:`TABLES` creates, read from a scratch in-memory database (so
+    the DDL stays the one description of the schema)."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.executescript(TABLES)
+        tables = [r[0] for r in scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: frozenset(r[1] for r in scratch.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        scratch.close()
+
+
 def apply_schema(conn: Any, tokenizer: str) -> str | None:
     """Create what is missing (idempotent); returns why FTS5 is unavailable, or None."""
     conn.executescript(TABLES)
+    for table, (column, decl) in ADDED_COLUMNS.items():
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    conn.execute(AUDIENCE_INDEX)
     fts_error = None
     try:
         conn.execute(FTS_TABLE.format(tokenizer=tokenizer))
@@ -317,6 +355,7 @@ class _Prepared:
     content_hash: str
     date: str
     chunks: list[tuple[Chunk, str | None]]  # (chunk, its date)
+    audience: str  # who may see the file (sessionmem.privacy); every chunk carries it
     from_line: int | None = None  # append-only pass: replace only chunks starting at/after this line
 
 
@@ -496,8 +535,12 @@ class Indexer:
         if not full and old_hash == content.hash:
             with atomic(self.conn):
                 self.conn.execute(
-                    "UPDATE files SET mtime_ns = ?, size = ?, date = ? WHERE path = ?",
-                    (entry.mtime_ns, entry.size, date, entry.rel_path),
+                    "UPDATE files SET mtime_ns = ?, size = ?, date = ?, audience = ? WHERE path = ?",
+                    (entry.mtime_ns, entry.size, date, content.audience, entry.rel_path),
+                )
+                self.conn.execute(  # a transcript's header may name another key with the same text
+                    "UPDATE chunks SET audience = ? WHERE path = ? AND audience != ?",
+                    (content.audience, entry.rel_path, content.audience),
                 )
             self.report.files_unchanged += 1
             if retry:
@@ -510,7 +553,7 @@ class Indexer:
         if self.embedder is not None:
             limit = self.embedder.max_input_tokens
             dated = [(piece, d) for c, d in dated for piece in split_for_embedding([c], limit)]
-        return _Prepared(entry, content.hash, date, dated)
+        return _Prepared(entry, content.hash, date, dated, content.audience)
 
     def _prepare_append(
         self,
@@ -546,7 +589,7 @@ class Indexer:
         if self.embedder is not None:
             limit = self.embedder.max_input_tokens
             dated = [(piece, d) for c, d in dated for piece in split_for_embedding([c], limit)]
-        return _Prepared(entry, plan.hash, date, dated, from_line=plan.from_line)
+        return _Prepared(entry, plan.hash, date, dated, plan.audience, from_line=plan.from_line)
 
     def _forget(self, path: str) -> None:
         with atomic(self.conn):
@@ -727,7 +770,7 @@ class Indexer:
                     cur = self.conn.execute(
                         _INSERT_CHUNK,
                         (cid, entry.rel_path, entry.source, chunk.start_line, chunk.end_line, chunk.hash,
-                         model, chunk.text, blob, date, now),
+                         model, chunk.text, blob, date, now, prepared.audience),
                     )  # fmt: skip
                     if self.fts:
                         self.conn.execute(
@@ -748,6 +791,7 @@ class Indexer:
                         entry.mtime_ns,
                         entry.size,
                         prepared.date,
+                        prepared.audience,
                     ),
                 )
                 self.report.files_indexed += 1

@@ -18,6 +18,9 @@ above. Symlinks are never followed: not the file, and not any folder between the
 (OpenClaw's discovery skips symlinks, so a symlinked path can never be a legitimate search hit).
 A missing file is allowed here; the reader decides what "missing" means (memory_get returns empty
 text).
+
+Who may read an allowed path is the other half of the question: :func:`audience_of` gives a target's
+audience label (:mod:`sessionmem.privacy`), and :func:`check_visible` refuses what the reader may not see.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from typing import Literal
 
 from sessionmem.errors import MemoryPathError
 from sessionmem.memory.files import (
+    header_session_key,
     is_memory_path,
     is_transcript_name,
     normalize_extra_paths,
     normalize_rel_path,
 )
+from sessionmem.privacy import Visibility, markdown_label, refusal, transcript_label
 
 TargetKind = Literal["memory", "extra", "session"]
 
@@ -108,6 +113,21 @@ def resolve_memory_target(
         "not a memory file (allowed: MEMORY.md, memory.md, memory/**/*.md, configured extra paths, "
         "sessions/<file>.jsonl, sessions/<file>.jsonl.reset.<time>)",
     )
+
+
+def audience_of(target: MemoryTarget) -> str:
+    """Who may see ``target``: a transcript by the session key its header names (a missing one counts
+    as the owner's, so a refusal does not tell whether it exists), a Markdown file by its path."""
+    if target.kind == "session":
+        return transcript_label(header_session_key(target.path))
+    return markdown_label(target.display)
+
+
+def check_visible(target: MemoryTarget, visibility: Visibility) -> MemoryTarget:
+    """``target`` when ``visibility`` allows it, else raise :class:`MemoryPathError` saying so."""
+    if not visibility.allows(audience_of(target)):
+        raise MemoryPathError(target.display, refusal(visibility))
+    return target
 
 
 def resolve_memory_path(

@@ -8,6 +8,10 @@ another connection's ``-wal``/``-shm``).
 
 A database that is not one (or is malformed, or has another schema version) is moved aside to
 ``<db>.corrupt-<time>`` (``move_aside``) so that it can be rebuilt from the Markdown.
+
+A rebuild killed mid-way (SIGKILL, power loss) leaves its scratch file and journals behind; a rebuild
+only runs under the index's process lock, so whoever holds that lock and finds scratch files knows
+their writer is gone: :func:`remove_dead_scratch` deletes them (at every open and sync).
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import MemoryIndexError
+from sessionmem.errors import ConfigError, MemoryIndexError
 from sessionmem.memory.db import VectorSupport, atomic
 from sessionmem.memory.files import normalize_extra_paths
 from sessionmem.memory.ftstext import FTS_TEXT_VERSION
@@ -34,7 +39,7 @@ from sessionmem.memory.indexer import (
     is_corruption,
     schema_problem,
 )
-from sessionmem.memory.schema import META_KEY
+from sessionmem.memory.schema import AUDIENCE_VERSION, META_KEY
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -42,10 +47,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "caused_by_corruption",
+    "check_owner",
     "desired_meta",
     "move_aside",
     "open_checked",
     "read_json_attached",
+    "remove_dead_scratch",
     "scratch_index",
     "seed_cache",
     "swap_in",
@@ -61,8 +68,10 @@ def desired_meta(
     embedder: Embedder | None,
     *,
     vector_loaded: bool,
+    agent_id: str | None = None,
 ) -> dict[str, Any]:
-    """The meta an index built now would record; any difference from the stored one means a rebuild."""
+    """The meta an index built now would record; any difference from the stored one means a rebuild
+    (``agentId`` excepted: :func:`check_owner` refuses an index file of another agent first)."""
     extras = sorted(str(p) for p in normalize_extra_paths(workspace, settings.extra_paths))
     scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
     return {
@@ -77,8 +86,25 @@ def desired_meta(
         # The form of the FTS column's text: an index written before Thai support (no key) rebuilds.
         "ftsText": FTS_TEXT_VERSION,
         "vectorTable": bool(embedder is not None and vector_loaded),
+        # Who may see each row (sessionmem.privacy): an index labelled before, or by another rule, rebuilds.
+        "audience": AUDIENCE_VERSION,
+        "agentId": agent_id,
         "vectorDims": embedder.dims if embedder else None,
     }
+
+
+def check_owner(conn: Any, agent_id: str, path: Path) -> None:
+    """Refuse an index file another agent's index wrote (two agents configured onto one ``store.path``)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+    try:
+        owner = json.loads(row[0]).get("agentId") if row is not None else None
+    except (ValueError, AttributeError):
+        owner = None
+    if isinstance(owner, str) and owner != agent_id:
+        raise ConfigError(
+            f"memory index {path} belongs to agent {owner!r}; agent {agent_id!r} would share it and search "
+            "its notes: memorySearch.store.path must contain {agentId} (one index file per agent)"
+        )
 
 
 # -- corruption ---------------------------------------------------------------------------------
@@ -132,6 +158,24 @@ def caused_by_corruption(exc: BaseException | None) -> bool:
 
 
 # -- safe rebuild -------------------------------------------------------------------------------
+
+
+def _scratch_name(live: Path) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(live.name)}\.tmp-[0-9a-f]{{32}}(?:-wal|-shm|-journal)?$")
+
+
+def remove_dead_scratch(live: Path) -> list[str]:
+    """Delete the scratch files (``<live>.tmp-<uuid>`` and their journals) of rebuilds that did not
+    finish. Call only while holding the index's process lock, which a running rebuild holds."""
+    pattern = _scratch_name(live)
+    try:
+        names = [n for n in os.listdir(live.parent) if pattern.match(n)]
+    except OSError:
+        return []
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(live.parent / name)
+    return sorted(names)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS files (
     hash     TEXT NOT NULL,                 -- sha256 of the content as indexed
     mtime_ns INTEGER NOT NULL,
     size     INTEGER NOT NULL,
-    date     TEXT                           -- YYYY-MM-DD the file speaks of (name or mtime)
+    date     TEXT,                          -- YYYY-MM-DD the file speaks of (name or mtime)
+    audience TEXT NOT NULL DEFAULT 'owner'  -- who may see it (sessionmem.privacy): owner, shared, peer:<chat>
 );
 
 CREATE TABLE IF NOT EXISTS chunks (
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     text       TEXT NOT NULL,
     embedding  BLOB,                        -- float32 little-endian, L2-normalised; NULL in FTS-only mode
     date       TEXT,                        -- YYYY-MM-DD of the file or of the chunk's first message
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    audience   TEXT NOT NULL DEFAULT 'owner' -- its file's audience; searches filter on it in the query
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS idx_chunks_source ON chunks(source);
@@ -55,6 +57,15 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 );
 CREATE INDEX IF NOT EXISTS idx_embedding_cache_updated_at ON embedding_cache(updated_at);
 """
+
+# Added after version 1 without a version change: an older index gains them (filled with the fail-closed
+# 'owner') and rebuilds once, because the meta's "audience" key differs (rebuild.desired_meta).
+ADDED_COLUMNS = {
+    "files": ("audience", "TEXT NOT NULL DEFAULT 'owner'"),
+    "chunks": ("audience", "TEXT NOT NULL DEFAULT 'owner'"),
+}
+AUDIENCE_VERSION = 1  # the labelling rule of sessionmem.privacy; a change rebuilds every index
+AUDIENCE_INDEX = "CREATE INDEX IF NOT EXISTS idx_chunks_audience ON chunks(audience)"
 
 # The FTS column holds ftstext.fts_text(chunk.text); snippets come from chunks.text.
 FTS_TABLE = """

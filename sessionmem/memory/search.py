@@ -13,6 +13,8 @@ The flow of one query:
 
 A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
 the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
+So is the reader's visibility (``SearchRequest.visibility``, DESIGN decision 14): rows the reader may
+not see are never candidates, so a group's results are not crowded out by private hits.
 
 FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
 (OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
@@ -36,6 +38,7 @@ from sessionmem.memory import ranking
 from sessionmem.memory.db import VectorSupport, write_token
 from sessionmem.memory.embedding import Embedder
 from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.indexer import read_meta, stored_width
 from sessionmem.memory.keywords import fts_queries, fts_terms
 from sessionmem.memory.ranking import Candidate
 from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult, VectorPath
@@ -55,16 +58,16 @@ def candidate_count(max_results: int, multiplier: int) -> int:
     return min(MAX_CANDIDATES, max(1, int(max_results * multiplier)))
 
 
-def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
-    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], limit.
+def fts_sql(*, with_model: bool, n_sources: int, dated: bool, n_audiences: int = 0) -> str:
+    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], *audiences, limit.
 
     Only the id and the BM25 rank are selected: reading FTS5's UNINDEXED columns for every match
     costs more than ranking them (30 ms for 33k matches at 100k chunks), so the model and source
     filters are added only when the index holds rows they would remove (``n_sources`` 0 = none).
     """
     sql = "SELECT f.id, bm25(chunks_fts) AS rank FROM chunks_fts f"
-    if dated:
-        sql += " JOIN chunks c ON c.id = f.id"
+    if dated or n_audiences:
+        sql += " JOIN chunks c ON c.rowid = f.rowid"  # the indexer gives both one rowid
     sql += " WHERE chunks_fts MATCH ?"
     if with_model:
         sql += " AND f.model = ?"
@@ -72,6 +75,8 @@ def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
         sql += f" AND f.source IN ({','.join('?' * n_sources)})"
     if dated:
         sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
+    if n_audiences:
+        sql += f" AND c.audience IN ({','.join('?' * n_audiences)})"
     return sql + " ORDER BY rank LIMIT ?"
 
 
@@ -82,6 +87,8 @@ class _IndexShape:
     token: tuple[int, int]
     total_rows: int
     sources: frozenset[str]
+    audiences: frozenset[str]
+    width: int | None  # of the vectors the index holds (None: none yet)
 
 
 class Searcher:
@@ -109,6 +116,8 @@ class Searcher:
         self._mtime_days: dict[str, date | None] = {}
         self._shape: _IndexShape | None = None
         self._has_fts = False
+        # (index width, query width) once a query embedding did not match the index's vectors
+        self.stale_width: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -133,6 +142,7 @@ class Searcher:
             self._vectors.invalidate()
         self._mtime_days.clear()
         self._shape = None
+        self.stale_width = None
 
     def warm(self) -> None:
         """Load the in-memory matrix now rather than on the first query."""
@@ -143,28 +153,36 @@ class Searcher:
         query = request.query.strip()
         warnings: list[str] = []
         results: list[SearchResult] = []
+        mode = self.mode
         if query:
-            results = self._run(request, query, warnings)
+            results, used_vectors = self._run(request, query, warnings)
+            if not used_vectors and self.stale_width is not None:
+                mode = "fts-only"  # say what answered: the vector half was left out
         return SearchResponse(
             results=tuple(results),
             provider=self._embedder.provider if self._embedder is not None else "none",
             model=self.model,
-            mode=self.mode,
+            mode=mode,
             warnings=tuple(warnings),
         )
 
     # ------------------------------------------------------------------ flow
 
-    def _run(self, request: SearchRequest, query: str, warnings: list[str]) -> list[SearchResult]:
+    def _run(
+        self, request: SearchRequest, query: str, warnings: list[str]
+    ) -> tuple[list[SearchResult], bool]:
         qcfg = self._settings.query
         hybrid = qcfg.hybrid
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
         max_results = max(1, int(max_results))
         sources = tuple(request.sources) if request.sources else tuple(self._settings.sources)
+        audiences = self._audience_filter(request)
         limit = candidate_count(max_results, hybrid.candidate_multiplier)
         dated = request.after is not None or request.before is not None
 
         query_vec = self._embed_query(query, warnings) if self._embedder is not None else None
+        if query_vec is not None and self._stale(query_vec, warnings):
+            query_vec = None
         vector_hits: list[Candidate] = []
         path_name: str | None = None
         if query_vec is not None and self._vectors is not None:  # first: it (re)loads the matrix
@@ -175,18 +193,20 @@ class Searcher:
             )
             path = self._vectors.prepare(self.model)
             path_name = path.name
-            hits = self._vectors.serve(path, query_vec, limit, model=self.model, sources=sources, dates=dates)
+            hits = self._vectors.serve(
+                path, query_vec, limit, model=self.model, sources=sources, dates=dates, audiences=audiences
+            )
             vector_hits = self._as_candidates(hits)
         use_vectors = query_vec is not None
         keyword_hits: list[Candidate] = []
         if not use_vectors:
             vw, tw = 0.0, 1.0
-            keyword_hits = self._keyword_search(query, limit, sources, request)
+            keyword_hits = self._keyword_search(query, limit, sources, request, audiences)
         elif not hybrid.enabled or not self._fts_available():
             vw, tw = 1.0, 0.0  # vector results alone, filtered by minScore (reference §9 step 6)
         else:
             vw, tw = hybrid.normalized_weights()
-            keyword_hits = self._keyword_search(query, limit, sources, request)
+            keyword_hits = self._keyword_search(query, limit, sources, request, audiences)
         merged = ranking.merge_hybrid(keyword_hits, vector_hits, vector_weight=vw, text_weight=tw)
         merged = self._hydrate(merged)
         merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]
@@ -199,7 +219,7 @@ class Searcher:
             ranked = ranking.filter_min_score(ranked, min_score=min_score, text_weight=tw)
         if hybrid.mmr.enabled:
             ranked = ranking.mmr_rerank(ranked, lambda_=hybrid.mmr.lambda_, limit=max_results)
-        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]]
+        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]], use_vectors
 
     # ------------------------------------------------------------------ keyword
 
@@ -214,8 +234,19 @@ class Searcher:
         if self._shape is None or self._shape.token != token:
             (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
-            self._shape = _IndexShape(token, int(total), present)
+            seen_by = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT audience FROM chunks"))
+            width = stored_width(self._conn, read_meta(self._conn)) if self._embedder is not None else None
+            self._shape = _IndexShape(token, int(total), present, seen_by, width)
         return self._shape
+
+    def _audience_filter(self, request: SearchRequest) -> tuple[str, ...] | None:
+        """The audiences the reader may see, when the index holds rows of others (else no filter)."""
+        visibility = request.visibility
+        if visibility is None or visibility.labels is None:
+            return None
+        if self._index_shape().audiences <= visibility.labels:
+            return None
+        return tuple(sorted(visibility.labels)) or ("",)  # sees nothing: a label no row has
 
     def _keyword_filters(self, sources: Sequence[str]) -> tuple[bool, list[str]]:
         """(filter by model?, sources to filter by): only what would actually remove rows."""
@@ -229,19 +260,28 @@ class Searcher:
         return with_model, wanted
 
     def _keyword_search(
-        self, query: str, limit: int, sources: Sequence[str], request: SearchRequest
+        self,
+        query: str,
+        limit: int,
+        sources: Sequence[str],
+        request: SearchRequest,
+        audiences: Sequence[str] | None = None,
     ) -> list[Candidate]:
         if not self._fts_available():
             return []
         dated = request.after is not None or request.before is not None
         with_model, source_filter = self._keyword_filters(sources)
-        sql = fts_sql(with_model=with_model, n_sources=len(source_filter), dated=dated)
+        n_audiences = len(audiences) if audiences is not None else 0
+        sql = fts_sql(
+            with_model=with_model, n_sources=len(source_filter), dated=dated, n_audiences=n_audiences
+        )
         params: list[Any] = []
         if with_model:
             params.append(self.model)
         params += source_filter
         if dated:
             params += [(request.after or date.min).isoformat(), (request.before or date.max).isoformat()]
+        params += audiences or ()
         for strict, match in zip((True, False), fts_queries(query), strict=False):
             try:
                 rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
@@ -280,6 +320,20 @@ class Searcher:
             warnings.append("query embedding is empty or all zeros; vector search skipped")
             return None
         return vec
+
+    def _stale(self, query_vec: np.ndarray, warnings: list[str]) -> bool:
+        """True (and a warning) when the query vector has another width than the index's vectors: the
+        provider now serves another model, so every stored vector is stale until the index rebuilds."""
+        width = self._index_shape().width
+        if width is None or int(query_vec.shape[0]) == width:
+            return False
+        self.stale_width = (width, int(query_vec.shape[0]))
+        warnings.append(
+            f"the index's vectors are stale: {self.model} now returns {query_vec.shape[0]}-dimensional "
+            f"vectors but the index holds {width}-dimensional ones; keyword results only until the "
+            "index is rebuilt (a rebuild has been started)"
+        )
+        return True
 
     @staticmethod
     def _as_candidates(hits: list[tuple[str, float]]) -> list[Candidate]:

@@ -69,25 +69,35 @@ def message_text(content: Any) -> str:
 
 
 def entry_date(entry: dict[str, Any]) -> str | None:
-    """UTC date of a transcript entry: its ISO ``timestamp``, else the message's ms timestamp."""
-    stamp = entry.get("timestamp")
-    if isinstance(stamp, str) and stamp:
-        try:
-            parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=UTC)
-            return parsed.astimezone(UTC).date().isoformat()
+    """UTC date of a transcript entry: its ``timestamp``, else its message's (OpenClaw writes ISO text
+    on the entry and epoch milliseconds in the message; other tools put either form, or epoch seconds,
+    in either place)."""
     message = entry.get("message")
-    millis = message.get("timestamp") if isinstance(message, dict) else None
-    if isinstance(millis, int | float) and not isinstance(millis, bool):
+    inner = message.get("timestamp") if isinstance(message, dict) else None
+    return _utc_date(entry.get("timestamp")) or _utc_date(inner)
+
+
+# Epoch values below this are seconds (it is 1973 in milliseconds, 5138 in seconds).
+_MILLIS_FROM = 100_000_000_000
+
+
+def _utc_date(stamp: Any) -> str | None:
+    """``YYYY-MM-DD`` (UTC) of an ISO 8601 string or an epoch number (milliseconds or seconds)."""
+    parsed: datetime | None = None
+    if isinstance(stamp, str) and stamp.strip():
         try:
-            return datetime.fromtimestamp(millis / 1000, tz=UTC).date().isoformat()
+            parsed = datetime.fromisoformat(stamp.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+    elif isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        seconds = stamp / 1000 if abs(stamp) >= _MILLIS_FROM else stamp
+        try:
+            parsed = datetime.fromtimestamp(seconds, tz=UTC)
         except (OverflowError, OSError, ValueError):
             return None
-    return None
+    return parsed.astimezone(UTC).date().isoformat() if parsed is not None else None
 
 
 def flatten_line(raw: str | bytes) -> tuple[str, str | None] | None:
@@ -188,10 +198,17 @@ def read_session_lines(path: str | os.PathLike[str], start: int = 1, lines: int 
     Lines that are not user/assistant messages contribute nothing, so the result can have fewer
     lines than asked. The raw JSONL (tool output, unredacted secrets) is never returned.
     """
+    return "\n".join(session_window(path, start, lines)[0])
+
+
+def session_window(
+    path: str | os.PathLike[str], start: int = 1, lines: int | None = None
+) -> tuple[list[str], list[int]]:
+    """The flattened messages of JSONL lines ``[start, start + lines)`` and the JSONL line of each."""
     start = max(1, start)
     stop = None if lines is None else start + max(0, lines)
-    texts, _, _ = flatten_lines(_iter_lines(Path(path), start, stop), first_line=start)
-    return "\n".join(texts)
+    texts, line_map, _ = flatten_lines(_iter_lines(Path(path), start, stop), first_line=start)
+    return texts, line_map
 
 
 def is_archive_name(name: str) -> bool:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from sessionmem.config import MemorySearchConfig
 
-__all__ = ["IndexCounts", "IndexStatus", "collect_issues", "read_counts"]
+__all__ = ["IndexCounts", "IndexStatus", "collect_issues", "read_counts", "stale_vectors_issue"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class IndexStatus:
     cache_entries: int
     cache_max_entries: int | None
     issues: tuple[str, ...] = field(default_factory=tuple)
+    endpoint: str | None = None  # where a remote provider's texts go; None for local and FTS-only
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,18 @@ def read_counts(reader: Any) -> IndexCounts:
         file_issues=file_issues,
         vector_issues=vector_issues,
         vector_dims=vec_dims(reader) or meta.get("vectorDims"),
+    )
+
+
+def stale_vectors_issue(embedder: Any, stored_dims: int | None) -> str | None:
+    """Why the index's vectors no longer fit the provider (it now answers with another width), or None.
+    The provider's width is known once it has answered (a remote model says it on its first call)."""
+    dims = getattr(embedder, "dims", None) if embedder is not None else None
+    if not dims or not stored_dims or dims == stored_dims:
+        return None
+    return (
+        f"the index's vectors are stale: {embedder.model} now returns {dims}-dimensional vectors but the "
+        f"index holds {stored_dims}-dimensional ones; the next sync rebuilds the index"
     )
 
 

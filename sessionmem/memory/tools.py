@@ -14,6 +14,7 @@ their date (DESIGN decision 11); ``memory_get`` reads the transcript lines a ses
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import math
@@ -25,11 +26,12 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from sessionmem.config import Config
-from sessionmem.errors import MemoryPathError
+from sessionmem.errors import MemoryPathError, UsageError
 from sessionmem.memory.files import NotMarkdownError, read_markdown
-from sessionmem.memory.paths import resolve_memory_target
+from sessionmem.memory.paths import check_visible, resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
 
 CitationsMode = Literal["on", "off", "auto"]
 
@@ -201,24 +203,15 @@ def _function(
 # -- citations -------------------------------------------------------------------------------------------
 
 
-def chat_type_of_key(session_key: str | None) -> str:
-    """``direct``, ``group`` or ``channel`` from ``agent:<id>:<rest>``; anything unparseable is direct.
-
-    A local parser on purpose: memory must not import the session layer (DESIGN, "Layers point one way").
-    It follows ``sessionmem.session.keys``: the marker token is never the first part after the agent id
-    (that part names the channel), and the first of direct/dm/group/channel wins.
-    """
+def chat_type_of_key(session_key: str | None) -> str | None:
+    """``direct``, ``group``, ``channel`` or None (a shape not known, or malformed) for a session key;
+    ``direct`` when there is none (the owner). Parsed by :mod:`sessionmem.privacy`, the one place."""
     if not session_key:
         return "direct"
-    parts = session_key.strip().lower().split(":")
-    if len(parts) < 3 or parts[0] != "agent" or not parts[1]:
-        return "direct"
-    for part in parts[3:]:
-        if part in ("group", "channel"):
-            return part
-        if part in ("direct", "dm"):
-            return "direct"
-    return "direct"
+    try:
+        return classify_key(session_key).chat_type
+    except UsageError:
+        return None
 
 
 def citations_enabled(mode: str, *, session_key: str | None = None, chat_type: str | None = None) -> bool:
@@ -272,13 +265,15 @@ def handle_memory_search(
     session_key: str | None = None,
     citations: str = "auto",
     chat_type: str | None = None,
+    visibility: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
     """Run ``memory_search``; always returns a JSON-ready dict, never raises.
 
     ``chat_type`` (from the session layer) overrides the key parsing used by ``citations="auto"``.
+    ``visibility``: what the reader may see; the index leaves everything else out of the query.
     """
     try:
-        request = _search_request(args)
+        request = dataclasses.replace(_search_request(args), visibility=visibility)
     except ArgumentError as exc:
         return {"results": [], "error": str(exc), "argument": exc.argument}
     if index is None:
@@ -332,8 +327,10 @@ def handle_memory_get(
     *,
     extra_paths: Iterable[str | os.PathLike[str]] = (),
     sessions_dir: Path | None = None,
+    visibility: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
-    """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises."""
+    """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises.
+    A path ``visibility`` does not allow is refused like any other refused path."""
     raw_path = args.get("path") if isinstance(args, Mapping) else None
     shown = raw_path if isinstance(raw_path, str) else ""
     try:
@@ -349,15 +346,51 @@ def handle_memory_get(
     count = max(1, count) if count is not None and count > 0 else None
     try:
         target = resolve_memory_target(workspace, path, extra_paths, sessions_dir=sessions_dir)
+        check_visible(target, visibility)
         if target.kind == "session":
-            text = _read_session(target.path, start, count)
+            lines, numbers = _read_session(target.path, start, count)
         else:
-            text = _read_markdown(target.path, start, count)
+            lines, numbers = _read_markdown(target.path, start, count)
     except (MemoryPathError, NotMarkdownError) as exc:
         return {"path": shown, "text": "", "disabled": True, "error": str(exc)}
     except Exception as exc:  # unreadable files come back to the model as JSON
         return {"path": shown, "text": "", "disabled": True, "error": f"cannot read {shown}: {exc}"}
-    return {"path": target.display, "text": text}
+    return {"path": target.display, **capped(lines, numbers)}
+
+
+# Trigger: memory_get of a 1 MB file (or one huge transcript message). Why: the result goes into the
+# model's context; a tool result bigger than the window locks the session. Outcome: at most this many
+# lines and characters, whole lines, with a note saying where to go on (DESIGN: nothing is lost).
+GET_MAX_LINES = 400
+GET_MAX_CHARS = 12_000
+
+
+def capped(
+    lines: list[str], numbers: list[int], *, max_lines: int = GET_MAX_LINES, max_chars: int = GET_MAX_CHARS
+) -> dict[str, Any]:
+    """``{"text"}`` of the window, or when it is over the caps its head with ``truncated``, ``nextFrom``
+    (the line to read on from) and a ``note`` (one line cut only when a single line is over the cap)."""
+    text = "\n".join(lines)
+    if len(text) <= max_chars and len(lines) <= max_lines:
+        return {"text": text}
+    kept: list[str] = []
+    size = 0
+    for line in lines[:max_lines]:
+        if size + len(line) + (1 if kept else 0) > max_chars:
+            break
+        size += len(line) + (1 if kept else 0)
+        kept.append(line)
+    cut = not kept  # the first line alone is over the cap: show its head
+    if cut:
+        kept = [lines[0][:max_chars]]
+    first, last = numbers[0], numbers[len(kept) - 1]
+    next_from = last + 1
+    what = f"line {first} cut at {max_chars:,} characters" if cut else f"lines {first}-{last}"
+    note = (
+        f"Output capped at {max_lines} lines and {max_chars:,} characters: showing {what}. "
+        f"Call memory_get again with from={next_from} (and lines=N) to read on."
+    )
+    return {"text": "\n".join(kept), "truncated": True, "nextFrom": next_from, "note": note}
 
 
 def slice_lines(content: str, start: int | None, count: int | None) -> str:
@@ -370,23 +403,28 @@ def slice_lines(content: str, start: int | None, count: int | None) -> str:
     return "\n".join(lines[first : first + n])
 
 
-def _read_markdown(path: Path, start: int | None, count: int | None) -> str:
-    """The file as the index reads it (binary refused, BOM and CRLF normalised), then the window."""
+def _read_markdown(path: Path, start: int | None, count: int | None) -> tuple[list[str], list[int]]:
+    """The window's lines as the index reads the file (binary refused, BOM and CRLF normalised) and
+    their line numbers; nothing for a missing file."""
     try:
         content = read_markdown(path).text
     except FileNotFoundError:
-        return ""
-    return slice_lines(content, start, count)
+        return [], []
+    if start is None and count is None:
+        lines = content.split("\n")
+        return lines, list(range(1, len(lines) + 1))
+    lines = slice_lines(content, start, count).split("\n")
+    return lines, list(range(start or 1, (start or 1) + len(lines)))
 
 
-def _read_session(path: Path, start: int | None, count: int | None) -> str:
+def _read_session(path: Path, start: int | None, count: int | None) -> tuple[list[str], list[int]]:
     if not path.exists():
-        return ""
+        return [], []
     try:
-        from sessionmem.memory.session_files import read_session_lines
+        from sessionmem.memory.session_files import session_window
     except ImportError as exc:
         raise MemoryPathError(path.name, f"session transcripts cannot be read ({exc})") from None
-    return str(read_session_lines(path, start or 1, count))
+    return session_window(path, start or 1, count)
 
 
 # -- the bundle a session runner plugs in ----------------------------------------------------------------
@@ -397,6 +435,8 @@ class MemoryTools:
 
     ``index=None`` offers only ``memory_get`` (no search configured). ``call`` is synchronous;
     ``acall`` runs it in a worker thread so SQLite and embedding calls do not block the event loop.
+    ``visibility``: what this reader may see (:mod:`sessionmem.privacy`), applied to both tools; the
+    owner's view (everything) when none is given, as on the command line.
     """
 
     def __init__(
@@ -409,8 +449,10 @@ class MemoryTools:
         citations: str = "auto",
         session_key: str | None = None,
         enable_get: bool = True,
+        visibility: Visibility = EVERYTHING,
     ) -> None:
         self.index = index
+        self.visibility = visibility
         self.workspace = Path(workspace)
         self.extra_paths = tuple(os.fspath(p) for p in extra_paths)
         self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
@@ -432,8 +474,8 @@ class MemoryTools:
         """The tools as the config asks: none when ``memorySearch.enabled`` is false (as OpenClaw, which
         then registers neither tool); citations from ``memory.citations``; extra paths from the agent;
         session transcripts readable only when they are indexed (``sources`` has "sessions"), so a
-        session hit can always be opened (DESIGN 8).
-        ``sessions_dir`` defaults to the index's own ``sessions_dir``."""
+        session hit can always be opened (DESIGN 8); what ``session_key`` may see under ``memory.scope``
+        (no key: the owner's view). ``sessions_dir`` defaults to the index's own ``sessions_dir``."""
         search = config.for_agent(agent_id).memory_search
         if sessions_dir is None:  # MemoryIndex knows where the agent's transcripts live
             found = getattr(index, "sessions_dir", None)
@@ -449,6 +491,7 @@ class MemoryTools:
             citations=config.memory.citations,
             session_key=session_key,
             enable_get=search.enabled,
+            visibility=reader_visibility(session_key, config.memory.scope),
         )
 
     @property
@@ -510,13 +553,21 @@ class MemoryTools:
             if isinstance(parsed, str):
                 return {"results": [], "error": parsed, "argument": "arguments"}
             return handle_memory_search(
-                self.index, parsed, session_key=session_key or self.session_key, citations=self.citations
+                self.index,
+                parsed,
+                session_key=session_key or self.session_key,
+                citations=self.citations,
+                visibility=self.visibility,
             )
         if name == GET_TOOL and self.has_get:
             if isinstance(parsed, str):
                 return {"path": "", "text": "", "disabled": True, "error": parsed, "argument": "arguments"}
             return handle_memory_get(
-                self.workspace, parsed, extra_paths=self.extra_paths, sessions_dir=self.sessions_dir
+                self.workspace,
+                parsed,
+                extra_paths=self.extra_paths,
+                sessions_dir=self.sessions_dir,
+                visibility=self.visibility,
             )
         return {"error": f"unknown tool {name!r}; available: {', '.join(self.names) or 'none'}"}
 

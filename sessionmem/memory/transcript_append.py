@@ -29,7 +29,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank
+from sessionmem.memory.files import session_key_of_header
 from sessionmem.memory.session_files import flatten_lines
+from sessionmem.privacy import OWNER, transcript_label
 
 TAIL_PREFIX = "jsonl-tail:v1:"
 HEAD_BYTES = 4096  # the first bytes (header line, first entries) fingerprint the file's identity
@@ -85,6 +87,7 @@ class TranscriptPlan:
     chunks: list[tuple[Chunk, str | None]]
     state: TailState
     unchanged: bool = False
+    audience: str = OWNER  # from the header's session key (sessionmem.privacy)
 
     @property
     def hash(self) -> str:
@@ -161,8 +164,9 @@ def plan_transcript(
         head, rest, _ = _read_from(Path(path), 0)
     complete = rest[: rest.rfind(b"\n") + 1]  # whole lines only; b"" when there is none
     size = start + len(complete)
+    audience = transcript_label(session_key_of_header(head.split(b"\n", 1)[0]))
     if previous is not None and size == previous.size:
-        return TranscriptPlan(previous.line, [], previous, unchanged=True)
+        return TranscriptPlan(previous.line, [], previous, unchanged=True, audience=audience)
     first_line = previous.line if previous is not None else 1
     chunks, resume_line, rel_offset = chunk_region(complete, first_line, tokens, overlap, default_date)
     head_len = min(len(head), size)
@@ -174,7 +178,7 @@ def plan_transcript(
         head=_sha(head[:head_len]),
         tail=_sha(complete[rel_offset:]),
     )
-    return TranscriptPlan(previous.line if previous is not None else None, chunks, state)
+    return TranscriptPlan(previous.line if previous is not None else None, chunks, state, audience=audience)
 
 
 def _continues(previous: TailState, head: bytes, rest: bytes) -> bool:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
+
+from sessionmem.privacy import Visibility
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +23,16 @@ class SearchRequest:
     before: date | None = None  # inclusive
     sources: tuple[str, ...] | None = None  # None -> all configured sources
     explain: bool = False
+    # What the reader may see (sessionmem.privacy), applied inside the query, before ranking and the
+    # maxResults cut; None -> everything (the owner: the CLI, the Python API without a session).
+    visibility: Visibility | None = None
+
+    def __post_init__(self) -> None:
+        # Trigger: a NUL or another control character in the query (a tool argument, a --batch line).
+        # Why: it broke the keyword query, and the failure was reported as the embedding provider's.
+        # Outcome: it separates words like a space; the rest of the query is searched as usual.
+        if isinstance(self.query, str) and _CONTROL.search(self.query):
+            object.__setattr__(self, "query", _CONTROL.sub(" ", self.query))
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,13 +44,21 @@ LOAD_HOLD_S = 1.0
 
 Hits = list[tuple[str, float]]
 DateRange = tuple[str, str] | None  # inclusive (after, before) as YYYY-MM-DD; undated rows excluded
+Audiences = Sequence[str] | None  # the audience labels a reader may see (sessionmem.privacy); None: all
 
 
 class VectorIndex(Protocol):
     name: str
 
     def knn(
-        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
     ) -> Hits: ...
 
 
@@ -102,18 +110,27 @@ class _MatrixState:
     ids: list[str]
     sources: np.ndarray  # object array parallel to ids
     dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
+    audiences: np.ndarray  # object array parallel to ids: who may see each row (sessionmem.privacy)
     matrix: np.ndarray  # (len(ids), dims) float32, C-contiguous
-    masks: dict[frozenset[str], np.ndarray | None] = field(default_factory=dict)
+    masks: dict[tuple[frozenset[str], frozenset[str] | None], np.ndarray | None] = field(default_factory=dict)
 
-    def mask(self, wanted: frozenset[str]) -> np.ndarray | None:
-        """Rows whose source is wanted, cached per source set; None when every row qualifies."""
-        if wanted not in self.masks:
-            present = frozenset(self.sources.tolist())
-            self.masks[wanted] = None if present <= wanted else np.isin(self.sources, list(wanted))
-        return self.masks[wanted]
+    def mask(self, wanted: frozenset[str], audiences: frozenset[str] | None = None) -> np.ndarray | None:
+        """Rows whose source (and audience, when given) is wanted, cached per pair of sets; None when
+        every row qualifies."""
+        key = (wanted, audiences)
+        if key not in self.masks:
+            mask = None
+            if not frozenset(self.sources.tolist()) <= wanted:
+                mask = np.isin(self.sources, list(wanted))
+            if audiences is not None and not frozenset(self.audiences.tolist()) <= audiences:
+                allowed = np.isin(self.audiences, list(audiences))
+                mask = allowed if mask is None else mask & allowed
+            self.masks[key] = mask
+        return self.masks[key]
 
 
-Loaded = tuple[list[str], list[str], list[str], np.ndarray]  # ids, sources, dates, matrix
+# ids, sources, dates, audiences, matrix
+Loaded = tuple[list[str], list[str], list[str], list[str], np.ndarray]
 
 
 def read_matrix(conn: Any, model: str) -> Loaded:
@@ -125,12 +142,14 @@ def read_matrix(conn: Any, model: str) -> Loaded:
     """
     (capacity,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
     cur = conn.execute(
-        "SELECT id, source, embedding, date FROM chunks WHERE model = ? AND embedding IS NOT NULL", (model,)
+        "SELECT id, source, embedding, date, audience FROM chunks WHERE model = ? AND embedding IS NOT NULL",
+        (model,),
     )
     matrix = np.empty((0, 0), dtype=np.float32)
     ids: list[str] = []
     sources: list[str] = []
     dates: list[str] = []
+    audiences: list[str] = []
     size = 0
     skipped = 0
     while True:
@@ -152,11 +171,12 @@ def read_matrix(conn: Any, model: str) -> Loaded:
         ids += [r[0] for r in rows]
         sources += [r[1] for r in rows]
         dates += [r[3] or "" for r in rows]
+        audiences += [r[4] for r in rows]
     if skipped:
         log.warning("memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4)
     n = len(ids)
     final = matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
-    return ids, sources, dates, final
+    return ids, sources, dates, audiences, final
 
 
 class MatrixVectors:
@@ -217,9 +237,15 @@ class MatrixVectors:
         """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
         if generation is not None and generation != self._generation:
             return False
-        ids, sources, dates, matrix = loaded
+        ids, sources, dates, audiences, matrix = loaded
         self._state = _MatrixState(
-            model, token, ids, np.array(sources, dtype=object), np.array(dates, dtype="<U10"), matrix
+            model,
+            token,
+            ids,
+            np.array(sources, dtype=object),
+            np.array(dates, dtype="<U10"),
+            np.array(audiences, dtype=object),
+            matrix,
         )
         return True
 
@@ -229,13 +255,28 @@ class MatrixVectors:
         self.install(model, token, read_matrix(self._conn, model))
 
     def knn(
-        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
     ) -> Hits:
         if not self.is_valid(model):
             self.load(model)
-        return self.scan(query_vec, k, sources=sources, dates=dates)
+        return self.scan(query_vec, k, sources=sources, dates=dates, audiences=audiences)
 
-    def scan(self, query_vec: np.ndarray, k: int, *, sources: Sequence[str], dates: DateRange = None) -> Hits:
+    def scan(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
         """The product and top-k over the current snapshot, without touching the database."""
         state = self._state
         if state is None or not state.ids:
@@ -244,7 +285,7 @@ class MatrixVectors:
         if q.shape[0] != state.matrix.shape[1]:
             return []
         scores = dot_rows(state.matrix, q)
-        mask = state.mask(frozenset(sources))
+        mask = state.mask(frozenset(sources), None if audiences is None else frozenset(audiences))
         if dates is not None:
             in_range = (state.dates >= dates[0]) & (state.dates <= dates[1]) & (state.dates != "")
             mask = in_range if mask is None else mask & in_range
@@ -269,10 +310,17 @@ class SqliteVecVectors:
         return row is not None
 
     def knn(
-        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
     ) -> Hits:
-        """Nearest ``k`` after the filters. vec0 holds no model, source or date, so the KNN asks for
-        more neighbours until the joined filter leaves ``k`` (up to sqlite-vec's limit of 4096)."""
+        """Nearest ``k`` after the filters. vec0 holds no model, source, date or audience, so the KNN asks
+        for more neighbours until the joined filter leaves ``k`` (up to sqlite-vec's limit of 4096)."""
         if k <= 0 or not self.table_exists():
             return []
         q = _normalise(query_vec).astype("<f4").tobytes()
@@ -287,6 +335,9 @@ class SqliteVecVectors:
         if dates is not None:
             sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
             params += list(dates)
+        if audiences is not None:
+            sql += f" AND c.audience IN ({_placeholders(len(audiences))})"
+            params += list(audiences)
         sql += " ORDER BY v.distance"
         fetch = min(VEC0_MAX_K, max(k, 16) * 2)
         while True:
@@ -313,7 +364,14 @@ class BruteForceVectors:
         self._conn = conn
 
     def knn(
-        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
     ) -> Hits:
         if k <= 0:
             return []
@@ -327,6 +385,9 @@ class BruteForceVectors:
         if dates is not None:
             sql += " AND date IS NOT NULL AND date >= ? AND date <= ?"
             params += list(dates)
+        if audiences is not None:
+            sql += f" AND audience IN ({_placeholders(len(audiences))})"
+            params += list(audiences)
         cur = self._conn.execute(sql, params)
         best: Hits = []
         while True:
@@ -482,17 +543,26 @@ class VectorRouter:
         model: str,
         sources: Sequence[str],
         dates: DateRange = None,
+        audiences: Audiences = None,
     ) -> Hits:
         """Answer from ``path`` (as chosen by ``prepare``); the matrix scans without touching SQL."""
         if path.name == "matrix":
-            return self.matrix.scan(query_vec, k, sources=sources, dates=dates)
+            return self.matrix.scan(query_vec, k, sources=sources, dates=dates, audiences=audiences)
         index: VectorIndex = self.sqlite_vec if path.name == "sqlite-vec" else self.brute_force
-        return index.knn(query_vec, k, model=model, sources=sources, dates=dates)
+        return index.knn(query_vec, k, model=model, sources=sources, dates=dates, audiences=audiences)
 
     def knn(
-        self, query_vec: np.ndarray, k: int, *, model: str, sources: Sequence[str], dates: DateRange = None
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
     ) -> Hits:
-        return self.serve(self.prepare(model), query_vec, k, model=model, sources=sources, dates=dates)
+        path = self.prepare(model)
+        return self.serve(path, query_vec, k, model=model, sources=sources, dates=dates, audiences=audiences)
 
 
 def _database_file(conn: Any) -> Path | None:

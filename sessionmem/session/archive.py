@@ -8,18 +8,17 @@ What it does (reference §4, with DESIGN decision 6):
    the newest ``<file>.reset.*`` archive of it;
 2. keep the last N (15) user/assistant messages, after dropping slash commands, tool and system
    entries and messages relayed from other sessions (filter first, then slice: OpenClaw #2681);
-3. name the file ``memory/<YYYY-MM-DD>-<slug>.md`` with a model-made slug or the UTC ``HHMM``;
-4. write it with OpenClaw's body, never replacing an existing file (``-2``, ``-3`` … instead).
+3. name the file ``<YYYY-MM-DD>-<slug>.md`` with a model-made slug or the UTC ``HHMM``, in the chat's
+   own folder ``memory/peers/<chat>/`` (:func:`sessionmem.privacy.chat_folder`): the file is an excerpt
+   of the transcript, so only who may see the transcript may find it (DESIGN decision 14);
+4. write it with OpenClaw's body, never replacing an existing file (``-2``, ``-3`` … instead), and never
+   through a symlink (:func:`sessionmem.safefs.create_new_under`).
 
 The message selection and the body are pure functions; only the last two helpers touch the disk.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from sessionmem.memory.files import strip_control_chars
 from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
+from sessionmem.privacy import chat_folder
+from sessionmem.safefs import create_new_under
 from sessionmem.session.slug import as_utc, fallback_slug, generate_slug
 
 if TYPE_CHECKING:
@@ -232,48 +234,6 @@ def load_recent_content(path: Path | None, limit: int) -> tuple[str, dict[str, A
 # ---------------------------------------------------------------------------- writing
 
 
-def write_new_file(folder: Path, stem: str, text: str, suffix: str = ".md") -> Path:
-    """Write ``text`` to ``folder/stem.md``, or ``stem-2.md``, ``stem-3.md``… if taken; never overwrites.
-
-    The text goes to a temporary file first and is then hard-linked into place, which fails
-    atomically when the name exists: a reader never sees a half-written memory file.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".session-memory-", suffix=".tmp", dir=folder)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        for attempt in range(1, MAX_NAME_ATTEMPTS + 1):
-            target = folder / (f"{stem}{suffix}" if attempt == 1 else f"{stem}-{attempt}{suffix}")
-            try:
-                os.link(tmp, target)
-                return target
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise
-                if _create_exclusive(target, text):  # filesystem without hard links
-                    return target
-        raise FileExistsError(f"no free name for {stem}{suffix} in {folder} after {MAX_NAME_ATTEMPTS} tries")
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
-def _create_exclusive(target: Path, text: str) -> bool:
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
-    return True
-
-
 async def save_session_memory(event: HookEvent) -> Path | None:
     """Write the ending session's memory file; returns its path (None for other events)."""
     from sessionmem.hooks import COMMAND_NEW, COMMAND_RESET, hook_options
@@ -291,4 +251,6 @@ async def save_session_memory(event: HookEvent) -> Path | None:
     session_id = entry.get("sessionId") or (header or {}).get("id")
     body = memory_body(when, event.session_key, session_id, event.command_source, content)
     stem = f"{when.strftime('%Y-%m-%d')}-{slug or fallback_slug(when)}"
-    return write_new_file(Path(event.workspace) / "memory", stem, body)
+    workspace = Path(event.workspace)
+    text, _ = strip_control_chars(body)  # a stray NUL in the conversation must not make the file binary
+    return workspace / create_new_under(workspace, chat_folder(event.session_key), stem, text.encode("utf-8"))

@@ -34,8 +34,7 @@ except ImportError:  # Windows: the filelock package instead
     fcntl = None  # type: ignore[assignment]
 
 from sessionmem.errors import StoreLockTimeout, TurnLockTimeout
-
-LOCK_FILE_MODE = 0o600
+from sessionmem.safefs import PRIVATE_FILE_MODE
 
 
 def try_lock_file(path: Path) -> Any:
@@ -44,14 +43,14 @@ def try_lock_file(path: Path) -> Any:
     if fcntl is None:
         from filelock import FileLock, Timeout
 
-        lock = FileLock(str(path), mode=LOCK_FILE_MODE)
+        lock = FileLock(str(path), mode=PRIVATE_FILE_MODE)
         try:
             lock.acquire(timeout=0)
         except Timeout:
             return None
         return lock
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, LOCK_FILE_MODE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

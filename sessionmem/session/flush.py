@@ -175,11 +175,6 @@ def date_stamp(now: datetime, zone: tzinfo) -> str:
     return now.astimezone(zone).strftime("%Y-%m-%d")
 
 
-def daily_log_path(now: datetime, zone: tzinfo) -> str:
-    """Workspace-relative path of the daily log for ``now``: ``memory/YYYY-MM-DD.md``."""
-    return f"memory/{date_stamp(now, zone)}.md"
-
-
 def _ordinal(day: int) -> str:
     suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
     return f"{day}{suffix}"
@@ -217,17 +212,31 @@ class FlushPrompts:
     relative_path: str  # memory/YYYY-MM-DD.md, the only file the flush may write
 
 
-def flush_prompts(cfg: MemoryFlushConfig, now: datetime, timezone_name: str | None) -> FlushPrompts:
+def flush_prompts(
+    cfg: MemoryFlushConfig, now: datetime, timezone_name: str | None, *, folder: str = "memory"
+) -> FlushPrompts:
     """The flush turn's prompts with hints ensured, ``YYYY-MM-DD`` replaced by the user's date, and the
-    ``Current time:`` line appended to the prompt (unless it already has one)."""
+    ``Current time:`` line appended to the prompt (unless it already has one).
+
+    ``folder``: where the session's daily logs live (``memory``, or its own ``memory/peers/<chat>`` with
+    ``memory.scope: peer``, see :func:`sessionmem.privacy.home_for`); the prompts name the log there."""
     zone = user_zone(timezone_name)
     stamp = date_stamp(now, zone)
-    prompt = ensure_hints((cfg.prompt or "").strip() or DEFAULT_FLUSH_PROMPT).replace("YYYY-MM-DD", stamp)
-    system = ensure_hints((cfg.system_prompt or "").strip() or DEFAULT_FLUSH_SYSTEM_PROMPT)
-    system = system.replace("YYYY-MM-DD", stamp)
+    prompt = _dated(ensure_hints((cfg.prompt or "").strip() or DEFAULT_FLUSH_PROMPT), folder, stamp)
+    system = _dated(
+        ensure_hints((cfg.system_prompt or "").strip() or DEFAULT_FLUSH_SYSTEM_PROMPT), folder, stamp
+    )
     if "Current time:" not in prompt:
         prompt += "\n" + current_time_line(now, zone, zone_label(timezone_name))
-    return FlushPrompts(prompt=prompt, system_prompt=system, relative_path=f"memory/{stamp}.md")
+    return FlushPrompts(prompt=prompt, system_prompt=system, relative_path=f"{folder}/{stamp}.md")
+
+
+def _dated(text: str, folder: str, stamp: str) -> str:
+    if folder != "memory":
+        text = text.replace("memory/YYYY-MM-DD", f"{folder}/YYYY-MM-DD").replace(
+            "memory/ if", f"{folder}/ if"
+        )
+    return text.replace("YYYY-MM-DD", stamp)
 
 
 def workspace_writable(workspace: Path) -> bool:

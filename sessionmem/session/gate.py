@@ -173,7 +173,8 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
         )
         return False
     agent = state.runner.agent
-    prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone)
+    folder = state.tools.home.daily_folder  # memory/, or the session's own folder (memory.scope peer)
+    prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone, folder=folder)
     state.tools.flush_target = prompts.relative_path
     writes_before = state.tools.writes
     error = None

@@ -2,7 +2,9 @@
 
 A *session key* names a routing bucket (``agent:main:main``, ``agent:main:discord:group:42``); a
 *session id* names the transcript currently behind it. Keys are compared after trim + lowercase,
-as OpenClaw's store does, so ``Agent:Main:MAIN`` and ``agent:main:main`` are one session.
+as OpenClaw's store does, so ``Agent:Main:MAIN`` and ``agent:main:main`` are one session. What a key
+says about privacy (direct, group, channel, or a shape not known, which counts as shared) is decided
+in :mod:`sessionmem.privacy`, the one place the memory rule lives.
 
 Everything here is pure string/path logic: no I/O.
 """
@@ -12,9 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from sessionmem.errors import UsageError
+from sessionmem.privacy import classify_key
 
 ChatType = Literal["direct", "group", "channel"]
 PromptMode = Literal["full", "minimal"]
@@ -25,8 +28,6 @@ STORE_FILENAME = "sessions.json"
 
 SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _AGENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$", re.IGNORECASE)
-
-_DIRECT_TOKENS = frozenset({"direct", "dm"})
 
 
 def normalize_key(key: str) -> str:
@@ -45,12 +46,15 @@ class SessionKey:
 
     ``agent_id`` is None for keys that do not start with ``agent:`` (legacy or hook keys).
     ``rest`` is what follows ``agent:<agentId>:`` (or the whole key when there is no agent prefix).
+    ``chat_type`` is None for shapes that are neither direct, group nor channel (cron, hooks, subagents,
+    unknown forms); ``private`` is true only for the main session and positively direct chats.
     """
 
     raw: str
     agent_id: str | None
     rest: str
-    chat_type: ChatType
+    chat_type: ChatType | None
+    private: bool
     is_subagent: bool
     is_cron: bool
     is_hook: bool
@@ -66,49 +70,41 @@ class SessionKey:
 
 
 def parse_key(key: str) -> SessionKey:
-    """Parse a session key; never fails on unusual shapes (they count as direct chats)."""
-    norm = normalize_key(key)
-    if not norm:
-        raise UsageError("session key is empty")
-    parts = norm.split(":")
-    agent_id: str | None = None
-    rest_parts = parts
-    if len(parts) >= 3 and parts[0] == "agent" and parts[1]:
-        agent_id = parts[1]
-        rest_parts = parts[2:]
-    rest = ":".join(rest_parts)
+    """Parse a session key. Unusual shapes parse (and count as shared, never private); an ``agent:`` key
+    without an agent id or a rest (``agent::x``, ``agent:main``) raises :class:`UsageError`."""
+    shape = classify_key(key)
+    rest_parts = shape.rest.split(":")
     return SessionKey(
-        raw=norm,
-        agent_id=agent_id,
-        rest=rest,
-        chat_type=_chat_type(rest_parts),
+        raw=shape.key,
+        agent_id=shape.agent_id,
+        rest=shape.rest,
+        chat_type=shape.chat_type,
+        private=shape.private,
         is_subagent="subagent" in rest_parts,
-        is_cron=bool(rest_parts) and rest_parts[0] == "cron",
-        is_hook=bool(rest_parts) and rest_parts[0] == "hook",
+        is_cron=rest_parts[0] == "cron",
+        is_hook=rest_parts[0] == "hook",
     )
 
 
-def _chat_type(rest_parts: list[str]) -> ChatType:
-    # Shapes: <channel>:direct:<peer>, <channel>:<account>:direct:<peer>, <channel>:group:<id>,
-    # <channel>:channel:<id>. The marker is never the first part (that is the channel's name).
-    for part in rest_parts[1:]:
-        if part == "group":
-            return "group"
-        if part == "channel":
-            return "channel"
-        if part in _DIRECT_TOKENS:
-            return "direct"
-    return "direct"
+def is_valid_key(key: object) -> TypeGuard[str]:
+    """True when ``key`` is a session key :func:`parse_key` accepts."""
+    if not isinstance(key, str):
+        return False
+    try:
+        parse_key(key)
+    except UsageError:
+        return False
+    return True
 
 
-def chat_type(key: str) -> ChatType:
-    """``direct``, ``group`` or ``channel``; the main session counts as direct."""
+def chat_type(key: str) -> ChatType | None:
+    """``direct``, ``group`` or ``channel`` (the main session counts as direct); None for other shapes."""
     return parse_key(key).chat_type
 
 
 def is_private(key: str) -> bool:
-    """True for direct (one-to-one) sessions, where long-term memory may be loaded."""
-    return chat_type(key) == "direct"
+    """True only for the main session and positively direct chats, where private memory may be shown."""
+    return parse_key(key).private
 
 
 def agent_id_of(key: str, default: str = DEFAULT_AGENT_ID) -> str:

@@ -9,11 +9,16 @@ Safety rules, on purpose:
 - Appends never rewrite: the file is opened ``O_APPEND`` and the text is written in one call, with a
   newline separator when the file does not end in one (as OpenClaw's flush writer). Appending text that
   is already at the end of the file is a no-op, so a model re-emitting its note does not duplicate it.
-- ``replace`` of MEMORY.md first copies the current file to ``MEMORY.md.bak`` and then writes the new
-  content atomically (temp file + ``os.replace``); a replace that would drop more than half of a
-  non-trivial file is refused (the model should append, or the developer edit by hand).
+- ``replace`` of MEMORY.md first saves the current text as a dated version under
+  ``.memory-history/MEMORY.md/`` (the newest 20 kept, never indexed; ``sessionmem.memory.history``) and
+  then writes the new content atomically (temp file + rename); a replace that would drop more than half
+  of a non-trivial file is refused (the model should append, or the developer edit by hand). The tool
+  result names the saved version.
 - During the silent flush the only writable file is the flush's daily log (the date at flush start, or
   today's if the flush crosses midnight); every other path is refused with a tool error that names it.
+- Privacy (:mod:`sessionmem.privacy`): a session reads and writes only what its visibility allows (a
+  group cannot append to the owner's MEMORY.md), and writes into its *home*: the root files with
+  ``memory.scope: agent``, its own ``memory/peers/<chat>/`` with ``memory.scope: peer``.
 
 :class:`SessionTools` assembles what one session offers: ordinary turns get memory_search/memory_get
 (``sessionmem.memory.tools``; memory_read when memory search is off), the write tools in private sessions
@@ -26,16 +31,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sessionmem.errors import MemoryPathError
-from sessionmem.memory.paths import normalize_rel_path, resolve_memory_path, writable_memory_path
-from sessionmem.session.flush import daily_log_path, user_zone
-from sessionmem.session.store import atomic_write_bytes
+from sessionmem.errors import MemoryPathError, UnsafeWriteError
+from sessionmem.memory.files import strip_control_chars
+from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
+from sessionmem.memory.paths import normalize_rel_path, writable_memory_path
+from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
+from sessionmem.safefs import open_under, read_all, replace_under, write_all
+from sessionmem.session.flush import date_stamp, user_zone
 from sessionmem.session.tools import Tool, ToolError
 
 log = logging.getLogger(__name__)
@@ -46,84 +53,136 @@ SHRINK_LIMIT = 0.5  # a replace may not drop more than half of MEMORY.md ...
 SHRINK_MIN_CHARS = 400  # ... once it holds at least this much
 
 
-def append_text(path: Path, text: str) -> bool:
-    """Append ``text`` to ``path`` in one write, separated by a newline; False if already at the end."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    if text.strip() and existing.rstrip().endswith(text.strip()):
-        return False
-    if existing and not existing.endswith("\n") and not text.startswith("\n"):
-        text = "\n" + text
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+def append_text(workspace: Path, rel: str, text: str) -> bool:
+    """Append ``text`` to ``workspace/rel`` in one write, separated by a newline; False if already at the
+    end. The file is opened once, without following a symlink (:func:`sessionmem.safefs.open_under`), and
+    read and appended through that one descriptor."""
+    fd = open_under(workspace, rel, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        data = text.encode("utf-8")
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        existing = read_all(fd).decode("utf-8", errors="replace")
+        if text.strip() and existing.rstrip().endswith(text.strip()):
+            return False
+        if existing and not existing.endswith("\n") and not text.startswith("\n"):
+            text = "\n" + text
+        write_all(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
     return True
 
 
+def _clean(text: object) -> tuple[str, int]:
+    """Text for a memory file: control characters (NUL included) removed, so one stray byte can never
+    make a file unreadable (:func:`sessionmem.memory.files.strip_control_chars`)."""
+    if not isinstance(text, str):
+        raise ToolError(f"text must be a string, not {type(text).__name__}")
+    return strip_control_chars(text)
+
+
+def _removed_note(removed: int) -> str:
+    if not removed:
+        return ""
+    return f" (removed {removed} control character{'s' if removed > 1 else ''})"
+
+
 class MemoryWriter:
-    """The workspace's memory files, with the rules above; ``on_write`` hears every change."""
+    """The workspace's memory files, with the rules above; ``on_write`` hears every change.
+
+    ``visibility``: what the session may read and write (everything by default, as the owner);
+    ``home``: where its own memory lives (the root files by default)."""
 
     def __init__(
-        self, workspace: Path, *, timezone_name: str | None = None, on_write: WriteListener | None = None
+        self,
+        workspace: Path,
+        *,
+        timezone_name: str | None = None,
+        on_write: WriteListener | None = None,
+        visibility: Visibility = EVERYTHING,
+        home: MemoryHome = AGENT_HOME,
     ) -> None:
         self.workspace = Path(workspace)
         self.timezone_name = timezone_name
         self.on_write = on_write
+        self.visibility = visibility
+        self.home = home
 
     def today_path(self) -> str:
-        return daily_log_path(datetime.now(UTC), user_zone(self.timezone_name))
+        """Today's daily log in the home folder (the user's time zone)."""
+        return self.home.daily_log(date_stamp(datetime.now(UTC), user_zone(self.timezone_name)))
 
     def read(self, path: str, start: int | None = None, count: int | None = None) -> str:
-        target = self._resolve_read(path)
-        if not target.is_file():
-            return ""
-        lines = target.read_text(encoding="utf-8").split("\n")
-        if start is None and count is None:
-            return "\n".join(lines)
-        begin = max(1, start or 1) - 1
-        return "\n".join(lines[begin : begin + max(1, count or len(lines))])
+        """What ``memory_get`` answers (same checks, same caps), as plain text for ``memory_read``."""
+        from sessionmem.memory.tools import handle_memory_get
+
+        args: dict[str, Any] = {"path": path}
+        if start is not None:
+            args["from"] = start
+        if count is not None:
+            args["lines"] = count
+        answer = handle_memory_get(self.workspace, args, visibility=self.visibility)
+        if answer.get("error"):
+            raise ToolError(str(answer["error"]))
+        text = str(answer["text"])
+        return f"{text}\n\n[{answer['note']}]" if answer.get("truncated") else text
 
     def append(self, rel: str, text: str) -> str:
-        if not text or not text.strip():
+        text, removed = _clean(text)
+        if not text.strip():
             raise ToolError("nothing to append: text is empty")
-        target = self._resolve_write(rel)
-        if not append_text(target, text):
-            return f"Already present at the end of {rel}; nothing appended."
+        self._resolve_write(rel)
+        try:
+            if not append_text(self.workspace, rel, text):
+                return f"Already present at the end of {rel}; nothing appended."
+        except UnsafeWriteError as exc:
+            raise ToolError(str(exc)) from None
         self._notify(rel, "append", len(text))
-        return f"Appended content to {rel}."
+        return f"Appended content to {rel}{_removed_note(removed)}."
 
     def replace(self, rel: str, content: str) -> str:
-        if rel != "MEMORY.md":
-            raise ToolError(f"replace is only allowed for MEMORY.md, not {rel}; use mode=append")
-        target = self._resolve_write(rel)
-        old = target.read_text(encoding="utf-8") if target.exists() else ""
-        if len(old) >= SHRINK_MIN_CHARS and len(content) < len(old) * SHRINK_LIMIT:
+        content, removed = _clean(content)
+        if rel != self.home.memory_file:
             raise ToolError(
-                f"refusing to replace MEMORY.md ({len(old)} chars) with {len(content)} chars: that "
-                "drops more than half of it. Append instead, or keep the existing entries in the new content."
+                f"replace is only allowed for {self.home.memory_file}, not {rel}; use mode=append"
             )
-        if target.exists():
-            shutil.copy2(target, target.with_name("MEMORY.md.bak"))
-        atomic_write_bytes(target, content.encode("utf-8"), mode=0o644)
-        self._notify(rel, "replace", len(content))
-        return "Replaced MEMORY.md (previous version saved as MEMORY.md.bak)."
-
-    def _resolve_read(self, path: str) -> Path:
+        self._resolve_write(rel)
         try:
-            return resolve_memory_path(self.workspace, path)
-        except MemoryPathError as exc:
+            old = self._current(rel)
+            if len(old) >= SHRINK_MIN_CHARS and len(content) < len(old) * SHRINK_LIMIT:
+                raise ToolError(
+                    f"refusing to replace {rel} ({len(old)} chars) with {len(content)} chars: that drops "
+                    "more than half of it. Append instead, or keep the existing entries in the new content."
+                )
+            saved = save_version(self.workspace, rel, old) if old else None
+            replace_under(self.workspace, rel, content.encode("utf-8"))
+        except UnsafeWriteError as exc:
             raise ToolError(str(exc)) from None
+        self._notify(rel, "replace", len(content))
+        if saved is None:
+            return f"Replaced {rel} (it was empty){_removed_note(removed)}."
+        return (
+            f"Replaced {rel} (previous version saved as {saved} ; the newest {MAX_VERSIONS} versions are "
+            f"kept in {history_folder(rel)}/, never indexed){_removed_note(removed)}."
+        )
+
+    def _current(self, rel: str) -> str:
+        """The file's text as it is now, read without following a symlink ("" when missing)."""
+        try:
+            fd = open_under(self.workspace, rel, os.O_RDONLY, create_dirs=False)
+        except FileNotFoundError:
+            return ""
+        try:
+            return read_all(fd).decode("utf-8", errors="replace")
+        finally:
+            os.close(fd)
 
     def _resolve_write(self, rel: str) -> Path:
+        """A path the session may write: an allowed memory file that it may also read."""
         try:
-            return writable_memory_path(self.workspace, rel)
+            target = writable_memory_path(self.workspace, rel)
         except MemoryPathError as exc:
             raise ToolError(str(exc)) from None
+        if not self.visibility.allows(markdown_label(rel)):
+            raise ToolError(str(MemoryPathError(rel, refusal(self.visibility))))
+        return target
 
     def _notify(self, rel: str, mode: str, chars: int) -> None:
         if self.on_write is not None:
@@ -159,26 +218,28 @@ def read_tool(writer: MemoryWriter) -> Tool:
 
 
 def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
-    """The everyday write tools: append to today's daily log, append to / replace MEMORY.md."""
+    """The everyday write tools: append to today's daily log, append to / replace the session's MEMORY.md
+    (``MEMORY.md`` names the home's long-term file, e.g. ``memory/peers/<chat>/MEMORY.md``)."""
+    home = writer.home
 
     def memory_append_daily(text: str) -> str:
         return writer.append(writer.today_path(), text)
 
     def memory_write(path: str, content: str, mode: str = "append") -> str:
-        if path != "MEMORY.md":
+        if path not in ("MEMORY.md", home.memory_file):
             raise ToolError(
-                f"memory_write only writes MEMORY.md (got {path}); use memory_append_daily for notes"
+                f"memory_write only writes {home.memory_file} (got {path}); use memory_append_daily for notes"
             )
         if mode == "replace":
-            return writer.replace(path, content)
+            return writer.replace(home.memory_file, content)
         if mode != "append":
             raise ToolError(f"mode must be 'append' or 'replace', not {mode!r}")
-        return writer.append(path, content)
+        return writer.append(home.memory_file, content)
 
     write_schema = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "enum": ["MEMORY.md"]},
+            "path": {"type": "string", "enum": sorted({"MEMORY.md", home.memory_file})},
             "content": {"type": "string"},
             "mode": {"type": "string", "enum": ["append", "replace"], "default": "append"},
         },
@@ -187,13 +248,13 @@ def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
     return [
         Tool(
             "memory_append_daily",
-            "Append a durable note to today's daily log memory/YYYY-MM-DD.md.",
+            f"Append a durable note to today's daily log {home.daily_folder}/YYYY-MM-DD.md.",
             _APPEND_SCHEMA,
             memory_append_daily,
         ),
         Tool(
             "memory_write",
-            "Write long-term memory in MEMORY.md (append, or replace keeping MEMORY.md.bak).",
+            f"Write long-term memory in {home.memory_file} (append, or replace keeping earlier versions).",
             write_schema,
             memory_write,
         ),
@@ -238,6 +299,7 @@ class SessionTools:
     during the flush only reading tools plus the append-only daily-log writers."""
 
     def __init__(self, runner: Any, session_key: str, on_event: Callable[[Any], None]) -> None:
+        from sessionmem.privacy import home_for, reader_visibility
         from sessionmem.session import keys
         from sessionmem.session.events import MemoryWriteEvent
 
@@ -245,7 +307,10 @@ class SessionTools:
         self.runner = runner
         self.session_key = session_key
         self.parsed = keys.parse_key(session_key)
-        self.private = keys.is_private(session_key)
+        self.private = self.parsed.private
+        scope = runner.config.memory.scope
+        self.visibility = reader_visibility(session_key, scope)  # what this session may see
+        self.home = home_for(session_key, scope)  # where it writes its own memory
         self.flush_target: str | None = None
         self.writes = 0  # memory files changed by this session's tools
 
@@ -256,7 +321,13 @@ class SessionTools:
                 mark_dirty()
             on_event(MemoryWriteEvent(session_key=session_key, path=rel, mode=mode, chars=chars))  # type: ignore[arg-type]
 
-        self.writer = MemoryWriter(runner.workspace, timezone_name=agent.user_timezone, on_write=written)
+        self.writer = MemoryWriter(
+            runner.workspace,
+            timezone_name=agent.user_timezone,
+            on_write=written,
+            visibility=self.visibility,
+            home=self.home,
+        )
         self.memory = self._memory_bundle()
         enabled = agent.memory_tools
         self.write_enabled = self.private if enabled is None else enabled
@@ -282,6 +353,7 @@ class SessionTools:
             sessions_dir=sessions_dir,
             citations=self.runner.config.memory.citations,
             session_key=self.session_key,
+            visibility=self.visibility,
         )
 
     async def sync_index(self, reason: str, session_files: list[Path] | None = None) -> None:
@@ -361,6 +433,8 @@ class SessionTools:
         options = PromptOptions(
             base=self.runner.system_prompt,
             private=self.private,
+            visibility=self.visibility,
+            home=self.home,
             minimal=self.parsed.prompt_mode == "minimal",
             recall_section=self.recall_section(),
             bootstrap_max_chars=agent.bootstrap_max_chars,

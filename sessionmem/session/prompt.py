@@ -5,6 +5,10 @@ section (when memory tools are offered, full prompt mode only); the Project Cont
 (private sessions only, never in groups, truncated past ``bootstrapMaxChars`` keeping the head 70% and
 the tail 20%) and, when ``loadDailyLogs`` is on, yesterday's and today's daily logs (OpenClaw leaves
 that to an AGENTS.md instruction the model may skip); and the ``Current time:`` line.
+
+The files come from the session's *home* (the root files, or its own ``memory/peers/<chat>/`` with
+``memory.scope: peer``) and pass the same checks as ``memory_get``: no symlink, and only what the
+session's visibility allows (:mod:`sessionmem.privacy`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sessionmem.errors import MemoryPathError
+from sessionmem.memory.files import NotMarkdownError, read_markdown
+from sessionmem.memory.paths import check_visible, resolve_memory_target
+from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility
 from sessionmem.session.flush import current_time_line, user_zone, zone_label
 
 SILENT_REPLIES_SECTION = """## Silent Replies
@@ -49,6 +57,8 @@ def truncate_bootstrap(content: str, name: str, max_chars: int) -> str:
 class PromptOptions:
     base: str = ""
     private: bool = True  # direct/main session: long-term memory may be shown
+    visibility: Visibility = EVERYTHING  # what the session may see (sessionmem.privacy)
+    home: MemoryHome = AGENT_HOME  # where its MEMORY.md and daily logs live
     minimal: bool = False  # subagent and cron sessions
     recall_section: str = ""  # from the memory tools, "" when none are offered
     bootstrap_max_chars: int = 20_000
@@ -56,12 +66,14 @@ class PromptOptions:
     timezone_name: str | None = None
 
 
-def memory_file(workspace: Path) -> Path | None:
-    """``MEMORY.md``, or ``memory.md`` only when MEMORY.md is absent (OpenClaw loads one)."""
-    for name in ("MEMORY.md", "memory.md"):
+def memory_file(workspace: Path, home: MemoryHome = AGENT_HOME) -> str | None:
+    """The home's long-term file: at the root ``MEMORY.md``, or ``memory.md`` only when MEMORY.md is
+    absent (OpenClaw loads one); else the home's ``MEMORY.md``."""
+    names = ("MEMORY.md", "memory.md") if home.memory_file == "MEMORY.md" else (home.memory_file,)
+    for name in names:
         candidate = workspace / name
         if candidate.is_file() and not candidate.is_symlink():
-            return candidate
+            return name
     return None
 
 
@@ -69,18 +81,15 @@ def project_context_files(workspace: Path, options: PromptOptions, now: datetime
     """``(display name, content)`` of the memory files the prompt shows; none outside private sessions."""
     if not options.private or options.minimal:
         return []
-    files: list[tuple[str, str]] = []
-    main = memory_file(workspace)
+    names: list[str] = []
+    main = memory_file(workspace, options.home)
     if main is not None:
-        files.append((main.name, _read(main)))
+        names.append(main)
     if options.load_daily_logs:
         zone = user_zone(options.timezone_name)
         today = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(zone).date()
-        for day in (today - timedelta(days=1), today):
-            rel = f"memory/{day.isoformat()}.md"
-            path = workspace / rel
-            if path.is_file() and not path.is_symlink():
-                files.append((rel, _read(path)))
+        names += [options.home.daily_log(day.isoformat()) for day in (today - timedelta(days=1), today)]
+    files = [(name, _read(workspace, name, options.visibility)) for name in names]
     return [(name, text) for name, text in files if text.strip()]
 
 
@@ -102,8 +111,10 @@ def build_system_prompt(workspace: Path, options: PromptOptions, now: datetime |
     return "\n\n".join(sections)
 
 
-def _read(path: Path) -> str:
+def _read(workspace: Path, rel: str, visibility: Visibility) -> str:
+    """The file's text when the session may see it and it is a safe memory file, else ""."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        target = check_visible(resolve_memory_target(workspace, rel), visibility)
+        return read_markdown(target.path).text
+    except (MemoryPathError, NotMarkdownError, OSError):
         return ""

@@ -28,7 +28,7 @@ def entries_from_transcripts(folder: Path, agent_id: str) -> dict[str, SessionEn
         found = header.get("id")
         session_id = found if isinstance(found, str) and keys.SESSION_ID_RE.match(found) else file.stem
         key = header.get("sessionKey")
-        if not isinstance(key, str) or not keys.normalize_key(key):
+        if not keys.is_valid_key(key):  # none, or malformed (agent::x): recovered under a new key
             key = keys.recovered_key(agent_id, session_id)
         entry = SessionEntry.model_validate(
             {

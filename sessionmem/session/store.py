@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from sessionmem.errors import SessionError, TranscriptError, UsageError
 from sessionmem.messages import now_ms
+from sessionmem.safefs import PRIVATE_FILE_MODE
 from sessionmem.session import keys
 from sessionmem.session.backend import DEFAULT_TURN_LOCK_TIMEOUT_S, SessionBackendABC, TranscriptLog
 from sessionmem.session.entry import SessionEntry
@@ -376,7 +377,7 @@ def _is_temp_of(name: str, target: str) -> bool:
     return name.startswith(target) and _TEMP_SUFFIX_RE.fullmatch(name, len(target)) is not None
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
     """Write ``data`` to ``path`` so that readers see the old content or the new, never a mix.
 
     Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,

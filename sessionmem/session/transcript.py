@@ -32,6 +32,7 @@ except ImportError:  # Windows: appends are still single writes
 
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall, Usage
+from sessionmem.safefs import PRIVATE_FILE_MODE
 
 log = logging.getLogger(__name__)
 
@@ -505,7 +506,9 @@ def _append_line(
     """
     line = orjson.dumps(obj) + b"\n"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)  # read: the torn-line check
+        fd = os.open(
+            path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE
+        )  # read: the torn-line check
     except OSError as exc:
         raise TranscriptError(f"cannot open transcript {path} for append: {exc}") from exc
     try:

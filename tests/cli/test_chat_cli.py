@@ -74,7 +74,7 @@ def test_piped_chat_with_status_and_new(
     assert Path(entry["sessionFile"]).is_file()
     archived = list(sessions_dir(isolated_env).glob("*.jsonl.reset.*"))
     assert len(archived) == 1 and "hello there" in archived[0].read_text(encoding="utf-8")
-    (memory,) = (tmp_path / "ws" / "memory").glob("*-greeting-chat.md")
+    (memory,) = (tmp_path / "ws" / "memory" / "peers" / "main").glob("*-greeting-chat.md")
     body = memory.read_text(encoding="utf-8")
     assert "user: hello there" in body and "assistant: echo: hello there" in body
     assert "- **Source**: cli" in body

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from sessionmem.cli import cli
 from sessionmem.cli.memory import MISSING_QUERY, parse_batch_line
 from sessionmem.cli.root import GlobalOptions, resolve
+from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.errors import ConfigError
 from sessionmem.memory.types import SearchRequest
 from tests.support.openai_server import OpenAIServer, server_error
@@ -875,3 +876,62 @@ def test_sessions_source_follows_the_configured_session_store(
     got = runner.invoke(cli, [*args, "memory", "get", hits[0]])
     assert got.exit_code == 0, got.output
     assert "tarpaulin" in got.output
+
+
+# ---------------------------------------------------------------------------- one index per agent
+
+
+def test_two_agents_on_one_store_path_are_refused_by_name(tmp_path: Path) -> None:
+    shared = str(tmp_path / "index.sqlite")
+    document = {
+        "agents": {
+            "defaults": {"memorySearch": {"store": {"path": shared}}},
+            "list": [{"id": "work"}, {"id": "home"}],
+        }
+    }
+    with pytest.raises(ConfigError, match=r"memorySearch\.store\.path .*'work' and 'home'.*\{agentId\}"):
+        Config.from_dict(document)
+    templated = {
+        **document,
+        "agents": {
+            **document["agents"],
+            "defaults": {"memorySearch": {"store": {"path": str(tmp_path / "{agentId}.sqlite")}}},
+        },
+    }
+    Config.from_dict(templated)  # one file per agent: fine
+    own = {"agents": {"list": [{"id": "work", "memorySearch": {"store": {"path": shared}}}, {"id": "home"}]}}
+    Config.from_dict(own)  # only one agent uses that file: fine
+    config = tmp_path / "agents.json"
+    config.write_text(json.dumps(document))
+    result = run_cli("--config", str(config), "--agent", "work", "memory", "status")
+    assert (
+        result.returncode == 2
+        and "memorySearch.store.path" in result.stderr
+        and "Traceback" not in result.stderr
+    )
+
+
+def test_an_index_file_of_another_agent_is_never_shared(tmp_path: Path) -> None:
+    """Python callers bypass config validation: the index file itself says whose it is."""
+    from sessionmem.memory.index import MemoryIndex
+
+    settings = MemorySearchConfig.model_validate(
+        {"provider": "none", "store": {"path": str(tmp_path / "one.sqlite")}}
+    )
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    with MemoryIndex.open("work", workspace, settings, state_dir=tmp_path / "state", watch=False) as index:
+        index.sync()
+    with pytest.raises(ConfigError, match=r"belongs to agent 'work'.*memorySearch\.store\.path"):
+        MemoryIndex.open("home", workspace, settings, state_dir=tmp_path / "state", watch=False)
+
+
+def test_get_of_a_huge_file_is_capped_and_says_how_to_read_on(runner: CliRunner, workspace: Path) -> None:
+    (workspace / "memory" / "big.md").write_text(
+        "".join(f"- line {i}: {'x' * 40}\n" for i in range(1, 20_001))
+    )
+    result = run_cli("--workspace", str(workspace), "memory", "get", "memory/big.md")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout) < 20_000 and result.stdout.startswith("- line 1: ")
+    shown = result.stdout.count("\n")
+    assert f"--from {shown + 1}" in result.stderr and "capped" in result.stderr

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sessionmem.cli.output import format_status, status_json
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbedderUnavailable, EmbeddingError, UsageError
 from sessionmem.memory.embed import NO_KEY_REASON, select_embedder
@@ -33,6 +34,7 @@ from sessionmem.memory.embed_remote import (
     provider_key,
 )
 from sessionmem.memory.embedding import Embedder
+from sessionmem.memory.index import MemoryIndex
 from tests.support.openai_server import (
     OpenAIServer,
     Reply,
@@ -316,6 +318,36 @@ def test_selected_endpoint_gets_the_configured_key_headers_and_model(openai_serv
     assert rotated.embedder.provider_key == selection.embedder.provider_key
 
 
+@pytest.mark.parametrize("variable", ["OPENAI_BASE_URL", "OPENAI_API_BASE"])
+def test_auto_embeddings_go_where_chat_goes_when_the_environment_names_an_endpoint(
+    openai_server: OpenAIServer, variable: str, tmp_path: Path
+) -> None:
+    """With OPENAI_API_KEY and a proxy in OPENAI_BASE_URL (or OPENAI_API_BASE), litellm sends chat to
+    the proxy: memory text must not go to the public OpenAI host instead."""
+    env = {"OPENAI_API_KEY": "sk-env", variable: openai_server.base_url}
+    selection = select(env)
+    assert selection.actual == "openai", selection.reason
+    selection.embedder.embed_documents(["the spare anchor is in locker B"])
+    [request] = openai_server.embeddings.requests
+    assert request.headers["authorization"] == "Bearer sk-env"
+    assert selection.embedder.endpoint == openai_server.base_url
+    # The configured baseUrl still wins over the environment.
+    configured = select(env, remote={"baseUrl": "http://127.0.0.1:9/v1"})
+    assert configured.embedder.endpoint == "http://127.0.0.1:9/v1"
+    # And status says where the vectors come from.
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    with MemoryIndex.open(
+        "main", workspace, MemorySearchConfig(), state_dir=tmp_path / "state", env=env, watch=False
+    ) as index:
+        state = index.status()
+    path = {"name": "none", "reason": "-"}
+    assert state.endpoint == openai_server.base_url
+    assert f"Endpoint: {openai_server.base_url}" in format_status(state, path, None)
+    assert status_json(state, path, None)["endpoint"] == openai_server.base_url
+    assert select({"OPENAI_API_KEY": "sk-env"}).embedder.endpoint == "https://api.openai.com/v1"
+
+
 def test_mistral_request_reaches_the_server_with_its_key_and_model(openai_server: OpenAIServer) -> None:
     """MISTRAL_API_KEY and the endpoint from settings, as a user configures it; litellm makes the call."""
     selection = select(
@@ -474,6 +506,7 @@ HF_REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 _EMBED_IN_A_FRESH_PROCESS = """
 import json, os, sys
+from sessionmem.cli.output import format_status, status_json
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.embed import select_embedder
 from sessionmem.memory.embed_local import resolve_model_path

@@ -169,14 +169,15 @@ def test_the_hooks_memory_file_and_the_archived_transcript_come_back_once(
     live = session.transcript.path
     session.run_turn_sync("/new")
     archived = archive_of(live)
-    (memory_file,) = (workspace / "memory").glob("*-harbour-notes.md")
+    (memory_file,) = (workspace / "memory" / "peers" / "main").glob("*-harbour-notes.md")
 
     results = search_after_new(session, index, "greenhouse tomatoes east bed copper tape slugs")
     # Both copies are indexed, but one conversation comes back once.
     assert chunk_rows(index, f"sessions/{archived.name}")
-    assert chunk_rows(index, f"memory/{memory_file.name}")
+    assert chunk_rows(index, f"memory/peers/main/{memory_file.name}")
     paths = [r["path"] for r in results]
-    assert paths.count(f"memory/{memory_file.name}") + paths.count(f"sessions/{archived.name}") == 1
+    saved = f"memory/peers/main/{memory_file.name}"
+    assert paths.count(saved) + paths.count(f"sessions/{archived.name}") == 1
 
 
 def test_new_without_the_session_memory_hook_still_leaves_the_archive_searchable(
@@ -190,7 +191,7 @@ def test_new_without_the_session_memory_hook_still_leaves_the_archive_searchable
     live = session.transcript.path
     session.run_turn_sync("/new")
     archived = archive_of(live)
-    assert list((workspace / "memory").glob("*.md")) == []  # nothing but the archive keeps the conversation
+    assert list((workspace / "memory").rglob("*.md")) == []  # nothing but the archive keeps the conversation
     results = search_after_new(session, index, "where is the spare anchor")
     assert [r["path"] for r in results if r["source"] == "sessions"] == [f"sessions/{archived.name}"]
 

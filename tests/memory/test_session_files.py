@@ -107,6 +107,28 @@ def test_dates_come_from_entry_timestamps_then_message_millis(tmp_path: Path) ->
     assert entry.dates == ["2026-03-01", "2026-03-02", None]
 
 
+def test_a_timestamp_inside_the_message_dates_the_line_whatever_its_form(tmp_path: Path) -> None:
+    """Transcripts written by other tools put the time inside ``message`` only, as ISO text, epoch
+    milliseconds or epoch seconds; every form dates the line."""
+    shapes = [
+        "2026-03-01T10:00:00Z",  # ISO text inside the message
+        "2026-03-02T23:30:00-05:00",  # with an offset: the UTC date is the next day
+        1772582400000,  # epoch milliseconds: 2026-03-04T00:00:00Z
+        1772668800,  # epoch seconds: 2026-03-05T00:00:00Z
+    ]
+    lines = [HEADER]
+    for when in shapes:
+        line = msg("user", f"note at {when}")
+        del line["timestamp"]
+        line["message"]["timestamp"] = when
+        lines.append(line)
+    numeric_top = msg("user", "top-level millis")
+    numeric_top["timestamp"] = 1772755200000  # 2026-03-06T00:00:00Z
+    lines.append(numeric_top)
+    entry = build_session_entry(write_jsonl(tmp_path / "s.jsonl", lines))
+    assert entry.dates == ["2026-03-01", "2026-03-03", "2026-03-04", "2026-03-05", "2026-03-06"]
+
+
 def test_hash_changes_with_content_and_with_line_numbers(tmp_path: Path) -> None:
     a = build_session_entry(write_jsonl(tmp_path / "a.jsonl", [HEADER, msg("user", "same")]))
     b = build_session_entry(write_jsonl(tmp_path / "b.jsonl", [HEADER, "", msg("user", "same")]))

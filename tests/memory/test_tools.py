@@ -23,6 +23,7 @@ from sessionmem.memory.tools import (
     memory_search_schema,
 )
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+from sessionmem.privacy import EVERYTHING
 
 RESULT_KEYS = {"path", "startLine", "endLine", "score", "snippet", "source", "date"}
 
@@ -144,7 +145,7 @@ def test_search_passes_arguments_to_the_index() -> None:
 def test_search_defaults_are_left_to_the_index_config() -> None:
     index = StubIndex()
     _search(index, {"query": "x"}, citations="off")
-    assert index.requests[0] == SearchRequest(query="x")
+    assert index.requests[0] == SearchRequest(query="x", visibility=EVERYTHING)  # no session: the owner
 
 
 def test_citations_on_decorate_snippets_with_line_ranges() -> None:
@@ -168,7 +169,7 @@ def test_citations_on_decorate_snippets_with_line_ranges() -> None:
         (None, True),
         ("agent:main:telegram:direct:42", True),
         ("agent:main:whatsapp:dm:+1555", True),
-        ("not-a-session-key", True),
+        ("not-a-session-key", False),  # unknown shapes count as shared (DESIGN 14)
         ("agent:main:discord:group:1234", False),
         ("agent:main:slack:channel:c0ffee", False),
         ("Agent:Ops:Slack:Channel:General", False),
@@ -194,10 +195,12 @@ def test_explicit_chat_type_overrides_key_parsing() -> None:
     assert "citation" not in out["results"][0]
 
 
-def test_chat_type_parser_ignores_the_channel_name_position() -> None:
-    # The first token after the agent id names the channel (a channel may be called "group").
-    assert chat_type_of_key("agent:main:group:direct:1") == "direct"
+def test_chat_type_of_ambiguous_or_unknown_keys_is_never_direct() -> None:
+    # "group" anywhere wins (reading a group as direct would cite and reveal; see sessionmem.privacy).
+    assert chat_type_of_key("agent:main:group:direct:1") == "group"
     assert chat_type_of_key("agent:main:signal:group:abc") == "group"
+    assert chat_type_of_key("agent:main:cron:nightly") is None
+    assert chat_type_of_key("agent::broken") is None
 
 
 def test_fallback_and_fts_mode_are_reported() -> None:
@@ -643,3 +646,43 @@ def test_real_index_session_hit_opens_with_memory_get(workspace: Path, tmp_path:
         }
     finally:
         index.close()
+
+
+# ---------------------------------------------------------------------------- output caps
+
+
+def test_get_of_a_huge_file_is_capped_with_a_note_on_how_to_read_on(workspace: Path) -> None:
+    from sessionmem.memory.tools import GET_MAX_CHARS, GET_MAX_LINES
+
+    lines = [f"- line {i:06d}: " + "x" * 40 for i in range(1, 20_001)]  # ~1 MB
+    (workspace / "memory" / "big.md").write_text("\n".join(lines) + "\n")
+    out = handle_memory_get(workspace, {"path": "memory/big.md"})
+    shown = out["text"].split("\n")
+    assert len(out["text"]) <= GET_MAX_CHARS and len(shown) <= GET_MAX_LINES
+    assert shown == lines[: len(shown)]  # whole lines, from the first
+    assert out["truncated"] is True and out["nextFrom"] == len(shown) + 1
+    assert f"from={len(shown) + 1}" in out["note"] and "memory_get" in out["note"]
+    more = handle_memory_get(workspace, {"path": "memory/big.md", "from": out["nextFrom"], "lines": 5})
+    assert more["text"].split("\n") == lines[len(shown) : len(shown) + 5] and "truncated" not in more
+
+
+def test_get_of_one_huge_line_cuts_it_and_says_so(workspace: Path) -> None:
+    from sessionmem.memory.tools import GET_MAX_CHARS
+
+    (workspace / "memory" / "line.md").write_text("y" * 1_000_000 + "\nsecond line\n")
+    out = handle_memory_get(workspace, {"path": "memory/line.md"})
+    assert out["text"] == "y" * GET_MAX_CHARS and out["truncated"] is True
+    assert out["nextFrom"] == 2 and "cut" in out["note"]
+
+
+def test_get_of_a_huge_transcript_message_is_capped(workspace: Path, tmp_path: Path) -> None:
+    from sessionmem.memory.tools import GET_MAX_CHARS
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = [_session_line("user", f"message {i} " + "z" * 3000) for i in range(100)]
+    (folder / "big.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = handle_memory_get(workspace, {"path": "sessions/big.jsonl"}, sessions_dir=folder)
+    assert len(out["text"]) <= GET_MAX_CHARS and out["truncated"] is True
+    shown = out["text"].count("User: message")
+    assert out["nextFrom"] == shown + 1  # JSONL line numbers: one message per line here

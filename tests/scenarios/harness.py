@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sessionmem.config import Config, merge
-from sessionmem.messages import Message
+from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.session.events import Event
 from sessionmem.session.runner import SessionRunner
@@ -76,6 +76,16 @@ def make_runner(
         **kwargs,
     )
     return runner, recorder
+
+
+def tool_results(runner: SessionRunner, key: str, *calls: tuple[str, dict[str, Any]]) -> list[str]:
+    """Have ``runner``'s scripted model call ``calls`` (name, arguments) in one step of ``key``'s session,
+    then say "done"; the tools' results, in order."""
+    model = runner.model
+    model.add_steps([ToolCall(f"c{i}", name, args) for i, (name, args) in enumerate(calls)], "done")
+    runner.open(key).run_turn_sync("look it up")
+    results = {m.tool_call_id: m.content for m in model.calls[-1].messages if m.role == "tool"}
+    return [results[f"c{i}"] for i in range(len(calls))]
 
 
 def store_entry(runner: SessionRunner, key: str = "agent:main:main") -> dict[str, Any]:

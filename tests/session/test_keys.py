@@ -26,14 +26,17 @@ def test_default_key() -> None:
         ("agent:main:main", "main", "direct", "full"),
         ("agent:ops:telegram:direct:12345", "ops", "direct", "full"),
         ("agent:main:discord:acct1:direct:u9", "main", "direct", "full"),
+        ("agent:main:direct:alice", "main", "direct", "full"),
+        ("agent:main:whatsapp:dm:+1555", "main", "direct", "full"),
         ("agent:main:discord:group:42", "main", "group", "full"),
         ("agent:main:slack:channel:c01", "main", "channel", "full"),
-        ("agent:main:subagent:7f3a", "main", "direct", "minimal"),
-        ("agent:main:cron:nightly", "main", "direct", "minimal"),
-        ("hook:1234", None, "direct", "full"),
+        ("agent:main:slack:channel:c01:thread:99", "main", "channel", "full"),
+        ("agent:main:subagent:7f3a", "main", None, "minimal"),
+        ("agent:main:cron:nightly", "main", None, "minimal"),
+        ("hook:1234", None, None, "full"),
     ],
 )
-def test_parse_key(key: str, agent: str | None, chat: str, mode: str) -> None:
+def test_parse_key(key: str, agent: str | None, chat: str | None, mode: str) -> None:
     parsed = keys.parse_key(key)
     assert parsed.agent_id == agent
     assert parsed.chat_type == chat
@@ -42,9 +45,36 @@ def test_parse_key(key: str, agent: str | None, chat: str, mode: str) -> None:
     assert keys.is_private(key) == (chat == "direct")
 
 
-def test_channel_name_alone_is_not_a_chat_type() -> None:
-    # "group" / "channel" as the channel's own name (first part of the rest) is not the marker.
-    assert keys.chat_type("agent:main:group") == "direct"
+@pytest.mark.parametrize(
+    ("key", "chat"),
+    [
+        ("12345-678@g.us", "group"),  # a WhatsApp group id
+        ("agent:main:whatsapp:12345-678@g.us", "group"),
+        ("agent:main:group:123", "group"),  # no channel part: still a group
+        ("agent:main:group:direct:1", "group"),  # ambiguous: read the safe way
+        ("agent:main:telegram:acct:group:9", "group"),
+        ("discord:acc-1:guild-123:channel-456", None),  # a shape we do not know
+        ("agent:main:recovered:s2", None),
+        ("agent:main:work", None),
+        ("agent:main:group", "group"),
+        ("agent:main:a:b:c:direct:1", None),  # the direct marker too deep: not a known shape
+        ("global", None),
+    ],
+)
+def test_only_positively_direct_keys_are_private(key: str, chat: str | None) -> None:
+    assert keys.chat_type(key) == chat
+    assert not keys.is_private(key)
+
+
+@pytest.mark.parametrize("bad", ["agent::broken", "agent:main", "agent:main:", "agent: :main"])
+def test_malformed_agent_keys_get_a_clear_error(bad: str) -> None:
+    with pytest.raises(UsageError, match=r"malformed session key .*expected agent:<agentId>:<rest>"):
+        keys.parse_key(bad)
+    with pytest.raises(UsageError, match="malformed session key"):
+        keys.is_private(bad)
+
+
+def test_main_is_the_main_session() -> None:
     assert keys.parse_key("agent:main:main").is_main
     assert keys.parse_key("hook:abc").is_hook
 

@@ -37,7 +37,7 @@ def new_events(recorder: Any) -> list[NewSessionEvent]:
 
 
 def memory_files(workspace: Path) -> list[Path]:
-    return sorted(p for p in (workspace / "memory").glob("*.md"))
+    return sorted(p for p in (workspace / "memory" / "peers" / "main").glob("*.md"))
 
 
 def archives(runner: Any) -> list[Path]:
@@ -66,7 +66,7 @@ def test_new_flushes_then_saves_memory_then_archives_and_resets_counters(
     assert "We picked Postgres" in model.calls[2].messages[-1].content
     model.assert_complete()
 
-    memory = workspace / "memory" / "2026-03-01-billing-db.md"
+    memory = workspace / "memory" / "peers" / "main" / "2026-03-01-billing-db.md"
     text = memory.read_text(encoding="utf-8")
     assert "# Session: 2026-03-01 10:00:00 UTC" in text
     assert f"- **Session ID**: {old_id}" in text
@@ -101,7 +101,7 @@ def test_new_flushes_then_saves_memory_then_archives_and_resets_counters(
     assert event.memory_file == str(memory)
     assert event.flushed is True
     writes = [e for e in recorder.events if isinstance(e, MemoryWriteEvent)]
-    assert [(w.path, w.mode) for w in writes] == [("memory/2026-03-01-billing-db.md", "create")]
+    assert [(w.path, w.mode) for w in writes] == [("memory/peers/main/2026-03-01-billing-db.md", "create")]
     assert recorder.kinds("flush", "memory_write", "new") == ["flush", "memory_write", "new"]
 
 
@@ -283,7 +283,7 @@ def test_daily_reset_crossing_four_am_rotates_with_flush_and_hook(tmp_path: Path
     assert purposes(model) == ["turn", "turn", "flush", "slug", "turn"]
     (event,) = new_events(recorder)
     assert event.reason == "daily" and event.previous_session_id == old_id
-    memory = workspace / "memory" / "2026-03-01-night-notes.md"
+    memory = workspace / "memory" / "peers" / "main" / "2026-03-01-night-notes.md"
     body = memory.read_text(encoding="utf-8")
     assert "user: working late on the migration" in body
     assert "- **Source**: daily" in body
@@ -307,7 +307,7 @@ def test_idle_expiry_rotates(tmp_path: Path, workspace: Path) -> None:
         session.run_turn_sync("third")  # 31 minutes idle: stale
     (event,) = new_events(recorder)
     assert event.reason == "idle"
-    assert (workspace / "memory" / "2026-03-01-idle-chat.md").is_file()
+    assert (workspace / "memory" / "peers" / "main" / "2026-03-01-idle-chat.md").is_file()
     assert purposes(model) == ["turn", "turn", "flush", "slug", "turn"]
 
 

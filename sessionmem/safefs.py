@@ -1,0 +1,236 @@
+"""Writing files inside a folder without ever leaving it, and with the transcripts' private mode.
+
+Every file sessionmem creates is created here or with :data:`PRIVATE_FILE_MODE` (0600: the memory
+files, the index and its locks hold the same private text as the transcripts).
+
+Writes into the agent's workspace (daily logs, MEMORY.md and its history, the ``/new`` hook's file,
+the flush) go through :func:`open_under` and the helpers on top of it:
+
+Trigger: a memory file or a folder on its way is a symlink (or is swapped for one between a check
+and the open), or a hard link to a file elsewhere.
+Why: checking a path and then opening it lets a symlink planted in between redirect the write
+anywhere on the machine (an append test saw about 1% of 3,000 appends land outside).
+Outcome: the path is walked one component at a time from an open descriptor of the root, every
+component opened with ``O_NOFOLLOW`` relative to the previous one (``openat``), so no symlink is
+ever followed below the root; the opened file is then checked (``fstat``): a regular file with a
+single link. Anything else raises :class:`UnsafeWriteError` and nothing is written. The root itself
+(the workspace the user configured) may be a symlink.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from sessionmem.errors import UnsafeWriteError
+
+PRIVATE_FILE_MODE = 0o600
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_WALKS = os.open in os.supports_dir_fd and bool(_NOFOLLOW and _DIRECTORY)
+_REFUSALS = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+
+
+def create_private(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists (a database file before SQLite opens it:
+    SQLite gives its ``-wal``/``-shm`` files the database file's mode)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE_MODE))
+
+
+def narrow_to_private(*paths: str | os.PathLike[str]) -> None:
+    """Give each existing file among ``paths`` mode 0600 when it is readable by others (files an
+    earlier version created 0644)."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077:
+                os.chmod(path, PRIVATE_FILE_MODE)
+
+
+def _parts(rel: str) -> list[str]:
+    parts = rel.replace("\\", "/").split("/")
+    if not rel or any(p in ("", ".", "..") for p in parts) or rel.startswith("/"):
+        raise UnsafeWriteError(rel, "not a plain relative path")
+    return parts
+
+
+@contextlib.contextmanager
+def folder_under(root: str | os.PathLike[str], rel_dir: str, *, create: bool = True) -> Iterator[int]:
+    """An open descriptor of ``root/rel_dir`` reached without following a symlink below ``root``;
+    missing folders (the root too) are created when ``create``. ``rel_dir`` "" is the root itself."""
+    if create:
+        os.makedirs(root, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        for part in _parts(rel_dir) if rel_dir else []:
+            child = _enter(fd, part, rel_dir, create)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _enter(parent: int, name: str, rel: str, create: bool) -> int:
+    """Open folder ``name`` in ``parent`` without following a symlink, creating it when missing."""
+    for attempt in (1, 2):
+        try:
+            return os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=parent)
+        except FileNotFoundError:
+            if not create or attempt == 2:
+                raise
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in _REFUSALS:
+                raise UnsafeWriteError(rel, f"{name} is a symlink or not a folder") from None
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def open_under(root: str | os.PathLike[str], rel: str, flags: int, *, create_dirs: bool = True) -> int:
+    """Open ``root/rel`` with ``flags`` (0600 when created), never following a symlink below ``root``;
+    the opened file must be a regular file with one link. Returns the descriptor."""
+    parts = _parts(rel)
+    if not _WALKS:  # pragma: no cover - platforms without openat: lexical check, then O_NOFOLLOW
+        return _open_checked_lexically(Path(root), parts, flags)
+    with folder_under(root, "/".join(parts[:-1]), create=create_dirs) as folder:
+        try:
+            fd = os.open(parts[-1], flags | _NOFOLLOW | _CLOEXEC, PRIVATE_FILE_MODE, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno in _REFUSALS:
+                raise UnsafeWriteError(rel, "it is a symlink") from None
+            raise
+    return _checked(fd, rel)
+
+
+def _checked(fd: int, rel: str) -> int:
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = "not a regular file"
+    elif st.st_nlink > 1:
+        problem = "it has other hard links (a write would change a file elsewhere)"
+    if problem:
+        os.close(fd)
+        raise UnsafeWriteError(rel, problem)
+    return fd
+
+
+def _open_checked_lexically(root: Path, parts: list[str], flags: int) -> int:  # pragma: no cover
+    current = root
+    for part in parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise UnsafeWriteError("/".join(parts), f"{part} is a symlink")
+        current.mkdir(exist_ok=True)
+    return _checked(os.open(current / parts[-1], flags | _NOFOLLOW, PRIVATE_FILE_MODE), "/".join(parts))
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    os.lseek(fd, 0, os.SEEK_SET)
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_temp(folder: int, name: str, data: bytes) -> str:
+    """``data`` written and synced to a new 0600 ``.<name>.tmp-<random>`` in ``folder``; its name."""
+    tmp = f".{name}.tmp-{os.urandom(6).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    fd = os.open(tmp, flags, PRIVATE_FILE_MODE, dir_fd=folder)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def replace_under(root: str | os.PathLike[str], rel: str, data: bytes) -> None:
+    """Replace ``root/rel`` with ``data`` atomically (a 0600 temp file renamed over it, in the same
+    folder reached without symlinks). An existing symlink or hard-linked file there is refused."""
+    parts = _parts(rel)
+    name = parts[-1]
+    with folder_under(root, "/".join(parts[:-1])) as folder:
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+                raise UnsafeWriteError(rel, "it is a symlink, a hard link or not a regular file")
+        tmp = _write_temp(folder, name, data)
+        try:
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        with contextlib.suppress(OSError):
+            os.fsync(folder)
+
+
+def create_new_under(
+    root: str | os.PathLike[str],
+    rel_dir: str,
+    stem: str,
+    data: bytes,
+    *,
+    suffix: str = ".md",
+    attempts: int = 1000,
+) -> str:
+    """Write ``data`` to a new file ``rel_dir/stem.md`` (or ``stem-2.md``, ``stem-3.md``… when taken),
+    never overwriting; returns its path relative to ``root``. The text is written to a temp file and
+    hard-linked into place, so a reader never sees a half-written file."""
+    with folder_under(root, rel_dir) as folder:
+        tmp = _write_temp(folder, stem, data)
+        try:
+            for attempt in range(1, attempts + 1):
+                name = f"{stem}{suffix}" if attempt == 1 else f"{stem}-{attempt}{suffix}"
+                if _place(folder, tmp, name, data):
+                    return f"{rel_dir}/{name}" if rel_dir else name
+            raise FileExistsError(f"no free name for {stem}{suffix} in {rel_dir} after {attempts} tries")
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+
+
+def _place(folder: int, tmp: str, name: str, data: bytes) -> bool:
+    """Link ``tmp`` as ``name`` (False when taken); an exclusive create where hard links are not allowed."""
+    try:
+        os.link(tmp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+    try:
+        fd = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+            PRIVATE_FILE_MODE,
+            dir_fd=folder,
+        )
+    except FileExistsError:
+        return False
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+    return True
