@@ -248,6 +248,7 @@ class Session:
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        self._holder: asyncio.Task[Any] | None = None  # the task holding this session's turn
         self._announce_start = announce_start  # session:start ("created") is due at the first turn
 
     @property
@@ -297,9 +298,17 @@ class Session:
         turn lock (other runners and processes), with the state reloaded from what they wrote.
 
         Raises :class:`~sessionmem.errors.TurnLockTimeout` when the wait passes
-        ``session.turnLockTimeoutSeconds``. Not re-entrant: the steps of a turn run inside one hold."""
+        ``session.turnLockTimeoutSeconds``. Not re-entrant: the steps of a turn run inside one hold, and a
+        turn asked for from inside a turn of the same session (an async ``on_event`` awaiting
+        ``run_turn``) is a :class:`~sessionmem.errors.UsageError` at once rather than a wait for itself."""
         runner = self.runner
         timeout = runner.config.session.turn_lock_timeout_seconds
+        task = asyncio.current_task()
+        if task is not None and task is self._holder:
+            raise UsageError(
+                f"session {self.key}: a turn was started from inside one of its own turns (an on_event "
+                "callback or a tool awaiting run_turn); it would wait for itself. Start it after the turn"
+            )
         runner.in_memory.turn_started(self)
         try:
             async with contextlib.AsyncExitStack() as held:
@@ -315,6 +324,8 @@ class Session:
                     raise TurnLockTimeout(self.key, None, timeout) from None
                 except TurnLockTimeout as exc:  # said with the whole wait, not what was left of it
                     raise TurnLockTimeout(self.key, exc.path, timeout) from None
+                self._holder = task
+                held.callback(setattr, self, "_holder", None)
                 self.state.resync()
                 self.state.settled = None  # until the turn ends cleanly (after a failed one: reload)
                 yield self.state

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sessionmem.config import merge
-from sessionmem.errors import TurnLockTimeout
+from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.hooks import HookRegistry
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware
@@ -168,3 +168,29 @@ def test_a_session_reads_its_transcript_again_only_when_another_runner_wrote_to_
         "three",
         "ok: three",
     ]
+
+
+def test_a_turn_awaited_from_inside_a_turn_of_the_same_session_fails_at_once(
+    tmp_path: Path, workspace: Path
+) -> None:
+    errors: list[BaseException] = []
+
+    async def on_event(event: Any) -> None:
+        if event.kind == "turn" and not errors:
+            try:
+                await session.run_turn("nested")
+            except UsageError as exc:
+                errors.append(exc)
+
+    runner = SessionRunner(
+        ScriptedModel(responder=flush_aware()),
+        config=small_config(),
+        workspace=workspace,
+        state_dir=tmp_path / "state",
+        on_event=on_event,
+    )
+    session = runner.open(KEY)
+    started = time.monotonic()
+    assert session.run_turn_sync("outer").reply == "ok: outer"
+    assert time.monotonic() - started < 5  # no wait for itself until the timeout
+    assert len(errors) == 1 and "from inside one of its own turns" in str(errors[0])
