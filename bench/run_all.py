@@ -1,6 +1,6 @@
 """Run every benchmark one after another and write their tables to ``bench/results/latest.md``.
 
-    python bench/run_all.py            # the full run (4-6 minutes on a 2-core machine)
+    python bench/run_all.py            # the full run (6-9 minutes on a 2-core machine)
     python bench/run_all.py --quick    # a smoke run of every script (about a minute)
     python bench/run_all.py --model PATH --only search,cli
 
@@ -25,7 +25,7 @@ BENCH = Path(__file__).resolve().parent
 # Lightest first: the heavy scripts leave the kernel busy for a while after they exit (bench_search
 # an 870 MB index to write back and delete, bench_index a llama.cpp process's memory), and the runner's
 # sub-millisecond figures doubled when bench_runner ran right after them.
-SCRIPTS = ("runner", "delta", "cli", "index", "search")
+SCRIPTS = ("runner", "delta", "crash", "cli", "index", "search")
 
 
 def main() -> None:

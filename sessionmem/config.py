@@ -276,6 +276,12 @@ class SessionConfig(_Camel):
     reset_triggers: tuple[str, ...] = ("/new", "/reset")
     reset: ResetConfig = ResetConfig()
     store: str | None = None  # sessions.json path (~ and {agentId} expanded); transcripts live beside it
+    # How long a turn waits for the turns before it on the same session key (this process's queue, then
+    # the store's turn lock held by another runner or process) before TurnLockTimeout.
+    turn_lock_timeout_seconds: float = Field(120.0, gt=0)
+    # Sessions a runner keeps in memory while no turn runs in them; beyond it the least recently used
+    # are dropped (open() reloads them from the store and transcript).
+    max_idle_sessions: int = Field(256, ge=0)
 
 
 class HookEntryConfig(_Camel):

@@ -10,7 +10,7 @@ SessionMemError
 │   ├── SessionNotFound
 │   ├── TranscriptError         a transcript cannot be read or written
 │   ├── StoreLockTimeout        sessions.json stayed locked past the timeout
-│   └── TurnLockTimeout         another process kept running a turn of the session past the timeout
+│   └── TurnLockTimeout         earlier turns of the session (here or in another process) ran past the timeout
 └── MemoryIndexError            the memory index cannot be built or queried
     ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
     ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
@@ -18,6 +18,8 @@ SessionMemError
 """
 
 from __future__ import annotations
+
+import errno
 
 
 class SessionMemError(Exception):
@@ -73,16 +75,31 @@ class StoreLockTimeout(SessionError):
 
 
 class TurnLockTimeout(SessionError):
-    """A session's turn lock stayed held (a turn of that session running elsewhere) past the timeout."""
+    """A turn waited past the timeout for the turns before it on the same session: queued in this process
+    (``path`` None), or the store's turn lock held by another runner or process (``path`` the lock)."""
 
-    def __init__(self, session_key: str, path: str, timeout_s: float) -> None:
-        super().__init__(
-            f"session {session_key} is busy: another runner or process is running a turn of it "
-            f"(turn lock {path} still held after {timeout_s:g}s)"
-        )
+    def __init__(self, session_key: str, path: str | None, timeout_s: float) -> None:
+        if path is None:
+            where = f"earlier turns of it in this process were still running after {timeout_s:g}s"
+        else:
+            where = (
+                f"another runner or process is running a turn of it (turn lock {path} still held "
+                f"after {timeout_s:g}s)"
+            )
+        super().__init__(f"session {session_key} is busy: {where}")
         self.session_key = session_key
         self.path = path
         self.timeout_s = timeout_s
+
+
+def os_error_reason(exc: OSError) -> str:
+    """Why a file operation failed, in words: ``no space left on device`` for ENOSPC (``disk quota
+    exceeded`` for EDQUOT), else the system's message. Callers name the file themselves."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno == getattr(errno, "EDQUOT", None):
+        return "disk quota exceeded"
+    return exc.strerror or str(exc)
 
 
 class MemoryIndexError(SessionMemError):

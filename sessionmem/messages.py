@@ -33,6 +33,20 @@ def written_in_a_flush(raw_message: dict[str, Any]) -> bool:
     return provenance_kind(raw_message) == FLUSH_PROVENANCE
 
 
+def flush_provenance(cycle: int | None) -> dict[str, Any]:
+    """The ``provenance`` of the flush turn's messages: ``{"kind": "memory_flush", "cycle": N}``, ``cycle``
+    being the compaction count when the flush started (DESIGN 2), so the transcript says which cycle a
+    completed flush belongs to."""
+    return {"kind": FLUSH_PROVENANCE} if cycle is None else {"kind": FLUSH_PROVENANCE, "cycle": cycle}
+
+
+def flush_cycle(raw_message: dict[str, Any]) -> int | None:
+    """The ``cycle`` a stored flush message records (:func:`flush_provenance`), if any."""
+    provenance = raw_message.get("provenance")
+    cycle = provenance.get("cycle") if isinstance(provenance, dict) else None
+    return cycle if isinstance(cycle, int) and not isinstance(cycle, bool) and cycle >= 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str

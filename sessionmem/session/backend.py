@@ -14,6 +14,13 @@ The steps of a turn (the gate, rotation, commands, the runner) talk to the store
   transcript aside at a rotation (``/new``, ``/reset``, daily and idle resets);
 - ``turn_lock(key)``: a cross-process lock around one turn of a session key, waited for with a timeout
   that ends in :class:`~sessionmem.errors.TurnLockTimeout` (``async with store.turn_lock(key): ...``).
+  The runner holds it around every turn, command and rotation, and reloads the session's state after
+  taking it, so turns of one key are serialised across runners and processes.
+
+One optional capability (a separate protocol, so the seam itself stays as it is):
+:class:`VersionedTranscript`, a transcript that can say cheaply whether anything was appended since a
+given moment. With it, a session that takes the turn lock re-reads its transcript only when another
+runner wrote to it (or a turn of its own failed half-way); without it, at every turn.
 
 Backends: :class:`~sessionmem.session.store.SessionStore` (sessions.json and JSONL transcripts in one
 sessions folder: OpenClaw's format, the default). Outside implementers write a plain class with these
@@ -25,7 +32,7 @@ runner makes inline (an async backend would wrap its client in blocking calls th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
@@ -91,6 +98,23 @@ class TranscriptLog(Protocol):
     def bytes_since_compaction(self) -> int:
         """How much the transcript grew after its latest compaction entry (serialised JSON lines)."""
         ...
+
+
+@runtime_checkable
+class VersionedTranscript(Protocol):
+    """Optional capability of a :class:`TranscriptLog`: ``version()`` returns a value that changes
+    whenever an entry is appended, by this process or any other (for a file: its inode and size; for a
+    database: the newest row's id, or a row count). It must be cheap: it is read at every turn."""
+
+    def version(self) -> Hashable: ...
+
+
+def transcript_version(transcript: TranscriptLog) -> Hashable | None:
+    """``transcript.version()`` where the backend offers it (:class:`VersionedTranscript`), else None:
+    the caller cannot tell whether the transcript changed and reads it again."""
+    if isinstance(transcript, VersionedTranscript):
+        return transcript.version()
+    return None
 
 
 @runtime_checkable

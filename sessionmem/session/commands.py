@@ -15,8 +15,10 @@ Rules (reference §3.3, §2.7):
 - ``/status`` reports tokens against the thresholds, the compaction count and the flush state from
   the store. Neither ``/compact`` nor ``/status`` calls the model for a reply.
 
-Before any of it, a session that went stale (daily or idle reset, :mod:`sessionmem.session.lifecycle`)
-is rotated as if the user had typed ``/new``; a ``/new`` or ``/reset`` makes that check moot.
+Before an ordinary message or ``/compact``, a session that went stale (daily or idle reset,
+:mod:`sessionmem.session.lifecycle`) is rotated as if the user had typed ``/new``; a ``/new`` or
+``/reset`` makes that check moot. ``/status`` never rotates: it only looks, and says when the next
+message will start a new session.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class SessionStatus:
     total_tokens: int | None  # the provider's last reported prompt size, from the store
     transcript: str  # the file, or "" where the backend keeps no transcript files
     model: str
+    stale: str | None = None  # "daily" / "idle": the next message starts a new session
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +123,7 @@ class SessionStatus:
             "totalTokens": self.total_tokens,
             "transcript": self.transcript,
             "model": self.model,
+            "stale": self.stale,
         }
 
 
@@ -143,6 +147,7 @@ def session_status(state: SessionState) -> SessionStatus:
         total_tokens=entry.total_tokens,
         transcript=str(state.transcript.path or ""),
         model=str(getattr(state.runner.model, "name", "") or ""),
+        stale=stale_reason(state),
     )
 
 
@@ -164,6 +169,11 @@ def format_status(status: SessionStatus) -> str:
             f"flush at {status.flush_threshold:,} · compaction at {status.compaction_threshold:,}",
             f"Compactions: {status.compaction_count} · memory flush: {flush}",
             f"Transcript: {status.transcript}",
+            *(
+                [f"Expired ({status.stale} reset): the next message starts a new session"]
+                if status.stale
+                else []
+            ),
         ]
     )
 
@@ -199,15 +209,15 @@ async def before_turn(state: SessionState, text: str) -> TurnResult | str:
         if command.rest:
             return command.rest
         return _command_result(state, command, rotation.reply())
+    if command is not None and command.name == "status":  # looks only: never rotates a stale session
+        return _command_result(state, command, format_status(session_status(state)))
     reason = stale_reason(state)
     if reason is not None:
         await rotate(state, reason)
     if command is None:
         return text
-    if command.name == "compact":
-        result = await compact_through_gate(state, "manual", command.rest or None)
-        return _command_result(state, command, compact_reply(result))
-    return _command_result(state, command, format_status(session_status(state)))
+    result = await compact_through_gate(state, "manual", command.rest or None)
+    return _command_result(state, command, compact_reply(result))
 
 
 def _command_result(state: SessionState, command: Command, reply: str) -> TurnResult:

@@ -84,13 +84,15 @@ def unlock_file(handle: Any) -> None:
         handle.release()
 
 
-def lock_attempts(path: Path, timeout_s: float, on_taken: Callable[[Any], None]) -> Iterator[float]:
+def lock_attempts(
+    path: Path, timeout_s: float, on_taken: Callable[[Any], None], *, max_delay_s: float = 1.0
+) -> Iterator[float]:
     """Try to lock ``path`` until it is taken (its handle passed to ``on_taken``), yielding the sleep
     due before each retry; ends without calling ``on_taken`` once ``timeout_s`` of sleeps add up.
 
     The caller sleeps (``time.sleep`` or ``asyncio.sleep``), so one loop serves threads and event loops.
-    Sleeps back off ``min(1000, 50*attempt)`` ms. Waiting time is the sum of the sleeps, not a clock
-    reading, so frozen clocks in tests cannot hang a waiter."""
+    Sleeps back off ``min(max_delay_s, 50 ms * attempt)``. Waiting time is the sum of the sleeps, not a
+    clock reading, so frozen clocks in tests cannot hang a waiter."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = try_lock_file(path)
     waited, attempt = 0.0, 0
@@ -98,7 +100,7 @@ def lock_attempts(path: Path, timeout_s: float, on_taken: Callable[[Any], None])
         if waited >= timeout_s:
             return
         attempt += 1
-        delay = min(1.0, 0.05 * attempt, timeout_s - waited)
+        delay = min(max_delay_s, 0.05 * attempt, timeout_s - waited)
         yield delay
         waited += delay
         handle = try_lock_file(path)
@@ -193,16 +195,28 @@ class StoreLock:
 class TurnLock:
     """The cross-process lock around one turn of ``session_key``: ``async with`` (or ``with`` in
     threaded code). A second holder waits, backing off (:func:`lock_attempts`), and after ``timeout_s``
-    raises :class:`TurnLockTimeout`; a holder that dies frees it at once."""
+    raises :class:`TurnLockTimeout`; a holder that dies frees it at once.
+
+    Turns are handed over in turn, not to whoever polls first. A runner with more turns queued would
+    otherwise take the lock back the instant it let go (its next turn is already waiting), while a
+    runner in another process sleeps between polls: that one could wait until its timeout. So a waiter
+    first takes a second lock, the *door* (``<lock>.door``, held only while waiting), then the turn lock,
+    then lets the door go. A holder coming back for its next turn finds the door held by the waiter and
+    waits behind it; the waiter takes the turn lock as soon as it is free.
+    """
+
+    POLL_MAX_S = 0.1  # a waiter notices a free lock within this (turns are short with fast models)
 
     def __init__(self, path: Path, session_key: str, *, timeout_s: float) -> None:
         self.path = path
+        self.door = path.with_name(path.name + ".door")
         self.session_key = session_key
         self.timeout_s = timeout_s
         self._handle: Any = None
+        self._door_handle: Any = None
 
     async def __aenter__(self) -> None:
-        for delay in lock_attempts(self.path, self.timeout_s, self._took):
+        for delay in self._attempts():
             await asyncio.sleep(delay)
         self._check_taken()
 
@@ -210,7 +224,7 @@ class TurnLock:
         self.release()
 
     def __enter__(self) -> None:
-        for delay in lock_attempts(self.path, self.timeout_s, self._took):
+        for delay in self._attempts():
             time.sleep(delay)
         self._check_taken()
 
@@ -220,6 +234,26 @@ class TurnLock:
     def release(self) -> None:
         handle, self._handle = self._handle, None
         unlock_file(handle)
+
+    def _attempts(self) -> Iterator[float]:
+        """The door, then the turn lock, within ``timeout_s`` in all; the door is let go either way."""
+        waited = 0.0
+        try:
+            for delay in lock_attempts(
+                self.door, self.timeout_s, self._took_door, max_delay_s=self.POLL_MAX_S
+            ):
+                waited += delay
+                yield delay
+            if self._door_handle is None:
+                return
+            left = max(0.0, self.timeout_s - waited)
+            yield from lock_attempts(self.path, left, self._took, max_delay_s=self.POLL_MAX_S)
+        finally:
+            door, self._door_handle = self._door_handle, None
+            unlock_file(door)
+
+    def _took_door(self, handle: Any) -> None:
+        self._door_handle = handle
 
     def _took(self, handle: Any) -> None:
         self._handle = handle

@@ -9,15 +9,19 @@ before one, provider context-overflow recovery, manual ``/compact``, and (flush 
 the current compaction cycle has none, and records the flush against the cycle it *started* in, so a
 compaction that happens during the flush (its own call overflowed) does not skip the next cycle's flush.
 
-A flush that fails (model error) is reported in its ``flush`` event and still counts for its cycle: the
-user's turn goes on, and a broken flush is not retried before every turn of the cycle.
+A flush counts for its cycle once its turn has ended (DESIGN 16), never before: the transcript records
+it (the flush's messages carry its cycle, and its last answer ends it), then the store
+(``memoryFlushCompactionCount``, :func:`record_flush`). A process killed in mid-flush has recorded
+nothing, so the flush runs again. A flush whose model call failed is caught, reported in its ``flush``
+event (``error``), and then counts for its cycle too: the user's turn goes on, and a broken flush is not
+retried before every turn of the cycle (each retry would add a failing call to every turn). Only the
+store records such a flush; reconciliation keeps it (:func:`~sessionmem.session.recovery.reconciled`).
 
-Decisions are taken against the store (sessions.json by default), never against the session's cached
-entry: a gateway may run several processes (several :class:`~sessionmem.session.runner.SessionRunner`
-objects) on one store. A flush is *claimed* in one atomic ``store.update`` that re-reads the entry and
-records ``memoryFlushCompactionCount`` only if the stored cycle is still unflushed (:func:`claim_flush`);
-the loser skips. ``compactionCount`` is incremented from the stored value in the same way. The gate uses
-the store only through its seam (:mod:`sessionmem.session.backend`).
+Several runners and processes on one session key are serialised by the store's turn lock, which the
+runner holds around every turn and reloads the session's state under (:meth:`SessionState.resync`), so
+the decisions here, taken against ``state.entry``, are taken against the store's word. The store is
+written only through its seam (:mod:`sessionmem.session.backend`), and its counts are set to the values
+the transcript shows, so a reconciliation by another process never makes them count twice.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from sessionmem.messages import Message, now_ms
+from sessionmem.messages import Message
 from sessionmem.session.announce import before_compaction, emit
 from sessionmem.session.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
 from sessionmem.session.entry import SessionEntry, compaction_figures
@@ -89,15 +93,13 @@ async def compact_if_over_threshold(state: SessionState) -> None:
 
 
 async def flush_if_unflushed(state: SessionState, reason: str) -> bool:
-    """Run the silent flush unless this compaction cycle already had one, the flush is disabled, or a
-    guardrail forbids it (reported as a ``flush_skipped`` event). True when a flush ran."""
+    """Run the silent flush unless this compaction cycle already had one (or one is running now: a
+    compaction the flush's own overflow asked for), the flush is disabled, or a guardrail forbids it
+    (reported as a ``flush_skipped`` event). True when a flush ran."""
     flush_cfg = state.runner.agent.compaction.memory_flush
-    if not flush_cfg.enabled:
+    if not flush_cfg.enabled or state.flushing is not None:
         return False
-    # The store's word, not this session's cached entry: a stale entry may say "flushed" for a cycle
-    # another runner has since compacted away (the claim below only settles the opposite case).
-    entry = state.refresh_entry()
-    if cycle_flushed(entry.to_json_dict()):
+    if cycle_flushed(state.entry.to_json_dict()):
         return False
     guard = guard_reason(**state.guards())
     if guard is not None:
@@ -132,56 +134,39 @@ async def compact_through_gate(
     )
 
 
-def claim_flush(state: SessionState) -> int | None:
-    """Record a flush for the stored cycle, in one locked update, if that cycle has none yet.
+def record_flush(state: SessionState, cycle: int, started_at: int) -> None:
+    """Record in the store that the flush of ``cycle`` (started at ``started_at``, ms) has ended."""
+    session_id = state.entry.session_id
 
-    Returns the cycle claimed, or None when the store says the cycle is already flushed (another
-    runner or process won it). Either way ``state.entry`` is refreshed from the store.
-    """
-    claimed: list[int] = []
-
-    def claim(current: SessionEntry | None) -> SessionEntry | None:
+    def record(current: SessionEntry | None) -> SessionEntry | None:
         entry = current if current is not None else state.entry
-        if cycle_flushed(entry.to_json_dict()):
+        if entry.session_id != session_id:
             return None
-        claimed.append(entry.compaction_count)
-        return entry.touched(memory_flush_compaction_count=entry.compaction_count, memory_flush_at=now_ms())
+        return entry.touched(memory_flush_compaction_count=cycle, memory_flush_at=started_at)
 
-    stored = state.runner.store.update(state.key, claim)
-    if stored is not None:
+    stored = state.runner.store.update(state.key, record)
+    if stored is not None and stored.session_id == session_id:
         state.entry = stored
-    return claimed[0] if claimed else None
 
 
 async def run_flush(state: SessionState, reason: str, tokens: int | None = None) -> bool:
-    """The silent flush turn; recorded against the cycle it starts in (DESIGN 2). True when it ran.
-
-    The flush is claimed in the store first (:func:`claim_flush`): when another runner has already
-    flushed this cycle, this one skips (a ``flush_skipped`` event) and goes on with the fresh entry.
-    """
+    """The silent flush turn; recorded against the cycle it starts in (DESIGN 2) once it has ended
+    (DESIGN 16; see the module docstring). Returns True (it ran)."""
     if tokens is None:
         tokens = state.projection().tokens
-    cycle = claim_flush(state)
-    if cycle is None:
-        stored = state.entry.memory_flush_compaction_count
-        await emit(
-            state,
-            FlushSkippedEvent(
-                session_key=state.key,
-                reason=f"already flushed compaction cycle {stored} (recorded by another runner)",
-            ),
-        )
-        return False
+    cycle = state.entry.compaction_count
     agent = state.runner.agent
     folder = state.tools.home.daily_folder  # memory/, or the session's own folder (memory.scope peer)
     prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone, folder=folder)
+    prompt = Message.user(prompts.prompt)
     state.tools.flush_target = prompts.relative_path
+    state.flushing = cycle  # its messages carry the cycle; the gate starts no second flush meanwhile
     writes_before = state.tools.writes
     error = None
     try:
         await run_model_turn(
             state,
-            Message.user(prompts.prompt),
+            prompt,
             kind="flush",
             system_extra=prompts.system_prompt,
             make_room=lambda: compact_through_gate(state, "overflow"),
@@ -190,8 +175,10 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
         error = f"{type(exc).__name__}: {exc}"
     finally:
         state.tools.flush_target = None
+        state.flushing = None
     if state.tools.writes > writes_before:
         await state.tools.sync_index("memory-flush")
+    record_flush(state, cycle, prompt.timestamp)
     await emit(
         state,
         FlushEvent(
@@ -237,15 +224,19 @@ async def compact_now(state: SessionState, reason: str, instructions: str | None
         + state.counter.count_all(plan.kept)
         + state.schema_tokens()
     )
+    counted = state.entry.compaction_count + 1  # the compaction entries the transcript now holds
     state.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
     state.reload_context()
     state.system_prompt = system_prompt
     state.compactions += 1
 
     def count_it(current: SessionEntry | None) -> SessionEntry:
-        # From the stored count, under the lock: another runner may have compacted since our last read.
+        # Trigger: another process reconciled the store with the transcript between our append and this
+        # update (it opened the session meanwhile). Why: adding one to the stored count would then count
+        # this compaction twice. Outcome: the count is set to what the transcript shows, never lowered.
         entry = current if current is not None else state.entry
-        return entry.touched(compaction_count=entry.compaction_count + 1, **compaction_figures(tokens_after))
+        count = max(entry.compaction_count, counted)
+        return entry.touched(compaction_count=count, **compaction_figures(tokens_after))
 
     stored = state.runner.store.update(state.key, count_it)
     assert stored is not None

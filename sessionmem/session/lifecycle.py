@@ -189,7 +189,6 @@ async def rotate(
     from sessionmem.hooks import COMMAND_NEW, COMMAND_RESET, SESSION_END, SESSION_START
 
     runner = state.runner
-    state.refresh_entry()
     conversation = has_conversation(state)
     flushed = False
     if conversation:

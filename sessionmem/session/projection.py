@@ -19,8 +19,8 @@ import orjson
 
 from sessionmem.config import DEFAULT_CONTEXT_TOKENS, AgentConfig
 from sessionmem.messages import Message
-from sessionmem.session.backend import TranscriptLog
 from sessionmem.session.entry import call_figures
+from sessionmem.session.transcript import Entry, context_from_entries
 from sessionmem.tokens import count_tokens
 
 # Chat formats wrap every message in a few tokens of role markup (OpenAI documents 3-4).
@@ -160,15 +160,15 @@ def _litellm_context_window(model: Any) -> int | None:
     return context_window(model.name)
 
 
-def context_state(transcript: TranscriptLog) -> tuple[list[ContextItem], set[str]]:
-    """The transcript's model context and the ids whose reported usage is stale.
+def context_state(entries: Sequence[Entry]) -> tuple[list[ContextItem], set[str]]:
+    """A transcript's model context (from its ``entries``, in order) and the ids whose reported usage is
+    stale.
 
     Messages kept through the latest compaction (they sit before the compaction entry in the file)
     carry usage of a context that no longer exists, so they cannot anchor the projection.
     """
-    context: list[ContextItem] = list(transcript.context_messages())
+    context: list[ContextItem] = list(context_from_entries(entries))
     stale: set[str] = set()
-    entries = transcript.entries()
     last = max((i for i, e in enumerate(entries) if e.type == "compaction"), default=None)
     if last is not None:
         stale = {e.id for e in entries[:last] if e.type == "message"}

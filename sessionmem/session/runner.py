@@ -19,6 +19,20 @@ Every compaction, whatever its reason, goes through :func:`~sessionmem.session.g
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
 ordinary model turn of kind "flush": same loop, its own prompts and tools, output never delivered.
 
+Each turn (and each command, rotation and :meth:`Session.compact`) runs under the session's turn lock:
+turns of one session key wait for the ones before them, in order within a process (a queue per session),
+and across runners and processes through the store's ``turn_lock`` (DESIGN 16, the store seam). After
+taking it the session reloads what another runner wrote (:meth:`SessionState.resync`), so compaction
+happens once per cycle and never summarises a context that is missing another runner's turns. A turn
+that waits longer than ``session.turnLockTimeoutSeconds`` raises
+:class:`~sessionmem.errors.TurnLockTimeout`.
+
+The runner keeps the sessions it opened in memory; beyond ``session.maxIdleSessions`` sessions with no
+turn running, the least recently used are dropped (their store entry and transcript stay; ``open()``
+reads them again). :meth:`SessionRunner.aclose` (``async with``; :meth:`SessionRunner.close` and ``with``
+for blocking code) lets the turns in flight finish, refuses new ones, and waits for the memory index's
+background syncs (closing the index too unless ``close_index=False``).
+
 Blocking file work (transcript appends, sessions.json under its lock) runs inline: each is one small
 write. Memory-index syncs run in a worker thread.
 """
@@ -26,20 +40,24 @@ write. Memory-index syncs run in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import Config
-from sessionmem.errors import UsageError
+from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.session import keys
 from sessionmem.session.announce import announce_created, emit
 from sessionmem.session.backend import SessionBackend, TranscriptLog
+from sessionmem.session.cache import SessionCache
 from sessionmem.session.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent, TurnResult
@@ -79,6 +97,7 @@ class SessionRunner:
         hooks: HookRegistry | None = None,
         command_source: str | None = None,
         store: SessionBackend | None = None,
+        close_index: bool = True,
     ) -> None:
         self.model = model
         self.config = config or Config()
@@ -99,16 +118,20 @@ class SessionRunner:
             store = SessionStore.for_agent(self.state_dir, self.agent_id, self.config.session.store)
         self.store: SessionBackend = store
         self._check_index_sessions_dir()
-        self._sessions: dict[str, Session] = {}
+        self.close_index = close_index  # close(): close memory_index too (False: it is shared, keep it open)
+        self.in_memory: SessionCache[Session] = SessionCache(self.config.session.max_idle_sessions)
         user_zone(self.agent.user_timezone)  # a bad userTimezone fails here, not in the middle of a flush
 
     def open(self, session_key: str | None = None) -> Session:
         """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new.
 
-        The same key gives the same :class:`Session` object, so two callers share one context."""
+        The same key gives the same :class:`Session` object while it is in memory, so two callers share
+        one context. Opening reconciles the store entry with the transcript (DESIGN 16)."""
+        self.in_memory.check_open()
         key = keys.normalize_key(session_key or keys.default_key(self.agent_id))
-        if key in self._sessions:
-            return self._sessions[key]
+        found = self.in_memory.get(key)
+        if found is not None:
+            return found
         entry = self.store.get(key)
         created = False
         if entry is None:
@@ -132,11 +155,52 @@ class SessionRunner:
         # Trigger: open() made a new sessions.json entry. Why: open() is sync and hooks are async, and
         # rotations announce their own new session. Outcome: session:start ("created") fires once, at
         # the start of the first run_turn; a session reopened from sessions.json does not announce.
-        session = Session(self, SessionState(self, key, transcript, entry), announce_start=created)
-        self._sessions[key] = session
-        return session
+        state = SessionState(self, key, transcript, entry)
+        return self.in_memory.add(Session(self, state, announce_start=created))
 
     session = open
+
+    @property
+    def sessions_in_memory(self) -> tuple[str, ...]:
+        """The keys of the sessions this runner holds in memory, least recently used first."""
+        return self.in_memory.keys()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def aclose(self) -> None:
+        """Stop taking turns, let the turns in flight (running or queued) finish, drop the sessions, and
+        wait for the memory index's background syncs; close the index unless ``close_index=False``.
+        Idempotent. A turn or ``open()`` after it raises :class:`~sessionmem.errors.UsageError`."""
+        self.in_memory.close()
+        while not self.in_memory.drained():
+            await asyncio.sleep(0.01)
+        index = self.memory_index
+        if index is None:
+            return
+        settle = getattr(index, "close" if self.close_index else "wait_idle", None)
+        if callable(settle):
+            await asyncio.to_thread(settle)
+
+    def close(self) -> None:
+        """Blocking :meth:`aclose`; refuses to run inside an event loop (use ``await runner.aclose()``)."""
+        _check_no_running_loop("close")
+        asyncio.run(self.aclose())
+
+    async def __aenter__(self) -> SessionRunner:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> SessionRunner:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     def hook_registry(self) -> HookRegistry:
         """The hooks for command:new/reset, session:start/end, memory:flush and compaction:before/after:
@@ -178,7 +242,13 @@ class Session:
     def __init__(self, runner: SessionRunner, state: SessionState, *, announce_start: bool = False) -> None:
         self.runner = runner
         self.state = state
-        self._busy = False
+        self.in_flight = 0  # turns of this handle running or queued (the runner's lock guards it)
+        # The in-process queue: one asyncio.Lock per event loop (FIFO). Callers in different threads run
+        # different loops; the store's turn lock orders them against each other.
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._holder: asyncio.Task[Any] | None = None  # the task holding this session's turn
         self._announce_start = announce_start  # session:start ("created") is due at the first turn
 
     @property
@@ -222,48 +292,89 @@ class Session:
 
     # ---------------------------------------------------------------- the turn
 
+    @contextlib.asynccontextmanager
+    async def locked(self) -> AsyncIterator[SessionState]:
+        """Hold this session's turn: after the turns queued before it in this process, under the store's
+        turn lock (other runners and processes), with the state reloaded from what they wrote.
+
+        Raises :class:`~sessionmem.errors.TurnLockTimeout` when the wait passes
+        ``session.turnLockTimeoutSeconds``. Not re-entrant: the steps of a turn run inside one hold, and a
+        turn asked for from inside a turn of the same session (an async ``on_event`` awaiting
+        ``run_turn``) is a :class:`~sessionmem.errors.UsageError` at once rather than a wait for itself."""
+        runner = self.runner
+        timeout = runner.config.session.turn_lock_timeout_seconds
+        task = asyncio.current_task()
+        if task is not None and task is self._holder:
+            raise UsageError(
+                f"session {self.key}: a turn was started from inside one of its own turns (an on_event "
+                "callback or a tool awaiting run_turn); it would wait for itself. Start it after the turn"
+            )
+        runner.in_memory.turn_started(self)
+        try:
+            async with contextlib.AsyncExitStack() as held:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + timeout
+                queue = self._queues.setdefault(loop, asyncio.Lock())
+                try:
+                    async with asyncio.timeout(timeout):
+                        await held.enter_async_context(queue)
+                    remaining = max(0.0, deadline - loop.time())
+                    await held.enter_async_context(runner.store.turn_lock(self.key, timeout_s=remaining))
+                except TimeoutError:
+                    raise TurnLockTimeout(self.key, None, timeout) from None
+                except TurnLockTimeout as exc:  # said with the whole wait, not what was left of it
+                    raise TurnLockTimeout(self.key, exc.path, timeout) from None
+                self._holder = task
+                held.callback(setattr, self, "_holder", None)
+                self.state.resync()
+                self.state.settled = None  # until the turn ends cleanly (after a failed one: reload)
+                yield self.state
+                self.state.settle()
+        finally:
+            runner.in_memory.turn_ended(self)
+
     async def run_turn(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
         """Run one user turn; the reply is None when the model answered NO_REPLY.
 
+        Turns of one session run one at a time, in the order they were asked for (:meth:`locked`).
         With ``on_partial`` (sync or async, called with each new piece of text) the reply is streamed
         when the model can stream; nothing of a NO_REPLY answer is ever passed on, and the flush and
         compaction calls are never streamed."""
-        if self._busy:
-            raise UsageError(f"session {self.key} is already running a turn; await it first")
-        state = self.state
-        self._busy = True
+        async with self.locked() as state:
+            return await self._run_turn(state, text, on_partial)
+
+    async def _run_turn(
+        self, state: SessionState, text: str, on_partial: PartialCallback | None
+    ) -> TurnResult:
         state.events = []
-        try:
-            if self._announce_start:
-                self._announce_start = False
-                await announce_created(state)
-            outcome = await before_turn(state, text)  # stale-session rotation, slash commands
-            if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
-                return outcome
-            prompt = Message.user(outcome)
-            await preflight(state, prompt)
-            turn = await run_model_turn(
-                state,
-                prompt,
-                kind="turn",
-                on_partial=on_partial,
-                make_room=lambda: compact_through_gate(state, "overflow"),
-            )
-            await compact_if_over_threshold(state)
-            reply = deliverable_reply(turn.last.content if turn.last else None)
-            await emit(
-                state,
-                TurnEvent(
-                    session_key=self.key,
-                    reply=reply,
-                    usage=turn.usage,
-                    model_calls=turn.model_calls,
-                    stopped=turn.stopped,
-                ),
-            )
-            return TurnResult(reply, tuple(turn.messages), turn.usage, tuple(state.events), turn.stopped)
-        finally:
-            self._busy = False
+        if self._announce_start:
+            self._announce_start = False
+            await announce_created(state)
+        outcome = await before_turn(state, text)  # stale-session rotation, slash commands
+        if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
+            return outcome
+        prompt = Message.user(outcome)
+        await preflight(state, prompt)
+        turn = await run_model_turn(
+            state,
+            prompt,
+            kind="turn",
+            on_partial=on_partial,
+            make_room=lambda: compact_through_gate(state, "overflow"),
+        )
+        await compact_if_over_threshold(state)
+        reply = deliverable_reply(turn.last.content if turn.last else None)
+        await emit(
+            state,
+            TurnEvent(
+                session_key=self.key,
+                reply=reply,
+                usage=turn.usage,
+                model_calls=turn.model_calls,
+                stopped=turn.stopped,
+            ),
+        )
+        return TurnResult(reply, tuple(turn.messages), turn.usage, tuple(state.events), turn.stopped)
 
     def run_turn_sync(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
@@ -271,8 +382,11 @@ class Session:
         return asyncio.run(self.run_turn(text, on_partial))
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:
-        """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none)."""
-        return await compact_through_gate(self.state, "manual", instructions)
+        """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none),
+        in its turn like any other (:meth:`locked`)."""
+        async with self.locked() as state:
+            state.events = []
+            return await compact_through_gate(state, "manual", instructions)
 
     def compact_sync(self, instructions: str | None = None) -> CompactionResult:
         """Blocking :meth:`compact`; refuses to run inside an event loop."""

@@ -18,20 +18,19 @@ into another step's private fields.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
 from sessionmem.messages import Message
-from sessionmem.session.backend import SessionBackend, TranscriptLog
+from sessionmem.session.backend import SessionBackend, TranscriptLog, transcript_version
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import Event, EventCallback
 from sessionmem.session.flush import workspace_writable
 from sessionmem.session.memory_tools import SessionTools
 from sessionmem.session.projection import (
-    ContextItem,
     Projection,
     TokenCounter,
     context_state,
@@ -39,6 +38,7 @@ from sessionmem.session.projection import (
     provider_owns_compaction,
     resolve_context_window,
 )
+from sessionmem.session.recovery import reconciled, replay_entries
 from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -102,30 +102,76 @@ class SessionState:
         self.queued: list[Event] = []  # reported by tools mid-call; emitted after the tool call
         self.tools = SessionTools(runner, key, self.queued.append)
         self.compactions = 0  # compactions this session ran (the gate tells "compacted during the flush")
+        self.flushing: int | None = None  # the cycle of the flush turn running now (no second one starts)
+        # The transcript's version (backend.transcript_version) when this state last matched the transcript
+        # and the store; None: unknown, reload before the next turn.
+        self.settled: Hashable | None = None
         self._schemas_counted: tuple[str, int] = ("", 0)  # the tool schemas' JSON and its token count
         self.attach(transcript, entry)
 
     def attach(self, transcript: TranscriptLog, entry: SessionEntry) -> None:
         """Point this session at ``transcript`` / ``entry`` (on open, and when a rotation starts a new
-        transcript): the context, token caches and system prompt are rebuilt from them."""
+        transcript): the context, token caches and system prompt are rebuilt from them (:meth:`reload`)."""
         self.transcript = transcript
         self.entry = entry
         self.counter = TokenCounter()
-        self.context: list[ContextItem]
-        self.context, self.stale = context_state(transcript)
+        self.reload()
         self.system_prompt = self.tools.system_prompt()
+
+    def reload(self) -> None:
+        """Read the transcript again: the context, and the store entry reconciled with it (DESIGN 16).
+
+        The transcript is written first, so a process stopped between it and the store (killed, out of
+        disk) leaves the store behind: ``compactionCount`` and the last flush's cycle are set from the
+        transcript (:func:`~sessionmem.session.recovery.reconciled`) in one ``store.update``, which
+        changes nothing when they agree. Safe without the turn lock: the runner's own updates of these
+        fields set the values the transcript shows, so a reconciliation racing a live turn agrees with it.
+        """
+        version = transcript_version(self.transcript)  # before reading: an append after it shows next time
+        entries = self.transcript.entries()
+        self.context, self.stale = context_state(entries)
+        _, figures = replay_entries(e.data for e in entries)
+        session_id = self.entry.session_id
+
+        def reconcile(current: SessionEntry | None) -> SessionEntry | None:
+            if current is None or current.session_id != session_id:
+                return None  # gone, or rotated by another runner: resync() follows that
+            return reconciled(current, figures)
+
+        stored = self.runner.store.update(self.key, reconcile)
+        if stored is not None and stored.session_id == session_id:
+            self.entry = stored
+        self.settled = version
 
     def reload_context(self) -> None:
         """Rebuild the context from the transcript (after a compaction entry was appended)."""
-        self.context, self.stale = context_state(self.transcript)
+        self.context, self.stale = context_state(self.transcript.entries())
 
-    def refresh_entry(self) -> SessionEntry:
-        """The store's entry for this session (another runner or process may have written it since);
-        the cached one when the store has none."""
-        stored = self.runner.store.get(self.key)
+    def resync(self) -> None:
+        """Catch up with what other runners wrote, after taking the session's turn lock.
+
+        Another runner may have rotated the session (a new session id in the store: its transcript is
+        opened), or appended turns, flushes and compactions (the transcript's version changed: it is read
+        again); and a turn of this session that failed half-way may have left the store behind its
+        transcript. Either way :meth:`reload` rebuilds the state from the transcript. When nothing
+        changed since this session's last turn ended (the same version, the same store entry), this costs
+        one store read and, for file transcripts, one ``stat``.
+        """
+        store = self.runner.store
+        stored = store.get(self.key)
+        if stored is not None and stored.session_id != self.entry.session_id:
+            self.attach(store.open_transcript(self.key, stored, cwd=self.runner.workspace), stored)
+            return
+        unchanged = stored == self.entry and transcript_version(self.transcript) == self.settled
+        if self.settled is not None and unchanged:
+            return
         if stored is not None:
             self.entry = stored
-        return self.entry
+        self.reload()
+
+    def settle(self) -> None:
+        """A turn ended cleanly: the state matches the transcript and the store as they are now."""
+        self.settled = transcript_version(self.transcript)
 
     def projection(self, pending: Sequence[Message] = ()) -> Projection:
         """The projected prompt of the next ordinary call (with ``pending``): the one measure the flush

@@ -41,7 +41,7 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from sessionmem.errors import SessionError, TranscriptError, UsageError
+from sessionmem.errors import SessionError, TranscriptError, UsageError, os_error_reason
 from sessionmem.messages import now_ms
 from sessionmem.safefs import PRIVATE_FILE_MODE
 from sessionmem.session import keys
@@ -233,13 +233,20 @@ class SessionStore(SessionBackendABC):
             return parse_store(raw)
         except CorruptStore as exc:
             aside = self.path.with_name(f"{self.path.name}.corrupt-{now_ms()}")
-            os.replace(self.path, aside)
             entries = entries_from_transcripts(self.sessions_dir, self.agent_id)
+            # Trigger: the rebuilt store cannot be written (a full disk). Why: moving the corrupt file
+            # aside first would leave no store at all, and the next read would start every session anew.
+            # Outcome: the corrupt file is kept aside by a second name (a hard link), then replaced
+            # atomically; if the write fails it is still there, and the next read tries again.
+            try:
+                os.link(self.path, aside)
+            except OSError:
+                os.replace(self.path, aside)
+            self._write(entries)
             self._report(
                 f"{self.path} was corrupt ({exc}); moved aside to {aside.name} and rebuilt "
                 f"{len(entries)} entries from transcripts"
             )
-            self._write(entries)
             return entries
 
     def _load(self) -> dict[str, SessionEntry]:
@@ -318,7 +325,13 @@ class SessionStore(SessionBackendABC):
 
     def _write(self, entries: dict[str, SessionEntry], *, payload: bytes | None = None) -> None:
         data = payload if payload is not None else serialize_store(entries)
-        atomic_write_bytes(self.path, data)
+        try:
+            atomic_write_bytes(self.path, data)
+        except OSError as exc:  # e.g. a full disk: the old file is intact (the write is atomic)
+            raise SessionError(
+                f"cannot write session store {self.path}: {os_error_reason(exc)} "
+                "(the store is unchanged; this update was not saved)"
+            ) from exc
 
     # --- recovery ---
 

@@ -14,6 +14,7 @@ missing ``\\n`` so the torn fragment stays alone on its line.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
@@ -30,7 +31,7 @@ try:
 except ImportError:  # Windows: appends are still single writes
     fcntl = None  # type: ignore[assignment]
 
-from sessionmem.errors import TranscriptError
+from sessionmem.errors import TranscriptError, os_error_reason
 from sessionmem.messages import Message, ToolCall, Usage
 from sessionmem.safefs import PRIVATE_FILE_MODE
 
@@ -301,7 +302,9 @@ class Transcript:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise TranscriptError(f"cannot create transcript folder {p.parent}: {exc}") from exc
+            raise TranscriptError(
+                f"cannot create transcript folder {p.parent}: {os_error_reason(exc)}"
+            ) from exc
         header: dict[str, Any] | None = None
         ids: set[str] = set()
         leaf: str | None = None
@@ -419,6 +422,15 @@ class Transcript:
         except FileNotFoundError:
             return 0
 
+    def version(self) -> tuple[int, int, int] | None:
+        """What changes whenever a line is appended, by anyone: the file's device, inode and size (it
+        only grows; a replaced file is another inode). None when there is no file. One ``stat``."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size)
+
     def bytes_since_compaction(self) -> int:
         """How much the file grew after the latest compaction entry (the whole file without one).
 
@@ -503,6 +515,10 @@ def _append_line(
     ``header`` is written first when the file is empty (it was archived or deleted under us), so a
     transcript never lacks its header. ``only_if_empty`` writes nothing unless the file is empty (two
     processes creating one transcript write one header).
+
+    A write that cannot finish (a full disk: the kernel writes what fits, then refuses the rest) is rolled
+    back to the size the file had, under the same lock, and raised as a :class:`TranscriptError` that
+    names the file and the reason ("no space left on device"): no torn line is left behind.
     """
     line = orjson.dumps(obj) + b"\n"
     try:
@@ -510,7 +526,7 @@ def _append_line(
             path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE
         )  # read: the torn-line check
     except OSError as exc:
-        raise TranscriptError(f"cannot open transcript {path} for append: {exc}") from exc
+        raise TranscriptError(f"cannot open transcript {path} for append: {os_error_reason(exc)}") from exc
     try:
         if fcntl is not None:
             # Serialise the torn-line check with other writers: without it, a large concurrent append
@@ -525,11 +541,33 @@ def _append_line(
         # Outcome: the fragment stays alone on its (skipped) line and ours parses.
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
-        written = os.write(fd, line)
-        if written != len(line):
-            raise TranscriptError(f"short write to transcript {path}: {written} of {len(line)} bytes")
-        return size + written
+        _write_all_or_nothing(fd, line, size, path)
+        return size + len(line)
     except OSError as exc:
-        raise TranscriptError(f"cannot append to transcript {path}: {exc}") from exc
+        raise TranscriptError(f"cannot append to transcript {path}: {os_error_reason(exc)}") from exc
     finally:
         os.close(fd)  # also releases the flock
+
+
+def _write_all_or_nothing(fd: int, data: bytes, size: int, path: Path) -> None:
+    """Write ``data`` at the end of ``fd`` (``size`` bytes long before), or truncate it back to ``size``."""
+    written = 0
+    try:
+        while written < len(data):
+            n = os.write(fd, data[written:])
+            if n == 0:  # no progress and no error: treat like a full disk rather than loop
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            written += n
+    except OSError as exc:
+        # Trigger: the disk filled up (or another write error) part-way through our line. Why: the
+        # part written would be a torn line, and the caller is told the entry was not recorded.
+        # Outcome: the file is cut back to its size before the append (we still hold its lock).
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            log.error("could not roll back a partial append to transcript %s", path, exc_info=True)
+        reason = os_error_reason(exc)
+        raise TranscriptError(
+            f"cannot append to transcript {path}: {reason} ({written} of {len(data)} bytes written, "
+            "rolled back; the entry was not recorded)"
+        ) from exc

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionmem.errors import ContextWindowExceeded
-from sessionmem.messages import FLUSH_PROVENANCE, Message, Usage
+from sessionmem.messages import Message, Usage, flush_provenance
 from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
 from sessionmem.session.announce import emit, emit_queued
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
@@ -109,8 +109,8 @@ async def run_model_turn(
 
 def append_message(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
     """Write ``message`` to the transcript and the context (and to ``turn``'s messages)."""
-    if turn is not None and turn.kind == "flush":  # marked so the /new memory file leaves it out
-        meta.setdefault("provenance", {"kind": FLUSH_PROVENANCE})
+    if turn is not None and turn.kind == "flush":  # marked so the /new memory file leaves it out, with
+        meta.setdefault("provenance", flush_provenance(state.flushing))  # its cycle (DESIGN 16)
     entry_id = state.transcript.append_message(message, **meta)
     notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
     path = state.transcript.path
@@ -174,7 +174,7 @@ async def _recover_overflow(
             f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
             status_code=exc.status_code,
         ) from exc
-    # In a flush the cycle is already marked flushed, so the gate goes straight to compacting.
+    # In a flush, state.flushing keeps the gate from starting a second flush: it goes straight to compacting.
     result = await make_room()
     if not result.ok:
         raise ContextWindowExceeded(

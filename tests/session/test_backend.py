@@ -246,8 +246,11 @@ def test_a_killed_holder_frees_the_turn_lock_at_once(isolated_env: Path) -> None
     holder.join(10)
     with store.turn_lock(KEY, timeout_s=0.2):  # no stale lock to age out
         pass
-    lock_files = list((store.sessions_dir / "locks").iterdir())
-    assert len(lock_files) == 1 and oct(lock_files[0].stat().st_mode & 0o777) == "0o600"
+    lock_files = sorted(path.name for path in (store.sessions_dir / "locks").iterdir())
+    assert len(lock_files) == 2 and lock_files[1] == lock_files[0] + ".door"  # the lock and its door
+    assert {oct(path.stat().st_mode & 0o777) for path in (store.sessions_dir / "locks").iterdir()} == {
+        "0o600"
+    }
 
 
 def test_turns_of_one_key_in_one_process_take_the_lock_one_after_the_other(isolated_env: Path) -> None:

@@ -82,7 +82,9 @@ def test_new_flushes_then_saves_memory_then_archives_and_resets_counters(
     archived_lines = transcript_lines(archived)
     assert "We picked Postgres" in archived_lines[1]["message"]["content"]
     flush_messages = [line for line in archived_lines if FLUSH_MARKER in str(line.get("message", ""))]
-    assert [line["message"]["provenance"] for line in flush_messages] == [{"kind": "memory_flush"}]
+    assert [line["message"]["provenance"] for line in flush_messages] == [
+        {"kind": "memory_flush", "cycle": 0}
+    ]
 
     entry = store_entry(runner)
     assert entry["sessionId"] == session.entry.session_id != old_id

@@ -1,6 +1,7 @@
-"""Several runners on one sessions.json (a gateway running several processes): every gate decision is
-taken against the store under its lock, never against a runner's cached entry. One flush per cycle
-whoever reaches the threshold, compactions counted from the stored count, one sessionId per new key."""
+"""Several runners on one sessions.json (a gateway running several processes): each turn holds the
+session's turn lock and reloads what the other runners wrote before deciding anything, so one flush per
+cycle whoever reaches the threshold, one compaction per cycle, no turn of another runner compacted away
+unsummarised, and one sessionId per new key."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from sessionmem.config import Config
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.events import FlushEvent, FlushSkippedEvent
+from sessionmem.session.events import FlushEvent
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.store import SessionStore
 from tests.scenarios.harness import flush_prompt_requests, make_runner, small_config, store_entry
@@ -33,45 +34,58 @@ def model() -> ScriptedModel:
     return ScriptedModel(responder=flush_aware(lambda request: "ok"))
 
 
-def test_two_runners_flush_one_cycle_once(tmp_path: Path, workspace: Path) -> None:
+def compaction_requests(model: ScriptedModel) -> list[str]:
+    return ["\n".join(m.content for m in c.messages) for c in model.calls if c.purpose == "compaction"]
+
+
+def turn_text(name: str) -> str:
+    return f"{name}:" + " word" * 1200  # four of these (and their replies) reach the flush threshold
+
+
+def test_a_second_runner_sees_the_first_ones_turns_and_flush_before_deciding(
+    tmp_path: Path, workspace: Path
+) -> None:
     model_a, model_b = model(), model()
-    runner_a, _ = make_runner(model_a, tmp_path, workspace, config())
+    runner_a, events_a = make_runner(model_a, tmp_path, workspace, config())
     runner_b, events_b = make_runner(model_b, tmp_path, workspace, config())
     session_a, session_b = runner_a.open(KEY), runner_b.open(KEY)  # both read the entry: cycle 0, unflushed
+    for i in range(4):
+        session_a.run_turn_sync(turn_text(f"a{i}"))
+    assert events_a.kinds("flush", "compaction") == ["flush"]
 
-    session_a.run_turn_sync(BIG)
-    session_b.run_turn_sync(BIG)  # its cached entry still says unflushed; the store says cycle 0 is done
+    session_b.run_turn_sync(turn_text("b0"))  # B's first call carries A's four turns and A's flush
+    sent = "\n".join(m.content for m in model_b.calls[0].messages)
+    assert all(f"a{i}:" in sent for i in range(4)) and "Pre-compaction memory flush." in sent
+    session_b.run_turn_sync(turn_text("b1"))  # over the compaction line: cycle 0 was flushed (by A)
 
-    assert len(flush_prompt_requests(model_a.calls)) == 1
-    assert flush_prompt_requests(model_b.calls) == []  # only one flush prompt reached a model for cycle 0
+    assert flush_prompt_requests(model_b.calls) == []
+    assert events_b.kinds("flush", "compaction") == ["compaction"]
+    assert "a0:" in compaction_requests(model_b)[0]  # A's turns were summarised, not dropped
     entry = store_entry(runner_a)
-    assert entry["compactionCount"] == 0
-    assert entry["memoryFlushCompactionCount"] == 0
-    assert not [e for e in events_b.events if isinstance(e, FlushEvent)]
-    skipped = [e for e in events_b.events if isinstance(e, FlushSkippedEvent)]
-    assert skipped and "already flushed" in skipped[0].reason
-    # The loser refreshed its entry from the store.
-    assert session_b.entry.memory_flush_compaction_count == 0
+    assert entry["compactionCount"] == 1 and entry["memoryFlushCompactionCount"] == 0
+    assert session_b.entry.compaction_count == 1
 
 
-def test_compactions_count_from_the_stored_count(tmp_path: Path, workspace: Path) -> None:
+def test_a_runner_behind_another_reloads_before_compacting_so_each_cycle_compacts_once(
+    tmp_path: Path, workspace: Path
+) -> None:
     model_a, model_b = model(), model()
     runner_a, _ = make_runner(model_a, tmp_path, workspace, config())
     runner_b, _ = make_runner(model_b, tmp_path, workspace, config())
     session_a, session_b = runner_a.open(KEY), runner_b.open(KEY)
-    session_a.run_turn_sync(BIG)
-    session_b.run_turn_sync(BIG)
+    for i in range(4):
+        session_a.run_turn_sync(turn_text(f"a{i}"))
 
-    assert session_a.compact_sync().ok
+    result = session_b.compact_sync()  # B never saw A's turns in memory: it reloads them first
+    assert result.ok and not result.flushed  # A flushed cycle 0
+    assert "a0:" in compaction_requests(model_b)[0]
     assert store_entry(runner_a)["compactionCount"] == 1
-    # B's cached entry says 0 compactions; the store says 1. B's compaction is the second.
-    result = session_b.compact_sync()
-    assert result.ok
-    entry = store_entry(runner_b)
-    assert entry["compactionCount"] == 2
-    # Cycle 1 (opened by A's compaction) had no flush: B's gate flushed it first, recorded against cycle 1.
-    assert result.flushed
-    assert entry["memoryFlushCompactionCount"] == 1
+
+    again = session_a.compact_sync()  # now A's context is the stale one: it reloads B's compaction first
+    assert again.ok and again.flushed  # cycle 1 (opened by B) gets its own flush first
+    assert "<previous-summary>" in compaction_requests(model_a)[0]  # built on B's summary, not from scratch
+    entry = store_entry(runner_a)
+    assert entry["compactionCount"] == 2 and entry["memoryFlushCompactionCount"] == 1
     assert len(flush_prompt_requests(model_a.calls)) + len(flush_prompt_requests(model_b.calls)) == 2
 
 
@@ -123,9 +137,12 @@ def test_two_processes_flush_one_cycle_once(tmp_path: Path, workspace: Path) -> 
         p.join(100)
         assert p.exitcode == 0
 
-    assert sum(prompts for prompts, _, _ in results) == 1
-    assert sorted(cycle for _, flushes, _ in results for cycle in flushes) == [0]
+    # The turns ran one after the other: the first flushed cycle 0; the second saw that turn (and its
+    # flush) in its context, so it compacted without flushing cycle 0 again, and after its own big turn
+    # flushed cycle 1 before compacting again. Each cycle had one flush.
+    assert sum(prompts for prompts, _, _ in results) == 2
+    assert sorted(cycle for _, flushes, _ in results for cycle in flushes) == [0, 1]
     assert len({session_id for _, _, session_id in results}) == 1
     data = json.loads(SessionStore.for_agent(state).path.read_text(encoding="utf-8"))
-    assert data[KEY]["memoryFlushCompactionCount"] == 0
-    assert data[KEY]["compactionCount"] == 0
+    assert data[KEY]["memoryFlushCompactionCount"] == 1
+    assert data[KEY]["compactionCount"] == 2

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from sessionmem.errors import ContextWindowExceeded, StoreLockTimeout, UsageError
-from sessionmem.messages import Message, Usage, now_ms
+from sessionmem.messages import Message, ToolCall, Usage, now_ms
 from sessionmem.model.scripted import count_request_tokens
 from sessionmem.session import filelock as filelock_module
 from sessionmem.session import keys
@@ -670,7 +670,7 @@ def _flush_prompts(path: Path) -> list[dict[str, Any]]:
         for obj in transcript_lines(path)
         if obj["type"] == "message"
         and obj["message"]["role"] == "user"
-        and obj["message"].get("provenance") == {"kind": "memory_flush"}
+        and obj["message"].get("provenance", {}).get("kind") == "memory_flush"
     ]
 
 
@@ -765,6 +765,8 @@ def test_the_rebuilt_flush_cycle_is_the_one_the_runner_recorded_after_every_turn
 def test_a_flush_prompt_right_after_a_compaction_counts_it_unless_stamped_before_it(
     store: SessionStore,
 ) -> None:
+    """Transcripts written before flush messages recorded their cycle: it is found from the prompt's
+    place and time (a compaction stamped after the prompt's creation happened in mid-flush)."""
     sessions = store.sessions_dir
     flush = {"kind": "memory_flush"}
     t = Transcript.open(sessions / "s1.jsonl", "s1", session_key="agent:main:main")
@@ -783,6 +785,7 @@ def test_a_flush_prompt_right_after_a_compaction_counts_it_unless_stamped_before
     created = now_ms() - 60_000
     mid.append_compaction("two", None, 5000, 1200)
     mid.append_message(Message("user", "flush now", timestamp=created), provenance=flush)
+    mid.append_message(Message("assistant", "NO_REPLY"), provenance=flush)
     # Not the runner's flush prompts: no provenance, or an assistant message.
     plain = Transcript.open(sessions / "s3.jsonl", "s3")
     plain.append_message(Message.user("Pre-compaction memory flush."))
@@ -798,3 +801,27 @@ def test_a_flush_prompt_right_after_a_compaction_counts_it_unless_stamped_before
     assert second.memory_flush_at == created
     third = entries["agent:main:recovered:s3"]
     assert third.memory_flush_compaction_count is None and third.memory_flush_at is None
+
+
+def test_a_flush_counts_once_its_turn_ended_with_the_cycle_it_recorded(store: SessionStore) -> None:
+    """DESIGN 16: a flush whose turn never ended (the process died in it) does not count, so the rebuilt
+    store lets it run again; one that ended counts for the cycle its messages record."""
+    sessions = store.sessions_dir
+    t = Transcript.open(sessions / "s1.jsonl", "s1", session_key="agent:main:main")
+    t.append_message(Message.user("hi"))
+    t.append_compaction("one", None, 5000, 1200)
+    t.append_message(Message.user("flush now"), provenance={"kind": "memory_flush", "cycle": 1})
+    call = ToolCall("c1", "memory_append_daily", {"text": "- a fact"})
+    t.append_message(Message.assistant(tool_calls=(call,)), provenance={"kind": "memory_flush", "cycle": 1})
+    t.append_message(Message.tool(call, "appended"), provenance={"kind": "memory_flush", "cycle": 1})
+    t.append_message(Message("assistant", "NO_REPLY"), provenance={"kind": "memory_flush", "cycle": 1})
+    t.append_message(Message.user("more"))
+    t.append_compaction("two", None, 5000, 1200)
+    later = Message("user", "flush again", timestamp=now_ms() + 60_000)  # well after compaction "two"
+    t.append_message(later, provenance={"kind": "memory_flush", "cycle": 2})
+    t.append_message(Message.assistant(tool_calls=(call,)), provenance={"kind": "memory_flush", "cycle": 2})
+    store.path.write_text("{torn")  # killed there: the second flush called a tool and never answered
+
+    entry = store.get("agent:main:main")
+    assert entry is not None
+    assert (entry.compaction_count, entry.memory_flush_compaction_count) == (2, 1)

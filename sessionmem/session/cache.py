@@ -1,0 +1,101 @@
+"""The sessions a runner holds in memory, and the turns in flight.
+
+A gateway opens sessions for as long as it runs; holding every one of them would grow its memory with
+every chat ever seen. :class:`SessionCache` keeps them least recently used first and drops the ones with
+no turn running or queued beyond ``session.maxIdleSessions``. Nothing is lost by dropping one: its store
+entry and transcript are the record, ``runner.open(key)`` reads them again, and a handle a caller kept
+still works (its state reloads under the turn lock) and comes back into the cache at its next turn.
+
+It also counts the turns in flight, so :meth:`SessionRunner.aclose
+<sessionmem.session.runner.SessionRunner.aclose>` can let them finish and refuse new ones. Thread-safe:
+turns may run in several threads' event loops (``run_turn_sync``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Generic, Protocol, TypeVar
+
+from sessionmem.errors import UsageError
+
+
+class CachedSession(Protocol):
+    """What the cache needs of a session: its key and its own count of turns in flight."""
+
+    @property
+    def key(self) -> str: ...
+
+    in_flight: int
+
+
+S = TypeVar("S", bound=CachedSession)
+
+
+class SessionCache(Generic[S]):
+    """Sessions by key, least recently used first; see the module docstring."""
+
+    def __init__(self, max_idle: int) -> None:
+        self.max_idle = max_idle
+        self._sessions: OrderedDict[str, S] = OrderedDict()
+        self._guard = threading.Lock()
+        self._in_flight = 0  # turns running or queued, all sessions
+        self._closed = False
+
+    def get(self, key: str) -> S | None:
+        with self._guard:
+            found = self._sessions.get(key)
+            if found is not None:
+                self._sessions.move_to_end(key)
+            return found
+
+    def add(self, session: S) -> S:
+        """Hold ``session``; returns the session now held for its key (another thread may have added one
+        meanwhile: that one is kept, so one key has one session)."""
+        with self._guard:
+            kept = self._sessions.setdefault(session.key, session)
+            self._sessions.move_to_end(session.key)
+            self._evict_idle()
+            return kept
+
+    def keys(self) -> tuple[str, ...]:
+        with self._guard:
+            return tuple(self._sessions)
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise UsageError("this SessionRunner is closed; create a new one")
+
+    def turn_started(self, session: S) -> None:
+        """A turn of ``session`` is about to queue; it is in flight until :meth:`turn_ended`."""
+        with self._guard:
+            self.check_open()
+            self._in_flight += 1
+            session.in_flight += 1
+            if self._sessions.setdefault(session.key, session) is session:  # a dropped handle comes back
+                self._sessions.move_to_end(session.key)
+
+    def turn_ended(self, session: S) -> None:
+        with self._guard:
+            self._in_flight -= 1
+            session.in_flight -= 1
+            self._evict_idle()
+
+    def close(self) -> None:
+        """Take no more turns (those in flight go on)."""
+        with self._guard:
+            self._closed = True
+
+    def drained(self) -> bool:
+        """True once no turn is in flight; the sessions are then dropped."""
+        with self._guard:
+            if self._in_flight:
+                return False
+            self._sessions.clear()
+            return True
+
+    def _evict_idle(self) -> None:
+        """Drop the least recently used idle sessions beyond ``max_idle`` (holding ``_guard``)."""
+        idle = [key for key, session in self._sessions.items() if session.in_flight == 0]
+        for key in idle[: max(0, len(idle) - self.max_idle)]:
+            del self._sessions[key]

@@ -1,0 +1,196 @@
+"""Turns of one session key run one at a time, in order: queued within a process, and across runners and
+processes through the store's turn lock, each reloading what the others wrote before it decides anything.
+Waiting has a timeout that ends in TurnLockTimeout, naming the session."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionmem.config import merge
+from sessionmem.errors import TurnLockTimeout, UsageError
+from sessionmem.hooks import HookRegistry
+from sessionmem.model.base import ModelRequest
+from sessionmem.model.scripted import ScriptedModel, flush_aware
+from sessionmem.session.runner import SessionRunner
+from sessionmem.session.store import SessionStore
+from tests.scenarios.harness import make_runner, small_config, transcript_lines
+from tests.session.test_backend import start_holder
+from tests.support.crash_loop import Layout, loop_config, read_transcript, respond, transcript_path, turn_text
+
+KEY = "agent:main:main"
+
+
+def _converse(root: str, name: str, turns: int, barrier: Any) -> None:
+    """A child: wait for the other, then run ``turns`` turns on the shared key as fast as it can."""
+    layout = Layout(Path(root))
+    runner = SessionRunner(
+        ScriptedModel(responder=respond),
+        config=loop_config(),
+        workspace=layout.workspace,
+        state_dir=layout.state,
+        hooks=HookRegistry(),
+    )
+    session = runner.open(KEY)
+    barrier.wait(30)
+    for n in range(turns):
+        session.run_turn_sync(turn_text(name, n))
+
+
+@pytest.mark.timeout(180)
+def test_two_processes_on_one_key_lose_no_turn_and_flush_and_compact_each_cycle_once(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    (layout.workspace / "memory").mkdir(parents=True)
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(2)
+    turns = 25
+    children = [ctx.Process(target=_converse, args=(str(tmp_path), name, turns, barrier)) for name in "AB"]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(150)
+        assert child.exitcode == 0
+
+    facts = read_transcript(transcript_path(layout))
+    every_turn = {(name, n) for name in "AB" for n in range(turns)}
+    assert facts.user_turns == every_turn  # each turn was written once it ran
+    assert facts.compactions >= 4
+    assert facts.cycles_without_flush == 0 and facts.cycles_flushed_twice == 0
+    assert every_turn - facts.remembered == set()  # in the context, or in the latest summary
+    entry = layout.store().get(KEY)
+    assert entry is not None and entry.compaction_count == facts.compactions
+    assert entry.memory_flush_compaction_count == facts.last_completed_flush_cycle
+
+
+def test_turns_of_one_session_queue_in_order_instead_of_failing(tmp_path: Path, workspace: Path) -> None:
+    async def slow(request: ModelRequest) -> str:
+        await asyncio.sleep(0.02)
+        return "ok"
+
+    runner, _ = make_runner(ScriptedModel(responder=flush_aware(slow)), tmp_path, workspace)
+    session = runner.open(KEY)
+
+    async def five() -> list[Any]:
+        return await asyncio.gather(*(session.run_turn(f"message {i}") for i in range(5)))
+
+    results = asyncio.run(five())
+    assert [r.reply for r in results] == ["ok"] * 5
+    users = [
+        line["message"]["content"]
+        for line in transcript_lines(session.transcript.path)
+        if line["type"] == "message" and line["message"]["role"] == "user"
+    ]
+    assert users == [f"message {i}" for i in range(5)]
+
+
+def test_a_turn_waits_for_another_process_then_times_out_naming_the_session(
+    tmp_path: Path, workspace: Path
+) -> None:
+    config = merge(small_config(), {"session": {"turnLockTimeoutSeconds": 0.4}})
+    runner, _ = make_runner(ScriptedModel(responder=flush_aware()), tmp_path, workspace, config)
+    session = runner.open(KEY)
+    store = runner.store
+    assert isinstance(store, SessionStore)
+    holder, release = start_holder(store)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TurnLockTimeout) as caught:
+            session.run_turn_sync("hello")
+        assert time.monotonic() - started >= 0.35
+        assert caught.value.session_key == KEY and caught.value.path is not None
+        assert f"session {KEY} is busy" in str(caught.value) and "0.4s" in str(caught.value)
+    finally:
+        release.set()
+        holder.join(10)
+    assert session.run_turn_sync("hello again").reply == "ok: hello again"  # the lock is free again
+    users = [
+        line["message"]["content"]
+        for line in transcript_lines(session.transcript.path)
+        if line["type"] == "message" and line["message"]["role"] == "user"
+    ]
+    assert users == ["hello again"]  # the turn that timed out wrote nothing
+
+
+def test_a_turn_queued_behind_a_slow_one_in_this_process_times_out_too(
+    tmp_path: Path, workspace: Path
+) -> None:
+    release = asyncio.Event()
+
+    async def blocked(request: ModelRequest) -> str:
+        await release.wait()
+        return "done"
+
+    config = merge(small_config(), {"session": {"turnLockTimeoutSeconds": 0.3}})
+    runner, _ = make_runner(ScriptedModel(responder=flush_aware(blocked)), tmp_path, workspace, config)
+    session = runner.open(KEY)
+
+    async def scenario() -> tuple[Any, BaseException | None]:
+        first = asyncio.create_task(session.run_turn("first"))
+        await asyncio.sleep(0.05)
+        try:
+            await session.run_turn("second")
+            error = None
+        except TurnLockTimeout as exc:
+            error = exc
+        release.set()
+        return await first, error
+
+    first, error = asyncio.run(scenario())
+    assert first.reply == "done"
+    assert isinstance(error, TurnLockTimeout) and error.path is None
+    assert "earlier turns of it in this process were still running after 0.3s" in str(error)
+
+
+def test_a_session_reads_its_transcript_again_only_when_another_runner_wrote_to_it(
+    tmp_path: Path, workspace: Path
+) -> None:
+    runner_a, _ = make_runner(ScriptedModel(responder=flush_aware()), tmp_path, workspace)
+    runner_b, _ = make_runner(ScriptedModel(responder=flush_aware()), tmp_path, workspace)
+    session_a, session_b = runner_a.open(KEY), runner_b.open(KEY)
+    session_a.run_turn_sync("one")
+    reads: list[int] = []
+    read = session_a.transcript.entries
+    session_a.transcript.entries = lambda: reads.append(1) or read()  # type: ignore[method-assign]
+
+    session_a.run_turn_sync("two")
+    assert reads == []  # nothing changed since its last turn: one stat and one store read, no re-read
+    session_b.run_turn_sync("from the other runner")
+    session_a.run_turn_sync("three")
+    assert reads == [1]
+    assert [m.content for _, m in session_a.context][-4:] == [
+        "from the other runner",
+        "ok: from the other runner",
+        "three",
+        "ok: three",
+    ]
+
+
+def test_a_turn_awaited_from_inside_a_turn_of_the_same_session_fails_at_once(
+    tmp_path: Path, workspace: Path
+) -> None:
+    errors: list[BaseException] = []
+
+    async def on_event(event: Any) -> None:
+        if event.kind == "turn" and not errors:
+            try:
+                await session.run_turn("nested")
+            except UsageError as exc:
+                errors.append(exc)
+
+    runner = SessionRunner(
+        ScriptedModel(responder=flush_aware()),
+        config=small_config(),
+        workspace=workspace,
+        state_dir=tmp_path / "state",
+        on_event=on_event,
+    )
+    session = runner.open(KEY)
+    started = time.monotonic()
+    assert session.run_turn_sync("outer").reply == "ok: outer"
+    assert time.monotonic() - started < 5  # no wait for itself until the timeout
+    assert len(errors) == 1 and "from inside one of its own turns" in str(errors[0])

@@ -1,0 +1,470 @@
+"""A conversation killed again and again, and the audit of what it left behind.
+
+Used by ``tests/session/test_crash_loop.py`` (a few dozen kills) and ``bench/bench_crash.py`` (200 and
+more). One or two *runners* (child processes, forked) open the same session key and run a scripted
+conversation with a small context window, so a silent flush and a compaction come every few turns.
+After each turn returns, a runner acknowledges it with one line in its ack file. The parent kills a
+runner with SIGKILL at a random moment, then, holding the session's turn lock so that no other runner is
+half-way through a turn:
+
+- reads sessions.json as the kill left it and compares it with the transcript ("store behind at kill":
+  how often a kill landed between the two writes; these are the cases reconciliation must repair);
+- opens the session in a new runner, as a restarted process would, and compares again ("count
+  mismatches after reopen": ``compactionCount`` against the compaction entries, and
+  ``memoryFlushCompactionCount`` against the cycle of the last flush that completed);
+
+and starts the runner again. At the end :func:`audit` reads the transcript as a user would check it:
+
+- lines torn (a line that does not parse) and lines lost (an entry seen at an earlier check that is
+  gone, or a turn a runner acknowledged that is not in the transcript);
+- cycles compacted without a flush: a compaction with no completed flush turn since the previous one
+  (found by position in the transcript, not from the runner's own bookkeeping), and cycles flushed twice;
+- turns dropped unsummarised: an acknowledged turn that is neither in the context the transcript rebuilds
+  nor in the latest compaction summary (the scripted summariser lists every turn it was given, and
+  carries over the turns of the summary before it).
+
+The figures are computed from the files alone, the way a user would look at them, never from the
+runner's events or its own reconciliation code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import signal
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sessionmem.config import Config, merge
+from sessionmem.messages import ToolCall, written_in_a_flush
+from sessionmem.model.base import ModelRequest
+from sessionmem.model.scripted import ScriptedModel
+from sessionmem.session.noreply import SILENT_REPLY_TOKEN
+from sessionmem.session.runner import SessionRunner
+from sessionmem.session.store import SessionStore
+from sessionmem.session.transcript import (
+    context_from_entries,
+    entry_from_dict,
+    message_from_dict,
+)
+
+KEY = "agent:main:main"
+RUNNER_NAMES = "AB"
+TAG = re.compile(r"\[([A-Z])(\d+)\]")  # in user messages: "[A17] ..."
+SPAN = re.compile(r"([A-Z])(\d+)(?:-(\d+))?")  # in summaries: "turns: A0-16 A18 B0-12"
+FILLER = [f"topic{i}" for i in range(24)]  # the words of the scripted turns
+
+
+def loop_config() -> Config:
+    """A small window: compaction at 2,500 projected tokens, the flush at 1,700; a turn adds about 300."""
+    return merge(
+        Config(),
+        {
+            "agents": {
+                "defaults": {
+                    "contextTokens": 3000,
+                    "userTimezone": "UTC",
+                    "compaction": {
+                        "reserveTokens": 500,
+                        "reserveTokensFloor": 500,
+                        "keepRecentTokens": 400,
+                        "memoryFlush": {"softThresholdTokens": 800},
+                    },
+                }
+            },
+            "session": {"turnLockTimeoutSeconds": 120},
+        },
+    )
+
+
+def turn_text(runner: str, n: int) -> str:
+    words = [FILLER[(n * 7 + i * 3) % len(FILLER)] for i in range(110)]
+    return f"[{runner}{n}] " + " ".join(words)
+
+
+# --- the scripted model ----------------------------------------------------------------------------
+
+
+def turns_in(messages: Any) -> set[tuple[str, int]]:
+    """The turns a request or context shows: tags of user messages, and the ``turns:`` lines of the
+    compaction summaries it carries (as a summary message, or quoted as the previous summary)."""
+    seen: set[tuple[str, int]] = set()
+    for message in messages:
+        if message.role in ("user", "system"):
+            seen |= {(name, int(n)) for name, n in TAG.findall(message.content)}
+            seen |= turns_of_summary(message.content)
+    return seen
+
+
+def turns_of_summary(text: str) -> set[tuple[str, int]]:
+    seen: set[tuple[str, int]] = set()
+    for line in text.splitlines():
+        if line.startswith("turns:"):
+            for name, start, end in SPAN.findall(line):
+                seen |= {(name, n) for n in range(int(start), int(end or start) + 1)}
+    return seen
+
+
+def spans(turns: set[tuple[str, int]]) -> str:
+    """``A0-16 A18 B0-12``: the turns as runs of consecutive numbers."""
+    out: list[str] = []
+    for name in sorted({name for name, _ in turns}):
+        numbers = sorted(n for m, n in turns if m == name)
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            out.append(f"{name}{start}" if start == prev else f"{name}{start}-{prev}")
+            if n is not None:
+                start = prev = n
+    return " ".join(out)
+
+
+def respond(request: ModelRequest) -> Any:
+    if request.purpose == "compaction":
+        return "## Turns\nturns: " + spans(turns_in(request.messages))
+    if request.purpose == "flush":
+        if request.messages[-1].role == "tool":
+            return SILENT_REPLY_TOKEN
+        latest = max(turns_in(request.messages), default=("-", 0), key=lambda t: t[1])
+        note = f"- facts up to turn {latest[0]}{latest[1]}"
+        return ToolCall(f"call-{uuid.uuid4().hex[:12]}", "memory_append_daily", {"text": note})
+    return "ok " + " ".join(FILLER[:25])
+
+
+# --- one runner (a child process) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    def acks(self, runner: str) -> Path:
+        return self.root / f"acks-{runner}.txt"
+
+    def errors(self, runner: str) -> Path:
+        return self.root / f"errors-{runner}.txt"
+
+    def store(self) -> SessionStore:
+        return SessionStore.for_agent(self.state)
+
+
+def acknowledged(layout: Layout, runner: str) -> list[int]:
+    try:
+        lines = layout.acks(runner).read_text(encoding="utf-8").split()
+    except FileNotFoundError:
+        return []
+    return [int(n) for n in lines]
+
+
+def run_runner(root: str, runner: str) -> None:
+    """A child: go on with the conversation from the turn after its last acknowledged one, forever."""
+    layout = Layout(Path(root))
+    try:
+        done = acknowledged(layout, runner)
+        n = max(done, default=-1) + 1
+        model = ScriptedModel(responder=respond)
+        session = SessionRunner(
+            model, config=loop_config(), workspace=layout.workspace, state_dir=layout.state
+        ).open(KEY)
+        ack = os.open(layout.acks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        while True:
+            session.run_turn_sync(turn_text(runner, n))
+            os.write(ack, f"{n}\n".encode())
+            n += 1
+    except BaseException:
+        with open(layout.errors(runner), "a", encoding="utf-8") as out:
+            out.write(traceback.format_exc())
+        sys.stderr.write(traceback.format_exc())
+        os._exit(1)
+
+
+def start_runner(layout: Layout, runner: str) -> Any:
+    process = get_context("fork").Process(target=run_runner, args=(str(layout.root), runner), daemon=True)
+    process.start()
+    return process
+
+
+# --- reading the files ------------------------------------------------------------------------------
+
+
+@dataclass
+class TranscriptFacts:
+    """What the transcript says, by position (independent of the runner's bookkeeping)."""
+
+    entry_ids: set[str] = field(default_factory=set)
+    torn_lines: int = 0
+    compactions: int = 0
+    last_completed_flush_cycle: int | None = None
+    cycles_without_flush: int = 0
+    cycles_flushed_twice: int = 0
+    flushes_completed: int = 0
+    flushes_interrupted: int = 0
+    user_turns: set[tuple[str, int]] = field(default_factory=set)
+    remembered: set[tuple[str, int]] = field(default_factory=set)  # in the context or the last summary
+
+
+def read_transcript(path: Path) -> TranscriptFacts:
+    facts = TranscriptFacts()
+    raw = path.read_bytes() if path.exists() else b""
+    entries = []
+    for no, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            facts.torn_lines += 1
+            continue
+        entry = entry_from_dict(no, obj) if isinstance(obj, dict) else None
+        if entry is not None:
+            entries.append(entry)
+    flushed_this_cycle = 0
+    flush_started: int | None = None  # the cycle a flush prompt was written in, until the flush completes
+    for entry in entries:
+        facts.entry_ids.add(entry.id)
+        if entry.type == "compaction":
+            if flushed_this_cycle == 0:
+                facts.cycles_without_flush += 1
+            facts.compactions += 1
+            flushed_this_cycle = 0
+            continue
+        raw_message = entry.data.get("message")
+        message = message_from_dict(raw_message)
+        if message is None or not isinstance(raw_message, dict):
+            continue
+        if not written_in_a_flush(raw_message):
+            if message.role == "user":
+                facts.user_turns |= {(name, int(n)) for name, n in TAG.findall(message.content)}
+            continue
+        if message.role == "user":  # a flush prompt
+            if flush_started is not None:
+                facts.flushes_interrupted += 1
+            flush_started = facts.compactions
+        elif message.role == "assistant" and not message.tool_calls and flush_started is not None:
+            facts.flushes_completed += 1
+            flushed_this_cycle += 1
+            if flushed_this_cycle == 2:
+                facts.cycles_flushed_twice += 1
+            facts.last_completed_flush_cycle = flush_started
+            flush_started = None
+    if flush_started is not None:
+        facts.flushes_interrupted += 1
+    facts.remembered = turns_in(message for _, message in context_from_entries(entries))
+    return facts
+
+
+def transcript_path(layout: Layout) -> Path:
+    entry = layout.store().get(KEY)
+    assert entry is not None, "the session has no store entry"
+    return layout.store().sessions_dir / f"{entry.session_id}.jsonl"
+
+
+# --- the loop ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class CrashLoopReport:
+    runners: int
+    kills: int = 0  # SIGKILLs sent
+    checks: int = 0  # times the parent checked the store and reopened the session (once per kill moment)
+    store_behind_at_kill: int = 0
+    mismatches_after_reopen: int = 0
+    mismatch_details: list[str] = field(default_factory=list)
+    cycles_without_flush: int = 0
+    cycles_flushed_twice: int = 0
+    lines_torn: int = 0
+    lines_lost: int = 0
+    turns_lost: int = 0
+    turns_unsummarised: int = 0
+    turns_acknowledged: int = 0
+    compactions: int = 0
+    flushes_completed: int = 0
+    flushes_interrupted: int = 0
+    runner_errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def problems(self) -> dict[str, int]:
+        """The figures whose target is 0."""
+        return {
+            "count mismatches after reopen": self.mismatches_after_reopen,
+            "cycles compacted without a flush": self.cycles_without_flush,
+            "cycles flushed twice": self.cycles_flushed_twice,
+            "transcript lines torn": self.lines_torn,
+            "transcript lines lost": self.lines_lost,
+            "acknowledged turns lost": self.turns_lost,
+            "turns dropped unsummarised": self.turns_unsummarised,
+            "runner errors": len(self.runner_errors),
+        }
+
+
+def check_after_kill(layout: Layout, report: CrashLoopReport, seen_ids: set[str]) -> None:
+    """Under the turn lock: the store as the kill left it, then as a reopened session leaves it."""
+    store = layout.store()
+    with store.turn_lock(KEY, timeout_s=120):
+        path = transcript_path(layout)
+        facts = read_transcript(path)
+        seen_ids |= facts.entry_ids
+        if _mismatch(store, facts) is not None:
+            report.store_behind_at_kill += 1
+        SessionRunner(
+            ScriptedModel(responder=respond),
+            config=loop_config(),
+            workspace=layout.workspace,
+            state_dir=layout.state,
+        ).open(KEY)
+        problem = _mismatch(store, facts)
+        if problem is not None:
+            report.mismatches_after_reopen += 1
+            report.mismatch_details.append(problem)
+
+
+def _mismatch(store: SessionStore, facts: TranscriptFacts) -> str | None:
+    entry = store.get(KEY)
+    assert entry is not None
+    stored = (entry.compaction_count, entry.memory_flush_compaction_count)
+    expected = (facts.compactions, facts.last_completed_flush_cycle)
+    if stored == expected:
+        return None
+    return f"store (compactionCount, memoryFlushCompactionCount) = {stored}, transcript says {expected}"
+
+
+KILL_MOMENTS = ("random", "after a compaction entry", "inside a flush")
+
+
+def run_crash_loop(
+    root: Path, *, kills: int, runners: int = 1, seed: int = 1, max_delay_s: float = 0.4
+) -> CrashLoopReport:
+    """Kill ``runners`` runners ``kills`` times in all; audit; see the module docstring.
+
+    The moments rotate through :data:`KILL_MOMENTS`: a uniformly random delay up to ``max_delay_s``;
+    as soon as the parent sees a new compaction entry in the transcript (the runner is then between
+    that line and the store's update, or just past it); a random 0-1 ms after it sees a new flush prompt
+    (the runner is inside the flush turn). The parent watches the file by polling its size every 0.5 ms.
+    With several runners a random moment kills one of them, a watched moment all of them (the line's
+    writer is whichever holds the turn).
+    """
+    rng = random.Random(seed)
+    layout = Layout(root)
+    (layout.workspace / "memory").mkdir(parents=True, exist_ok=True)
+    names = RUNNER_NAMES[:runners]
+    report = CrashLoopReport(runners=runners)
+    started = time.monotonic()
+    seen_ids: set[str] = set()
+    processes = {name: start_runner(layout, name) for name in names}
+    try:
+        while report.kills < kills:
+            moment = KILL_MOMENTS[report.checks % len(KILL_MOMENTS)]
+            victims = [rng.choice(names)]
+            if moment == "random" or not _wait_for_line(layout, moment, timeout_s=10.0):
+                time.sleep(rng.uniform(0.0, max_delay_s))
+            else:
+                # The line's writer is whichever runner holds the turn: with several, all are killed.
+                victims = list(names)
+                if moment == "inside a flush":
+                    time.sleep(rng.uniform(0.0, 0.001))
+            for name in victims:
+                _kill(processes[name], report)
+                report.kills += 1
+            report.checks += 1
+            check_after_kill(layout, report, seen_ids)
+            for name in victims:
+                processes[name] = start_runner(layout, name)
+    finally:
+        for process in processes.values():
+            with contextlib.suppress(Exception):
+                _kill(process, report)
+    report.seconds = time.monotonic() - started
+    audit(layout, report, seen_ids)
+    return report
+
+
+def _wait_for_line(layout: Layout, moment: str, *, timeout_s: float) -> bool:
+    """Poll the transcript until a line of the kind ``moment`` names is appended; False on timeout."""
+    needle = b'"type":"compaction"' if moment == "after a compaction entry" else b'"kind":"memory_flush"'
+    deadline = time.monotonic() + timeout_s
+    path: Path | None = None
+    offset = 0
+    while time.monotonic() < deadline:
+        if path is None:
+            entry = layout.store().get(KEY)
+            if entry is None:
+                time.sleep(0.01)
+                continue
+            path = layout.store().sessions_dir / f"{entry.session_id}.jsonl"
+            offset = path.stat().st_size if path.exists() else 0
+        size = path.stat().st_size if path.exists() else 0
+        if size > offset:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                new = f.read(size - offset)
+            offset = size
+            for line in new.split(b"\n"):
+                if needle in line and (b'"role":"user"' in line or moment == "after a compaction entry"):
+                    return True
+        time.sleep(0.0005)
+    return False
+
+
+def _kill(process: Any, report: CrashLoopReport) -> None:
+    if process.pid is not None and process.exitcode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    process.join(30)
+    if process.exitcode not in (-signal.SIGKILL, None):
+        report.runner_errors.append(f"a runner exited with status {process.exitcode}")
+
+
+def audit(layout: Layout, report: CrashLoopReport, seen_ids: set[str]) -> None:
+    for name in RUNNER_NAMES:
+        errors = layout.errors(name)
+        if errors.exists():
+            report.runner_errors.append(errors.read_text(encoding="utf-8")[-2000:])
+    facts = read_transcript(transcript_path(layout))
+    for path in layout.store().sessions_dir.glob("*.jsonl*"):
+        report.lines_torn += read_transcript(path).torn_lines
+    acked = {(name, n) for name in RUNNER_NAMES for n in acknowledged(layout, name)}
+    report.lines_lost = len(seen_ids - facts.entry_ids)
+    report.turns_acknowledged = len(acked)
+    report.turns_lost = len(acked - facts.user_turns)
+    report.turns_unsummarised = len(acked - facts.remembered)
+    report.cycles_without_flush = facts.cycles_without_flush
+    report.cycles_flushed_twice = facts.cycles_flushed_twice
+    report.compactions = facts.compactions
+    report.flushes_completed = facts.flushes_completed
+    report.flushes_interrupted = facts.flushes_interrupted
+
+
+def describe(report: CrashLoopReport) -> Iterator[str]:
+    yield (
+        f"runners on one key: {report.runners}; SIGKILLs: {report.kills} at {report.checks} moments; "
+        f"{report.seconds:.1f} s"
+    )
+    yield (
+        f"turns acknowledged: {report.turns_acknowledged}; compactions: {report.compactions}; "
+        f"flushes completed: {report.flushes_completed}; flushes interrupted (run again): "
+        f"{report.flushes_interrupted}; kills that left the store behind the transcript: "
+        f"{report.store_behind_at_kill}"
+    )
+    for name, value in report.problems().items():
+        yield f"{name}: {value}"
