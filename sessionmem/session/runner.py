@@ -247,7 +247,7 @@ class Session:
                 prompt,
                 kind="turn",
                 on_partial=on_partial,
-                make_room=lambda: compact_through_gate(state, "overflow"),
+                make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
             )
             await compact_if_over_threshold(state)
             reply = deliverable_reply(turn.last.content if turn.last else None)
