@@ -241,6 +241,8 @@ class AgentConfig(_Camel):
     load_daily_logs: bool = True
     memory_tools: bool | None = None  # write tools; None -> on in private sessions
     max_tool_iterations: int = 20
+    # The answer that means "nothing to say" (any case; also as {"action": token}); the prompt teaches it.
+    silent_reply_token: str = Field("NO_REPLY", pattern=r"^[A-Za-z][A-Za-z0-9_]{1,63}$")
     compaction: CompactionConfig = CompactionConfig()
     memory_search: MemorySearchConfig = Field(
         default_factory=MemorySearchConfig,

@@ -46,7 +46,6 @@ from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent
 from sessionmem.session.flush import user_zone
 from sessionmem.session.gate import compact_if_over_threshold, compact_through_gate, preflight
 from sessionmem.session.memory_tools import SessionTools
-from sessionmem.session.noreply import deliverable_reply
 from sessionmem.session.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.state import SessionState
 from sessionmem.session.store import SessionStore
@@ -250,7 +249,7 @@ class Session:
                 make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
             )
             await compact_if_over_threshold(state)
-            reply = deliverable_reply(turn.last.content if turn.last else None)
+            reply = turn.reply
             await emit(
                 state,
                 TurnEvent(

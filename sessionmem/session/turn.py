@@ -32,6 +32,7 @@ from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
 from sessionmem.session.announce import emit, emit_queued
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import CompactionResult, ToolCallEvent
+from sessionmem.session.noreply import deliverable_reply, silent_tokens
 from sessionmem.session.projection import usage_fields
 from sessionmem.session.state import SessionState, TurnKind
 from sessionmem.session.streaming import PartialCallback, stream_reply
@@ -58,6 +59,14 @@ class ModelTurn:
     prompt_unfit: bool = False  # the prompt alone is over the window: it is not kept on failure
     pending: Message | None = None  # the turn's prompt, written once the model has accepted it
     on_partial: PartialCallback | None = None  # stream the reply to the caller (ordinary turns only)
+    silent_tokens: tuple[str, ...] = ()  # the answers that mean silence (noreply.silent_tokens)
+
+    @property
+    def reply(self) -> str | None:
+        """What the user receives: None when the model stayed silent (or for a flush)."""
+        if self.kind != "turn" or self.last is None:
+            return None
+        return deliverable_reply(self.last.content, self.silent_tokens)
 
 
 async def run_model_turn(
@@ -70,7 +79,13 @@ async def run_model_turn(
     on_partial: PartialCallback | None = None,
 ) -> ModelTurn:
     """Run ``prompt`` through the model and its tools; usage is recorded in the store at the end."""
-    turn = ModelTurn(kind, pending=prompt, on_partial=on_partial if kind == "turn" else None)
+    agent = state.runner.agent
+    turn = ModelTurn(
+        kind,
+        pending=prompt,
+        on_partial=on_partial if kind == "turn" else None,
+        silent_tokens=silent_tokens(agent.silent_reply_token, heartbeat=state.runner.heartbeat),
+    )
     tools = state.tools.for_turn(kind)
     limit = max(1, state.runner.agent.max_tool_iterations)
     if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
@@ -184,7 +199,7 @@ async def _call_model(
 async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn) -> ModelReply:
     model = state.runner.model
     if turn.on_partial is not None and supports_streaming(model):
-        return await stream_reply(model, request, turn.on_partial)
+        return await stream_reply(model, request, turn.on_partial, turn.silent_tokens)
     return await model.complete(request)
 
 
