@@ -326,6 +326,11 @@ class Config(_Camel):
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {path} is not valid UTF-8 (byte {exc.start} is 0x{exc.object[exc.start]:02x}); "
+                "save it as UTF-8"
+            ) from exc
         try:
             data = json5.loads(text)
         except ValueError as exc:

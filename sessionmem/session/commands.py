@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from sessionmem.errors import UsageError
 from sessionmem.messages import Usage
 from sessionmem.session.events import CompactionResult, TurnResult
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_threshold
@@ -39,6 +40,7 @@ DEFAULT_RESET_TRIGGERS = ("/new", "/reset")
 
 _COMPACT = re.compile(r"/compact(?:\s+(?P<rest>.*))?", re.IGNORECASE | re.DOTALL)
 _STATUS = re.compile(r"/status", re.IGNORECASE)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +189,28 @@ def compact_reply(result: CompactionResult) -> str:
 # ---------------------------------------------------------------------------- dispatch
 
 
+def check_user_text(text: object) -> str:
+    """``text`` when it is a message the transcript and the model can take, else a :class:`UsageError`
+    naming the problem (nothing has been written yet)."""
+    if not isinstance(text, str):
+        raise UsageError(f"the message must be a str, not {type(text).__name__}")
+    surrogate = _SURROGATE.search(text)
+    if surrogate is not None:
+        raise UsageError(
+            f"the message is not valid Unicode: lone surrogate U+{ord(surrogate.group()):04X} at index "
+            f"{surrogate.start()} (decode the input with errors='replace', or join surrogate pairs)"
+        )
+    return text
+
+
 async def before_turn(state: SessionState, text: str) -> TurnResult | str:
     """Run what must happen before a user turn: freshness, then the command in ``text`` if any.
 
     Returns the finished :class:`TurnResult` when the message was wholly a command, else the text
-    to run as an ordinary turn (``"/new hello"`` rotates, then ``"hello"`` is the turn).
+    to run as an ordinary turn (``"/new hello"`` rotates, then ``"hello"`` is the turn). A message that
+    is not text is refused first (:func:`check_user_text`).
     """
+    text = check_user_text(text)
     command = parse_command(text, state.runner.config.session.reset_triggers)
     if command is not None and command.name in ("new", "reset"):
         rotation = await rotate(state, command.name)

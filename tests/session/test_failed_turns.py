@@ -78,3 +78,26 @@ def test_a_failed_model_call_keeps_the_users_message(
     again.open().run_turn_sync("did you get it?")
     sent = [m["content"] for m in openai_server.chat.requests[-1].body["messages"] if m["role"] == "user"]
     assert sent == ["my order number is 4521", "did you get it?"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (123, "must be a str, not int"),
+        (None, "must be a str, not NoneType"),
+        (b"hello", "must be a str, not bytes"),
+        ("caf\udce9 au lait", r"lone surrogate U\+DCE9 at index 3"),
+    ],
+)
+def test_a_message_that_is_not_text_is_refused_clearly_and_nothing_is_written(
+    tmp_path: Path, workspace: Path, text: Any, problem: str
+) -> None:
+    from sessionmem.errors import UsageError
+    from sessionmem.model.scripted import ScriptedModel
+
+    runner, _ = make_runner(ScriptedModel(["fine"]), tmp_path, workspace, BIG)
+    session = runner.open()
+    with pytest.raises(UsageError, match=problem):
+        session.run_turn_sync(text)
+    assert user_texts(session.transcript.path) == []
+    assert session.run_turn_sync("hello").reply == "fine"
