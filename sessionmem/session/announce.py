@@ -9,7 +9,7 @@ as a ``hook_error`` event, and never costs the turn.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.session.events import Event, HookErrorEvent, deliver
@@ -22,7 +22,10 @@ log = logging.getLogger(__name__)
 
 
 async def emit(state: SessionState, event: Event) -> None:
-    """Report ``event``: in this turn's result, to ``on_event``, and (flush, compaction) to the hooks."""
+    """Report ``event``: in this turn's result, to ``on_event``, and (flush, compaction) to the hooks.
+    An event without its session id gets the session's current one."""
+    if not event.session_id:
+        event = replace(event, session_id=state.entry.session_id)
     state.events.append(event)
     await deliver(state.runner.on_event, event)
     if event.kind in ("flush", "compaction"):

@@ -153,7 +153,7 @@ def test_manual_compact_flushes_first_and_records_the_cycle(tmp_path: Path, work
     today = "memory/2026-11-22.md"
     model = ScriptedModel(
         responder=flush_aware(
-            lambda r: "noted " + words(20), flush=flush_write(today, "- user likes green tea\n")
+            lambda r: "noted " + words(20), flush=flush_write("- user likes green tea\n", path=today)
         )
     )
     runner, recorder = make_runner(model, tmp_path, workspace, BIG)
@@ -216,7 +216,7 @@ def overflow_model(limit: int, today: str, *, flush_needs_compaction: bool = Fal
             compacted = request.messages[1].content.startswith("The conversation history before this point")
             if flush_needs_compaction and not compacted:
                 raise ContextWindowExceeded("flush prompt too long until compacted")
-            return flush_write(today, "- overflow fact\n")(request)
+            return flush_write("- overflow fact\n", path=today)(request)
         return "ok " + words(10)
 
     return ScriptedModel(responder=respond)
@@ -513,7 +513,7 @@ def test_flush_cannot_write_elsewhere_and_sees_only_memory_tools(tmp_path: Path,
 
     (workspace / "MEMORY.md").write_text("# Memory\n- keep me\n")
     model = ScriptedModel(
-        responder=flush_aware(lambda r: "ok", flush=flush_write("MEMORY.md", "overwritten"))
+        responder=flush_aware(lambda r: "ok", flush=flush_write("overwritten", path="MEMORY.md"))
     )
     runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[lookup])
     session = runner.open()
