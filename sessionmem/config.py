@@ -203,6 +203,7 @@ class MemoryFlushConfig(_Camel):
     force_flush_transcript_bytes: int = Field(2 * 1024 * 1024, ge=0)  # growth since the last compaction
     prompt: str | None = None  # None or blank -> the default prompt
     system_prompt: str | None = None
+    model: str | None = None  # the flush's model (litellm name); None -> the agent's model
 
     @field_validator("force_flush_transcript_bytes", mode="before")
     @classmethod
@@ -216,6 +217,7 @@ class CompactionConfig(_Camel):
     reserve_tokens_floor: int = Field(20_000, ge=0)  # 0 disables the floor
     keep_recent_tokens: int = Field(20_000, ge=1)
     post_index_sync: Literal["off", "async", "await"] = "async"
+    model: str | None = None  # the summary's and the /new slug's model (litellm name); None -> the agent's
     memory_flush: MemoryFlushConfig = MemoryFlushConfig()
 
     def effective_reserve_tokens(self) -> int:

@@ -76,7 +76,8 @@ class HookEvent:
 
     ``transcript_path`` points at the ending session's live transcript for ``command:new`` /
     ``command:reset`` (the runner emits before it archives the file, DESIGN decision 6).
-    ``model`` is the agent's :class:`~sessionmem.model.base.Model` for hooks that need one call.
+    ``model`` is the :class:`~sessionmem.model.base.Model` for hooks that need one call: the one
+    ``compaction.model`` names when set (a housekeeping model), else the agent's.
     """
 
     name: str

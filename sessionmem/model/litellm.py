@@ -78,6 +78,17 @@ class LiteLLMModel:
     def __repr__(self) -> str:
         return f"LiteLLMModel({self.model!r}, api_base={self.api_base!r})"
 
+    def with_model(self, model: str) -> LiteLLMModel:
+        """Another model on the same connection (endpoint, key, headers, timeout, extra arguments)."""
+        return LiteLLMModel(
+            model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            extra_headers=self.extra_headers,
+            timeout=self.timeout,
+            **self.kwargs,
+        )
+
     def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``litellm.acompletion`` / ``litellm.completion`` (pure; useful to
         inspect)."""

@@ -12,6 +12,7 @@ import logging
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
+from sessionmem.model.routing import model_for
 from sessionmem.session.events import Event, HookErrorEvent, deliver
 from sessionmem.session.state import SessionState
 
@@ -60,7 +61,7 @@ async def emit_hook(state: SessionState, name: str, **fields: Any) -> list[HookO
             state_dir=runner.state_dir,
             session_key=state.key,
             agent_id=runner.agent_id,
-            model=runner.model,
+            model=model_for(runner.model, runner.agent, "slug"),  # compaction.model when set
             config=runner.config,
             extra=extra,
             **fields,

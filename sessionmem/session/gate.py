@@ -22,10 +22,12 @@ the store only through its seam (:mod:`sessionmem.session.backend`).
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Literal
 
 from sessionmem.messages import Message, now_ms
+from sessionmem.model.routing import model_for
 from sessionmem.session.announce import before_compaction, emit
 from sessionmem.session.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
 from sessionmem.session.entry import SessionEntry, compaction_figures
@@ -51,6 +53,8 @@ from sessionmem.tokens import count_tokens
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
+
+log = logging.getLogger(__name__)
 
 
 async def preflight(state: SessionState, pending: Message) -> None:
@@ -217,12 +221,7 @@ async def compact_now(
         return CompactionResult(False, reason, error="nothing to compact")
     await before_compaction(state, reason)  # the compaction:before hook
     try:
-        summary = await summarize(
-            state.runner.model,
-            plan,
-            instructions=instructions,
-            reserve_tokens=budget.reserve,
-        )
+        summary = await _summary(state, plan, instructions, budget.reserve)
     except CompactionFailed as exc:
         await emit(state, CompactionFailedEvent(session_key=state.key, reason=reason, error=str(exc)))
         return CompactionResult(False, reason, error=str(exc))
@@ -267,6 +266,29 @@ async def compact_now(
         ),
     )
     return CompactionResult(True, reason, tokens_before, tokens_after)
+
+
+async def _summary(
+    state: SessionState, plan: CompactionPlan, instructions: str | None, reserve_tokens: int
+) -> str:
+    """The summary from ``compaction.model`` when one is configured, else from the agent's model.
+
+    Trigger: the configured compaction model fails (down, no key, a smaller window). Why: a compaction
+    that fails leaves the session growing until it overflows. Outcome: the agent's model summarises
+    instead (as OpenClaw does); the failure of both is reported.
+    """
+    main = state.runner.model
+    model = model_for(main, state.runner.agent, "compaction")
+    try:
+        return await summarize(model, plan, instructions=instructions, reserve_tokens=reserve_tokens)
+    except CompactionFailed as exc:
+        if model is main:
+            raise
+        log.warning("compaction model %s failed (%s); summarising with %s", model.name, exc, main.name)
+        try:
+            return await summarize(main, plan, instructions=instructions, reserve_tokens=reserve_tokens)
+        except CompactionFailed as again:
+            raise CompactionFailed(f"{model.name}: {exc}; then {main.name}: {again}") from again
 
 
 def plan_for(state: SessionState, reason: str, attempt: int = 1) -> CompactionPlan | None:

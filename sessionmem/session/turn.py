@@ -29,6 +29,7 @@ from typing import Any
 from sessionmem.errors import ContextWindowExceeded, ModelError
 from sessionmem.messages import FLUSH_PROVENANCE, Message, Usage
 from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
+from sessionmem.model.routing import model_for
 from sessionmem.session.announce import emit, emit_queued
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import CompactionResult, ToolCallEvent
@@ -197,7 +198,7 @@ async def _call_model(
 
 
 async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn) -> ModelReply:
-    model = state.runner.model
+    model = model_for(state.runner.model, state.runner.agent, turn.kind)  # a flush may have its own
     if turn.on_partial is not None and supports_streaming(model):
         return await stream_reply(model, request, turn.on_partial, turn.silent_tokens)
     return await model.complete(request)
