@@ -90,7 +90,8 @@ class SessionRunner:
         self.memory_index = memory_index
         self.heartbeat = heartbeat
         self.system_prompt = system_prompt
-        self.hooks = hooks  # None: loaded on first use (hook_registry)
+        self.hooks = hooks  # the developer's, added to the discovered ones (hook_registry)
+        self._hook_registry: HookRegistry | None = None
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
         # Where sessions are kept (sessionmem.session.backend): the store given, else sessions.json and the
         # transcripts at session.store (with ~ and {agentId}), else under state_dir.
@@ -139,16 +140,21 @@ class SessionRunner:
 
     def hook_registry(self) -> HookRegistry:
         """The hooks for command:new/reset, session:start/end, memory:flush and compaction:before/after:
-        those given, else the bundled, workspace and user hooks, loaded on first use."""
-        if self.hooks is None:
+        the bundled, workspace and user hooks (loaded on first use; each can be disabled by name with
+        ``hooks.internal.entries.<name>.enabled``), then those given as ``hooks=``, which replace a
+        discovered hook of the same name."""
+        if self._hook_registry is None:
             from sessionmem.hooks import HookRegistry, load_hooks
 
             try:
-                self.hooks = load_hooks(self.config, self.workspace, self.state_dir / "hooks")
+                registry = load_hooks(self.config, self.workspace, self.state_dir / "hooks")
             except Exception:  # hooks fail open, their loading too
                 log.warning("could not load hooks; running without them", exc_info=True)
-                self.hooks = HookRegistry()
-        return self.hooks
+                registry = HookRegistry()
+            if self.hooks is not None:
+                registry.include(self.hooks)
+            self._hook_registry = registry
+        return self._hook_registry
 
     def _check_index_sessions_dir(self) -> None:
         # Trigger: session.store moves the transcripts, and the memory index was opened without
