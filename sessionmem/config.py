@@ -274,8 +274,14 @@ class ResetConfig(_Camel):
     idle_minutes: int | None = Field(None, ge=1)
 
 
+SessionCommand = Literal["/compact", "/status", "/new", "/reset"]
+
+
 class SessionConfig(_Camel):
     reset_triggers: tuple[str, ...] = ("/new", "/reset")
+    # The slash commands end users may run; any other is an ordinary message. /new covers every reset
+    # trigger but those spelled /reset.
+    commands: tuple[SessionCommand, ...] = ("/compact", "/status", "/new", "/reset")
     reset: ResetConfig = ResetConfig()
     store: str | None = None  # sessions.json path (~ and {agentId} expanded); transcripts live beside it
 
