@@ -309,15 +309,19 @@ def flush_aware(
     *,
     flush: Any = NO_REPLY,
     summary: str | Callable[[ModelRequest], str] = default_summary,
+    slug: str | Callable[[ModelRequest], str] | None = None,
 ) -> Callable[[ModelRequest], Awaitable[Any] | Any]:
     """Route by ``request.purpose``: flush turns get ``flush`` (NO_REPLY by default, or e.g.
-    :func:`flush_write`), compaction turns get ``summary``, everything else goes to ``responder``."""
+    :func:`flush_write`), compaction turns get ``summary``, the ``/new`` file name request gets ``slug``
+    (when given), everything else goes to ``responder``."""
 
     def respond(request: ModelRequest) -> Any:
         if request.purpose == "flush":
             return flush
         if request.purpose == "compaction":
             return summary(request) if callable(summary) else summary
+        if request.purpose == "slug" and slug is not None:
+            return slug(request) if callable(slug) else slug
         return responder(request)
 
     return respond
