@@ -69,16 +69,21 @@ def models_by_purpose(server: Any) -> dict[str, set[str]]:
     return seen
 
 
-def test_flush_compaction_and_slug_use_their_configured_models(
-    tmp_path: Path, workspace: Path, openai_server: Any
-) -> None:
-    openai_server.chat.handler = handler(set())
-    runner, recorder = make_runner(agent_model(openai_server), tmp_path, workspace, housekeeping_config())
+def chat_until_compaction(server: Any, tmp_path: Path, workspace: Path) -> tuple[Any, Any]:
+    runner, recorder = make_runner(agent_model(server), tmp_path, workspace, housekeeping_config())
     session = runner.open()
     for turn in range(30):
         session.run_turn_sync(f"turn {turn}: " + " ".join(f"fact{turn}-{i}" for i in range(60)))
         if recorder.kinds("compaction"):
             break
+    return session, recorder
+
+
+def test_flush_compaction_and_slug_use_their_configured_models(
+    tmp_path: Path, workspace: Path, openai_server: Any
+) -> None:
+    openai_server.chat.handler = handler(set())
+    session, _ = chat_until_compaction(openai_server, tmp_path, workspace)
     session.run_turn_sync("/new")
     assert models_by_purpose(openai_server) == {
         "turn": {"test-model"},
@@ -95,12 +100,7 @@ def test_a_failing_compaction_model_falls_back_to_the_agents_model_and_the_flush
     tmp_path: Path, workspace: Path, openai_server: Any
 ) -> None:
     openai_server.chat.handler = handler({"summary-model", "flush-model"})
-    runner, recorder = make_runner(agent_model(openai_server), tmp_path, workspace, housekeeping_config())
-    session = runner.open()
-    for turn in range(30):
-        session.run_turn_sync(f"turn {turn}: " + " ".join(f"fact{turn}-{i}" for i in range(60)))
-        if recorder.kinds("compaction"):
-            break
+    _, recorder = chat_until_compaction(openai_server, tmp_path, workspace)
     assert recorder.kinds("compaction") == ["compaction"]  # summarised by test-model after the 503
     flush = next(e for e in recorder.events if e.kind == "flush")
     assert "flush-model is down" in (flush.error or "")
