@@ -18,7 +18,9 @@ Discovery order (a later folder overrides an earlier one with the same hook name
    ``hooks.internal.extraDirs``.
 
 ``hooks.internal.entries[<name>].enabled`` overrides the ``enabled`` default from ``HOOK.md``;
-``hooks.internal.enabled = false`` turns discovered hooks off altogether.
+``hooks.internal.enabled = false`` turns discovered hooks off altogether. Hooks given in code
+(``SessionRunner(hooks=registry)``) are added after the discovered ones (:meth:`HookRegistry.include`)
+and replace a discovered hook of the same name.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ session's :class:`~sessionmem.session.state.SessionState`:
    through the gate (not in heartbeat runs, which may not flush: the next real turn's preflight does both);
 5. ``announce.emit``: the ``turn`` event.
 
-A provider context-overflow compacts through the gate and retries once (a second overflow is raised).
+A provider context-overflow compacts through the gate and retries (keeping a quarter of the context, then
+nothing; only a prompt that alone is over the window is raised).
 Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
 ordinary model turn of kind "flush": same loop, its own prompts and tools, output never delivered.
