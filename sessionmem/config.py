@@ -203,6 +203,7 @@ class MemoryFlushConfig(_Camel):
     force_flush_transcript_bytes: int = Field(2 * 1024 * 1024, ge=0)  # growth since the last compaction
     prompt: str | None = None  # None or blank -> the default prompt
     system_prompt: str | None = None
+    model: str | None = None  # the flush's model (litellm name); None -> the agent's model
 
     @field_validator("force_flush_transcript_bytes", mode="before")
     @classmethod
@@ -216,6 +217,7 @@ class CompactionConfig(_Camel):
     reserve_tokens_floor: int = Field(20_000, ge=0)  # 0 disables the floor
     keep_recent_tokens: int = Field(20_000, ge=1)
     post_index_sync: Literal["off", "async", "await"] = "async"
+    model: str | None = None  # the summary's and the /new slug's model (litellm name); None -> the agent's
     memory_flush: MemoryFlushConfig = MemoryFlushConfig()
 
     def effective_reserve_tokens(self) -> int:
@@ -241,6 +243,8 @@ class AgentConfig(_Camel):
     load_daily_logs: bool = True
     memory_tools: bool | None = None  # write tools; None -> on in private sessions
     max_tool_iterations: int = 20
+    # The answer that means "nothing to say" (any case; also as {"action": token}); the prompt teaches it.
+    silent_reply_token: str = Field("NO_REPLY", pattern=r"^[A-Za-z][A-Za-z0-9_]{1,63}$")
     compaction: CompactionConfig = CompactionConfig()
     memory_search: MemorySearchConfig = Field(
         default_factory=MemorySearchConfig,
@@ -272,8 +276,14 @@ class ResetConfig(_Camel):
     idle_minutes: int | None = Field(None, ge=1)
 
 
+SessionCommand = Literal["/compact", "/status", "/new", "/reset"]
+
+
 class SessionConfig(_Camel):
     reset_triggers: tuple[str, ...] = ("/new", "/reset")
+    # The slash commands end users may run; any other is an ordinary message. /new covers every reset
+    # trigger but those spelled /reset.
+    commands: tuple[SessionCommand, ...] = ("/compact", "/status", "/new", "/reset")
     reset: ResetConfig = ResetConfig()
     store: str | None = None  # sessions.json path (~ and {agentId} expanded); transcripts live beside it
     # How long a turn waits for the turns before it on the same session key (this process's queue, then
@@ -352,6 +362,11 @@ class Config(_Camel):
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {path} is not valid UTF-8 (byte {exc.start} is 0x{exc.object[exc.start]:02x}); "
+                "save it as UTF-8"
+            ) from exc
         try:
             data = json5.loads(text)
         except ValueError as exc:

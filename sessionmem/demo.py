@@ -31,8 +31,8 @@ from typing import Any
 from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
-from sessionmem.model.scripted import NO_REPLY, ScriptedModel
-from sessionmem.scripted_runs import Record, RecordSink, flush_write_target, small_window_config
+from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.scripted_runs import Record, RecordSink, small_window_config
 from sessionmem.session.events import Event
 
 CONTEXT_WINDOW = 3000
@@ -445,7 +445,7 @@ class _Driver:
             self._after.append(record)
 
     def _record(self, event: Event) -> Record | None:
-        data = {k: v for k, v in vars(event).items() if k not in ("kind", "timestamp", "session_key")}
+        data = {k: v for k, v in vars(event).items() if k not in ("kind", "timestamp")}
         kind = event.kind
         if kind == "tool_call":
             if data["name"] in ("write", "memory_append_daily", "memory_write"):

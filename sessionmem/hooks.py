@@ -18,7 +18,9 @@ Discovery order (a later folder overrides an earlier one with the same hook name
    ``hooks.internal.extraDirs``.
 
 ``hooks.internal.entries[<name>].enabled`` overrides the ``enabled`` default from ``HOOK.md``;
-``hooks.internal.enabled = false`` turns discovered hooks off altogether.
+``hooks.internal.enabled = false`` turns discovered hooks off altogether. Hooks given in code
+(``SessionRunner(hooks=registry)``) are added after the discovered ones (:meth:`HookRegistry.include`)
+and replace a discovered hook of the same name.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ class HookEvent:
 
     ``transcript_path`` points at the ending session's live transcript for ``command:new`` /
     ``command:reset`` (the runner emits before it archives the file, DESIGN decision 6).
-    ``model`` is the agent's :class:`~sessionmem.model.base.Model` for hooks that need one call.
+    ``model`` is the :class:`~sessionmem.model.base.Model` for hooks that need one call: the one
+    ``compaction.model`` names when set (a housekeeping model), else the agent's.
     """
 
     name: str
@@ -123,11 +126,20 @@ class _Registration:
 
 
 class HookRegistry:
-    """Handlers by event name. A handler registered for ``command`` receives every ``command:*`` event."""
+    """Handlers by event name. A handler registered for ``command`` receives every ``command:*`` event.
+
+    :meth:`include` adds another registry's hooks after this one's, read live (a hook registered there
+    later is seen too); a hook name registered there replaces one of the same name here.
+    """
 
     def __init__(self, timeout_s: float = DEFAULT_HOOK_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self._registrations: list[_Registration] = []
+        self._included: list[HookRegistry] = []
+
+    def include(self, other: HookRegistry) -> None:
+        """Run ``other``'s hooks after this registry's own (see the class docstring)."""
+        self._included.append(other)
 
     def register(
         self,
@@ -146,12 +158,17 @@ class HookRegistry:
         self._registrations = [r for r in self._registrations if r.name != name]
 
     def names(self, event_name: str | None = None) -> list[str]:
-        regs = self._registrations if event_name is None else self._matching(event_name)
+        regs = self._all() if event_name is None else self._matching(event_name)
         return list(dict.fromkeys(r.name for r in regs))
+
+    def _all(self) -> list[_Registration]:
+        included = [r for other in self._included for r in other._all()]
+        replaced = {r.name for r in included}
+        return [r for r in self._registrations if r.name not in replaced] + included
 
     def _matching(self, event_name: str) -> list[_Registration]:
         kind = event_name.split(":", 1)[0]
-        return [r for r in self._registrations if r.event in (event_name, kind)]
+        return [r for r in self._all() if r.event in (event_name, kind)]
 
     async def emit(self, event: HookEvent) -> list[HookOutcome]:
         """Run the matching handlers one after another, in registration order; never raises."""

@@ -47,11 +47,20 @@ def flush_cycle(raw_message: dict[str, Any]) -> int | None:
     return cycle if isinstance(cycle, int) and not isinstance(cycle, bool) and cycle >= 0 else None
 
 
+UNPARSED_ARGUMENTS = "_raw"  # ToolCall.arguments key for argument text that is not a JSON object
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any]  # {UNPARSED_ARGUMENTS: text} when the model's text was not a JSON object
+
+    @property
+    def unparsed_arguments(self) -> str | None:
+        """The model's argument text when it was not a JSON object (kept as sent), else None."""
+        raw = self.arguments.get(UNPARSED_ARGUMENTS) if len(self.arguments) == 1 else None
+        return raw if isinstance(raw, str) else None
 
 
 @dataclass(frozen=True, slots=True)

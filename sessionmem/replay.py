@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessionmem.config import Config
 from sessionmem.errors import TranscriptError
-from sessionmem.messages import Message, ToolCall
+from sessionmem.messages import Message, ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
-from sessionmem.model.scripted import NO_REPLY, ScriptedModel
-from sessionmem.scripted_runs import Record, RecordSink, flush_write_target, small_window_config
+from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.scripted_runs import Record, RecordSink, small_window_config
 from sessionmem.session.events import Event
 from sessionmem.session.tools import Tool, ToolError
 from sessionmem.session.transcript import message_from_dict, read_entries
@@ -60,12 +59,17 @@ class RecordedTurn:
 
 
 def load_recording(path: Path | str) -> list[RecordedTurn]:
-    """The turns of a recorded transcript; raises :class:`TranscriptError` when it has no user message."""
+    """The turns of a recorded transcript; raises :class:`TranscriptError` when it has no user message.
+
+    The silent flush turns a runner wrote into it (messages marked ``memory_flush``) are left out: the
+    replay's own runner flushes where it must, and a flush prompt is not something the user said.
+    """
     turns: list[tuple[str, list[Message], list[Message]]] = []
     for _, entry in read_entries(path):
-        if entry.get("type") != "message":
+        raw = entry.get("message")
+        if entry.get("type") != "message" or not isinstance(raw, dict) or written_in_a_flush(raw):
             continue
-        message = message_from_dict(entry.get("message"))
+        message = message_from_dict(raw)
         if message is None:
             continue
         if message.role == "user":
@@ -183,17 +187,6 @@ class ReplayAgent:
 # ---------------------------------------------------------------------------- the run
 
 
-def replay_config(context_window: int, timezone: str | None = None) -> Config:
-    """Defaults with a small window: compaction at 80% of it, the flush 10% earlier."""
-    return small_window_config(
-        context_window,
-        reserve_tokens=max(1, context_window // 5),
-        keep_recent_tokens=max(1, context_window // 5),
-        soft_threshold_tokens=max(1, context_window // 10),
-        timezone=timezone,
-    )
-
-
 @dataclass
 class ReplayReport:
     recording: Path
@@ -214,11 +207,11 @@ class ReplayReport:
 
 
 def event_record(event: Event) -> Record | None:
-    """A runner event as a record: ``{"event": kind, ...fields}`` (the runner's own turn event is left
-    out: the replay reports turns itself, with the token figure)."""
+    """A runner event as a record: ``{"event": kind, "session_key": ..., "session_id": ..., ...fields}``
+    (the runner's own turn event is left out: the replay reports turns itself, with the token figure)."""
     if event.kind == "turn":
         return None
-    data = {k: v for k, v in vars(event).items() if k not in ("kind", "timestamp", "session_key")}
+    data = {k: v for k, v in vars(event).items() if k not in ("kind", "timestamp")}
     return {"event": event.kind, **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}}
 
 
@@ -248,7 +241,7 @@ async def _run(
 
     sink: RecordSink = emit or (lambda record: None)
     turns = load_recording(recording)
-    config = replay_config(context_window, timezone)
+    config = small_window_config(context_window, timezone=timezone)
     agent = ReplayAgent(turns, slug=recording.stem.split(".")[0][:30] or "replay")
     model = ScriptedModel(responder=agent, name="scripted-replay")
     report = ReplayReport(recording, workspace, state_dir)
@@ -296,6 +289,8 @@ async def _run(
             sink(
                 {
                     "event": "turn",
+                    "session_key": session.key,
+                    "session_id": session.entry.session_id,
                     "turn": number,
                     "user": turn.user,
                     "reply": result.reply,

@@ -1,9 +1,9 @@
-"""What the scripted demo and the replay share: their record type, the configuration they run under
-(defaults with a small context window), and how their scripted agents find the flush's target file.
+"""What scripted runs share (the demo, the replay, and tests through :mod:`sessionmem.testing`): their
+record type and the configuration they run under, defaults with a small context window.
 
 A small window makes the silent flush and compaction happen within a short scripted conversation.
 Daily logs are not preloaded into the system prompt, so a new session can only know an early fact by
-searching memory; the post-compaction index sync is off because both runs sync themselves."""
+searching memory; the post-compaction index sync is off because scripted runs sync themselves."""
 
 from __future__ import annotations
 
@@ -11,26 +11,30 @@ from collections.abc import Callable
 from typing import Any
 
 from sessionmem.config import Config, MemorySearchConfig, merge
-from sessionmem.model.base import ModelRequest
 
-__all__ = ["Record", "RecordSink", "flush_write_target", "small_window_config"]
+__all__ = ["Record", "RecordSink", "small_window_config"]
 
 Record = dict[str, Any]
 RecordSink = Callable[[Record], None]
 
 
 def small_window_config(
-    context_window: int,
+    context_window: int = 3000,
     *,
-    reserve_tokens: int,
-    keep_recent_tokens: int,
-    soft_threshold_tokens: int,
+    reserve_tokens: int | None = None,
+    keep_recent_tokens: int | None = None,
+    soft_threshold_tokens: int | None = None,
     memory_search: MemorySearchConfig | None = None,
     timezone: str | None = None,
 ) -> Config:
-    """Defaults for every agent with ``context_window`` tokens: compaction at ``context_window -
-    reserve_tokens``, the flush ``soft_threshold_tokens`` earlier; ``memory_search`` defaults to
-    keyword-only (provider ``none``)."""
+    """Defaults for every agent with a ``context_window`` of tokens whose thresholds come within a few
+    turns: compaction at ``context_window − reserve_tokens`` (default: a fifth of the window), the flush
+    ``soft_threshold_tokens`` earlier (a tenth), ``keep_recent_tokens`` kept verbatim (a fifth).
+    ``memory_search`` defaults to keyword-only (provider ``none``); ``timezone`` is the userTimezone."""
+    reserve_tokens = max(1, context_window // 5) if reserve_tokens is None else reserve_tokens
+    keep_recent_tokens = max(1, context_window // 5) if keep_recent_tokens is None else keep_recent_tokens
+    if soft_threshold_tokens is None:
+        soft_threshold_tokens = max(1, context_window // 10)
     search = memory_search or MemorySearchConfig(provider="none")
     defaults: dict[str, Any] = {
         "contextTokens": context_window,
@@ -47,14 +51,3 @@ def small_window_config(
     if timezone:
         defaults["userTimezone"] = timezone
     return merge(Config(), {"agents": {"defaults": defaults}})
-
-
-def flush_write_target(request: ModelRequest) -> str | None:
-    """The daily log the flush may write: the ``path`` enum of its ``write`` tool."""
-    for schema in request.tools:
-        function = schema.get("function", {})
-        if function.get("name") == "write":
-            allowed = function.get("parameters", {}).get("properties", {}).get("path", {}).get("enum")
-            if allowed:
-                return str(allowed[0])
-    return None

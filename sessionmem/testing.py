@@ -1,8 +1,20 @@
-"""Test helpers for users of sessionmem: drive long conversations with a scripted model.
+"""The testing kit: drive long conversations through the real runner with a scripted model.
 
-    from sessionmem.testing import ScriptedModel, flush_aware
+    from sessionmem.testing import ScriptedModel, flush_aware, flush_write, small_window_config
 
-    model = ScriptedModel(["Hi!", "Noted."], responder=flush_aware())
+    config = small_window_config(3000)  # the flush and compaction come within a few turns
+    model = ScriptedModel(responder=flush_aware(flush=flush_write("- the user prefers metric\\n")))
+
+- :class:`ScriptedModel`: steps (replies, tool calls, exceptions, callables), then a ``responder``;
+  deterministic token usage; ``context_window=`` raises the provider's overflow past that size.
+- :func:`flush_aware` routes by ``request.purpose``: the flush, the compaction summary, the rest;
+  :func:`flush_write` writes today's daily log (the user's time zone, a frozen clock's day) in every
+  flush; :func:`overflow_on_turn` raises the provider's context overflow once, on turn N.
+- :func:`small_window_config`: a config whose flush and compaction thresholds come within a few turns.
+- :func:`run_replay`: drive the runner from a recorded transcript (the CLI's ``sessionmem replay``).
+
+Every event the runner reports carries ``session_key`` and ``session_id``, so a test can follow one
+session in the stream of a runner serving many.
 
 Names load lazily, so importing this module costs nothing until one is used.
 """
@@ -22,10 +34,31 @@ if TYPE_CHECKING:
         echo,
         flush_aware,
         flush_write,
+        flush_write_target,
+        overflow_on_turn,
     )
+    from sessionmem.replay import ReplayReport, run_replay
+    from sessionmem.scripted_runs import small_window_config
+
+_MODULES = {
+    "NO_REPLY": "sessionmem.model.scripted",
+    "ReplayReport": "sessionmem.replay",
+    "ScriptExhausted": "sessionmem.model.scripted",
+    "ScriptedModel": "sessionmem.model.scripted",
+    "count_request_tokens": "sessionmem.model.scripted",
+    "default_summary": "sessionmem.model.scripted",
+    "echo": "sessionmem.model.scripted",
+    "flush_aware": "sessionmem.model.scripted",
+    "flush_write": "sessionmem.model.scripted",
+    "flush_write_target": "sessionmem.model.scripted",
+    "overflow_on_turn": "sessionmem.model.scripted",
+    "run_replay": "sessionmem.replay",
+    "small_window_config": "sessionmem.scripted_runs",
+}
 
 __all__ = [
     "NO_REPLY",
+    "ReplayReport",
     "ScriptExhausted",
     "ScriptedModel",
     "count_request_tokens",
@@ -33,10 +66,15 @@ __all__ = [
     "echo",
     "flush_aware",
     "flush_write",
+    "flush_write_target",
+    "overflow_on_turn",
+    "run_replay",
+    "small_window_config",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("sessionmem.model.scripted"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -234,3 +234,22 @@ def test_demo_uses_a_configured_local_model(tmp_path: Path, gguf_model: Path) ->
     search_record = records[first(records, "memory_search")]
     assert search_record["mode"] == "hybrid"
     check_story(records, workspace)
+
+
+def test_demo_and_replay_keep_their_state_where_the_global_state_dir_says(tmp_path: Path) -> None:
+    state, workspace = tmp_path / "my-state", tmp_path / "w"
+    result = CliRunner().invoke(
+        cli, ["--state-dir", str(state), "demo", "--workspace", str(workspace), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (state / "agents" / "main" / "sessions" / "sessions.json").is_file()
+    assert (state / "memory" / "main.sqlite").is_file()
+    assert not (workspace / ".sessionmem").exists()
+    recording = Path(__file__).resolve().parents[1] / "transcripts" / "trip-planning.jsonl"
+    replayed, replay_ws = tmp_path / "replay-state", tmp_path / "r"
+    result = CliRunner().invoke(
+        cli, ["--state-dir", str(replayed), "replay", str(recording), "--workspace", str(replay_ws), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (replayed / "agents" / "main" / "sessions" / "sessions.json").is_file()
+    assert not (replay_ws / ".sessionmem").exists()

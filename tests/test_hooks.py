@@ -289,3 +289,39 @@ def test_emit_sync_inside_a_running_loop_is_a_usage_error(tmp_path: Path) -> Non
 
     with pytest.raises(UsageError, match="await emit"):
         asyncio.run(inside())
+
+
+# ---------------------------------------------------------------------------- hooks= on the runner
+
+
+def test_hooks_given_to_the_runner_add_to_the_bundled_session_memory_hook(tmp_path: Path) -> None:
+    from sessionmem.model.scripted import ScriptedModel, flush_aware
+    from sessionmem.session.runner import SessionRunner
+
+    def run(config: Config, hooks: HookRegistry, folder: str) -> tuple[list[str], list[Path]]:
+        seen: list[str] = []
+        hooks.register(COMMAND_NEW, lambda ev: seen.append(ev.session_key), name="audit")
+        workspace = tmp_path / folder
+        runner = SessionRunner(
+            ScriptedModel(responder=flush_aware(summary="summary")),
+            config=config,
+            workspace=workspace,
+            state_dir=tmp_path / f"{folder}-state",
+            hooks=hooks,
+        )
+        session = runner.open()
+        session.run_turn_sync("we ship on Friday")
+        session.run_turn_sync("/new")
+        return seen, sorted(
+            (workspace / "memory" / "peers" / "main").glob("*.md")
+        )  # /new files: the chat's folder
+
+    seen, files = run(Config(), HookRegistry(), "kept")
+    assert seen == ["agent:main:main"] and len(files) == 1  # the audit hook and session-memory both ran
+    assert "we ship on Friday" in files[0].read_text()
+    off = merge(Config(), {"hooks": {"internal": {"entries": {"session-memory": {"enabled": False}}}}})
+    seen, files = run(off, HookRegistry(), "disabled")
+    assert seen == ["agent:main:main"] and files == []
+    # A registry that already holds the bundled hooks does not get them twice.
+    seen, files = run(Config(), load_hooks(Config(), tmp_path / "loaded"), "loaded")
+    assert len(files) == 1

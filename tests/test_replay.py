@@ -150,3 +150,16 @@ def test_replay_rejects_a_file_that_is_not_a_transcript(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["replay", str(bogus), "--workspace", str(tmp_path / "w")])
     assert result.exit_code == 1
     assert "no user message to replay" in result.output
+
+
+def test_a_transcript_the_runner_wrote_replays_without_its_flush_prompts(tmp_path: Path) -> None:
+    recording = next(p for p in RECORDINGS if p.name == "trip-planning.jsonl")
+    first = run_replay(recording, tmp_path / "a", tmp_path / "a-state", context_window=WINDOW)
+    assert first.flushes > 0 and first.transcript is not None
+    # The runner's transcript holds the flush turns (marked memory_flush); they are not user turns.
+    # (Slash commands such as /status answer without reaching the transcript.)
+    said = [t.user for t in load_recording(recording) if parse_command(t.user) is None]
+    turns = load_recording(first.transcript)
+    assert [t.user for t in turns] == said
+    again = run_replay(first.transcript, tmp_path / "b", tmp_path / "b-state", context_window=WINDOW)
+    assert again.turns == len(said)

@@ -11,9 +11,10 @@ hook saves the conversation first), ``/compact [focus]``, ``/status``, and ``/qu
 
 Output: replies on stdout (streamed as the model writes them when stdout is a terminal; a NO_REPLY
 answer shows nothing); notes about flushes, compactions and new sessions on stderr. With
-``--json``, one JSON object per line on stdout for every event (``turn`` with the reply, ``flush``,
-``compaction``, ``new``, ``memory_write``, ``tool_call``, ...), plus ``status`` and ``command`` objects
-for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
+``--json``, one JSON object per line on stdout for every event, named by its ``event`` field as in
+``demo --json`` and ``replay --json`` (``turn`` with the reply, ``flush``, ``compaction``, ``new``,
+``memory_write``, ``tool_call``, ..., each with ``session_key`` and ``session_id``), plus ``status`` and
+``command`` objects for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
 
 Examples::
 
@@ -48,9 +49,9 @@ QUIT_COMMANDS = frozenset({"/quit", "/exit"})
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    """An event as a JSON-ready dict, ``kind`` first."""
+    """An event as a JSON-ready dict, its kind first as ``event`` (the name the demo and the replay use)."""
     data = dataclasses.asdict(event)
-    return {"kind": data.pop("kind"), **data}
+    return {"event": data.pop("kind"), **data}
 
 
 def event_note(event: Event) -> str | None:
@@ -120,14 +121,14 @@ class ChatPrinter:
             self.reply(reply)
             return
         if name == "status":
-            output.echo_line_json({"kind": "status", **session.status().to_json()})
+            output.echo_line_json({"event": "status", **session.status().to_json()})
             return
-        output.echo_line_json({"kind": "command", "command": name, "reply": reply})
+        output.echo_line_json({"event": "command", "command": name, "reply": reply})
 
     def error(self, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}"
         if self.as_json:
-            output.echo_line_json({"kind": "error", "error": message})
+            output.echo_line_json({"event": "error", "error": message})
         else:
             output.echo_err(f"error: {message}")
 

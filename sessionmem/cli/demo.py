@@ -2,9 +2,9 @@
 
 No API key, no network: the model is scripted (:mod:`sessionmem.demo`), memory search is FTS-only
 unless the agent's config names a local embedding model. The run happens in a fresh workspace (a new
-temporary folder unless ``--workspace`` names an empty or new one); sessions and the index live in its
-``.sessionmem/`` folder, so nothing of the user's own agent is touched (the global ``--workspace`` is
-not used for the same reason).
+temporary folder unless ``--workspace`` names an empty or new one); sessions and the index live in the
+global ``--state-dir`` when one is given, else in the workspace's ``.sessionmem/`` folder, so nothing of
+the user's own agent is touched by default (the global ``--workspace`` is not used for the same reason).
 
 The exit status is 0 only when the new session found the early fact again through ``memory_search``.
 """
@@ -221,7 +221,7 @@ def demo(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
 
     report = run_demo(
         folder,
-        folder / STATE_FOLDER,
+        output.explicit_state_dir(ctx) or folder / STATE_FOLDER,
         emit=output.echo_line_json if as_json else Timeline(),
         memory_search=settings,
         selection=selection,

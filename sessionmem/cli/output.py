@@ -69,6 +69,14 @@ def resolved(ctx: click.Context) -> Context:
     return context
 
 
+def explicit_state_dir(ctx: click.Context) -> Path | None:
+    """The state folder when the global ``--state-dir`` names one, else None (the scripted runs then keep
+    their state beside their workspace, away from the user's own agent in ``~/.sessionmem``)."""
+    root = ctx.find_root()
+    options = root.obj if isinstance(root.obj, GlobalOptions) else GlobalOptions()
+    return resolved(ctx).state_dir if options.state_dir else None
+
+
 # ---------------------------------------------------------------------------- JSON
 
 

@@ -3,7 +3,8 @@
 The recorded assistant replies and tool calls are replayed in order (:mod:`sessionmem.replay`); with a
 small ``--context-window`` the runner flushes and compacts as it would live. The replay writes into a
 fresh workspace (a new temporary folder unless ``--workspace`` names a new or empty one), with its
-sessions and index in that folder's ``.sessionmem/``. No API key, no network.
+sessions and index in the global ``--state-dir`` when one is given, else in that folder's
+``.sessionmem/``. No API key, no network.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def replay(ctx: click.Context, file: Path, context_window: int, workspace: str |
     run_replay(
         file.resolve(),
         folder,
-        folder / STATE_FOLDER,
+        output.explicit_state_dir(ctx) or folder / STATE_FOLDER,
         context_window=context_window,
         emit=emit,
         timezone=app.agent.user_timezone,

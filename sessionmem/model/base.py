@@ -9,11 +9,16 @@ from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 from sessionmem.messages import Message
 
 Purpose = Literal["turn", "flush", "compaction", "slug"]
+"""What a request is for: ``turn`` (a user's turn and its tool loop), ``flush`` (the silent memory flush;
+its output never reaches the user), ``compaction`` (the summary of older history; no tools) and ``slug``
+(the name of a ``/new`` memory file). A model may route by it; :mod:`sessionmem.model.routing` does so
+from ``compaction.model`` and ``compaction.memoryFlush.model``."""
 
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """What the model is asked: the full context (system message first), the tools it may call."""
+    """What the model is asked: the full context (system message first), the tools it may call, and
+    what for (``purpose``; ``metadata`` carries ``session_key`` and ``turn_kind`` for turns and flushes)."""
 
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI function-calling schemas

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from sessionmem.errors import ContextWindowExceeded, ModelError
-from sessionmem.messages import Message, ToolCall, Usage
+from sessionmem.messages import UNPARSED_ARGUMENTS, Message, ToolCall, Usage
 from sessionmem.model.base import ModelReply, ModelRequest
 from sessionmem.tokens import configure_litellm_environment
 
@@ -77,6 +77,17 @@ class LiteLLMModel:
 
     def __repr__(self) -> str:
         return f"LiteLLMModel({self.model!r}, api_base={self.api_base!r})"
+
+    def with_model(self, model: str) -> LiteLLMModel:
+        """Another model on the same connection (endpoint, key, headers, timeout, extra arguments)."""
+        return LiteLLMModel(
+            model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            extra_headers=self.extra_headers,
+            timeout=self.timeout,
+            **self.kwargs,
+        )
 
     def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``litellm.acompletion`` / ``litellm.completion`` (pure; useful to
@@ -176,7 +187,8 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def parse_tool_arguments(raw: Any) -> dict[str, Any]:
-    """A tool call's arguments; text that is not a JSON object comes back as ``{"_raw": text}``."""
+    """A tool call's arguments; text that is not a JSON object comes back as ``{"_raw": text}``
+    (:attr:`~sessionmem.messages.ToolCall.unparsed_arguments`), which the dispatcher reports to the model."""
     if isinstance(raw, dict):
         return raw
     if raw is None or (isinstance(raw, str) and not raw.strip()):
@@ -184,8 +196,8 @@ def parse_tool_arguments(raw: Any) -> dict[str, Any]:
     try:
         value = orjson.loads(raw)
     except (orjson.JSONDecodeError, TypeError):
-        return {"_raw": raw if isinstance(raw, str) else repr(raw)}
-    return value if isinstance(value, dict) else {"_raw": raw}
+        return {UNPARSED_ARGUMENTS: raw if isinstance(raw, str) else repr(raw)}
+    return value if isinstance(value, dict) else {UNPARSED_ARGUMENTS: raw}
 
 
 def parse_usage(raw: Any) -> Usage | None:

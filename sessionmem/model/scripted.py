@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from functools import lru_cache
+from itertools import count
 from typing import Any
 
 import orjson
@@ -43,6 +44,8 @@ MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat formats add per mess
 StepValue = str | Message | ModelReply | ToolCall | Sequence[ToolCall] | BaseException | type[BaseException]
 Step = StepValue | Callable[[ModelRequest], Any]
 Responder = Callable[[ModelRequest], Any]
+
+_FLUSH_WRITES = count(1)  # flush_write's tool-call ids
 
 
 class ScriptExhausted(SessionMemError):
@@ -229,21 +232,74 @@ def echo(request: ModelRequest) -> str:
     return f"ok: {last_user_text(request)}"
 
 
+def flush_write_target(request: ModelRequest, tool_name: str = "write", path_arg: str = "path") -> str | None:
+    """The daily log a flush request allows writing: the ``path`` enum of its ``write`` tool, which the
+    runner sets to today's ``memory/YYYY-MM-DD.md`` in the user's time zone (a frozen clock included)."""
+    for schema in request.tools:
+        function = schema.get("function", {})
+        if function.get("name") == tool_name:
+            allowed = function.get("parameters", {}).get("properties", {}).get(path_arg, {}).get("enum")
+            if allowed:
+                return str(allowed[0])
+    return None
+
+
+def written_this_turn(request: ModelRequest) -> bool:
+    """True when a tool result follows the request's last user message (the turn already called a tool)."""
+    for message in reversed(request.messages):
+        if message.role == "tool":
+            return True
+        if message.role == "user":
+            return False
+    return False
+
+
 def flush_write(
-    path: str,
-    content: str,
+    content: str | Callable[[ModelRequest], str],
     *,
+    path: str | None = None,
     tool_name: str = "write",
-    call_id: str = "flush-write-1",
     path_arg: str = "path",
     content_arg: str = "content",
 ) -> Responder:
-    """A flush handler that calls ``tool_name`` once to write ``content`` to ``path``, then says NO_REPLY."""
+    """A flush handler that writes ``content`` (or ``content(request)``) with one ``tool_name`` call, then
+    says NO_REPLY; in every flush, each call with its own id.
+
+    The file is ``path`` when given, else the one the flush may write: today's daily log in the user's
+    time zone (:func:`flush_write_target`), so a test under a frozen clock writes the frozen day's log.
+    """
 
     def respond(request: ModelRequest) -> Any:
-        if any(m.role == "tool" and m.tool_call_id == call_id for m in request.messages):
+        if written_this_turn(request):
             return NO_REPLY
-        return ToolCall(call_id, tool_name, {path_arg: path, content_arg: content})
+        target = path or flush_write_target(request, tool_name, path_arg)
+        if target is None:
+            raise SessionMemError(
+                f"flush_write: the request offers no {tool_name!r} tool with a {path_arg!r} to write "
+                f"(purpose {request.purpose!r}); pass path= or use it for flush requests only"
+            )
+        text = content(request) if callable(content) else content
+        call_id = f"flush-write-{next(_FLUSH_WRITES)}"  # unique in the process, even across handlers
+        return ToolCall(call_id, tool_name, {path_arg: target, content_arg: text})
+
+    return respond
+
+
+def overflow_on_turn(turn: int, responder: Responder = echo) -> Responder:
+    """``responder``, except that the first model call of ordinary turn number ``turn`` (1-based) raises
+    the provider's context overflow, once: the runner then compacts through the gate and retries."""
+    seen = count(1)
+    fired = False
+
+    def respond(request: ModelRequest) -> Any:
+        nonlocal fired
+        new_turn = (
+            request.purpose == "turn" and bool(request.messages) and request.messages[-1].role == "user"
+        )
+        if not fired and new_turn and next(seen) == turn:
+            fired = True
+            return ContextWindowExceeded(f"scripted overflow on turn {turn}", status_code=400)
+        return responder(request)
 
     return respond
 
@@ -253,15 +309,19 @@ def flush_aware(
     *,
     flush: Any = NO_REPLY,
     summary: str | Callable[[ModelRequest], str] = default_summary,
+    slug: str | Callable[[ModelRequest], str] | None = None,
 ) -> Callable[[ModelRequest], Awaitable[Any] | Any]:
     """Route by ``request.purpose``: flush turns get ``flush`` (NO_REPLY by default, or e.g.
-    :func:`flush_write`), compaction turns get ``summary``, everything else goes to ``responder``."""
+    :func:`flush_write`), compaction turns get ``summary``, the ``/new`` file name request gets ``slug``
+    (when given), everything else goes to ``responder``."""
 
     def respond(request: ModelRequest) -> Any:
         if request.purpose == "flush":
             return flush
         if request.purpose == "compaction":
             return summary(request) if callable(summary) else summary
+        if request.purpose == "slug" and slug is not None:
+            return slug(request) if callable(slug) else slug
         return responder(request)
 
     return respond

@@ -9,9 +9,10 @@ as a ``hook_error`` event, and never costs the turn.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
+from sessionmem.model.routing import model_for
 from sessionmem.session.events import Event, HookErrorEvent, deliver
 from sessionmem.session.state import SessionState
 
@@ -22,7 +23,10 @@ log = logging.getLogger(__name__)
 
 
 async def emit(state: SessionState, event: Event) -> None:
-    """Report ``event``: in this turn's result, to ``on_event``, and (flush, compaction) to the hooks."""
+    """Report ``event``: in this turn's result, to ``on_event``, and (flush, compaction) to the hooks.
+    An event without its session id gets the session's current one."""
+    if not event.session_id:
+        event = replace(event, session_id=state.entry.session_id)
     state.events.append(event)
     await deliver(state.runner.on_event, event)
     if event.kind in ("flush", "compaction"):
@@ -57,7 +61,7 @@ async def emit_hook(state: SessionState, name: str, **fields: Any) -> list[HookO
             state_dir=runner.state_dir,
             session_key=state.key,
             agent_id=runner.agent_id,
-            model=runner.model,
+            model=model_for(runner.model, runner.agent, "slug"),  # compaction.model when set
             config=runner.config,
             extra=extra,
             **fields,

@@ -13,7 +13,9 @@ Rules (reference §3.3, §2.7):
 - ``/compact`` compacts through the gate (the flush runs first when this cycle had none), with
   what follows it as extra summary instructions;
 - ``/status`` reports tokens against the thresholds, the compaction count and the flush state from
-  the store. Neither ``/compact`` nor ``/status`` calls the model for a reply.
+  the store, and no server path. Neither ``/compact`` nor ``/status`` calls the model for a reply;
+- ``session.commands`` lists the commands end users may run (default: all four); any other is sent to
+  the model as an ordinary message. The developer's own calls (``session.compact()``) are not limited.
 
 Before an ordinary message or ``/compact``, a session that went stale (daily or idle reset,
 :mod:`sessionmem.session.lifecycle`) is rotated as if the user had typed ``/new``; a ``/new`` or
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from sessionmem.errors import UsageError
 from sessionmem.messages import Usage
 from sessionmem.session.events import CompactionResult, TurnResult
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_threshold
@@ -38,9 +41,11 @@ from sessionmem.session.state import SessionState
 
 CommandName = Literal["new", "reset", "compact", "status"]
 DEFAULT_RESET_TRIGGERS = ("/new", "/reset")
+ALL_COMMANDS = ("/compact", "/status", "/new", "/reset")
 
 _COMPACT = re.compile(r"/compact(?:\s+(?P<rest>.*))?", re.IGNORECASE | re.DOTALL)
 _STATUS = re.compile(r"/status", re.IGNORECASE)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +77,24 @@ def match_reset_trigger(text: str, triggers: Sequence[str] = DEFAULT_RESET_TRIGG
     return None
 
 
-def parse_command(text: str, reset_triggers: Sequence[str] = DEFAULT_RESET_TRIGGERS) -> Command | None:
-    """The command in a user message, or None for an ordinary message."""
+def parse_command(
+    text: str,
+    reset_triggers: Sequence[str] = DEFAULT_RESET_TRIGGERS,
+    allowed: Sequence[str] = ALL_COMMANDS,
+) -> Command | None:
+    """The command in a user message, or None for an ordinary message (or a command not ``allowed``:
+    ``/compact``, ``/status``, ``/new``, ``/reset``, the last two covering the reset triggers)."""
     found = match_reset_trigger(text, reset_triggers)
-    if found is not None:
-        return found
-    body = text.strip()
-    compact = _COMPACT.fullmatch(body)
-    if compact is not None:
-        return Command("compact", "/compact", (compact.group("rest") or "").strip())
-    if _STATUS.fullmatch(body):
-        return Command("status", "/status")
-    return None
+    if found is None:
+        body = text.strip()
+        compact = _COMPACT.fullmatch(body)
+        if compact is not None:
+            found = Command("compact", "/compact", (compact.group("rest") or "").strip())
+        elif _STATUS.fullmatch(body):
+            found = Command("status", "/status")
+    if found is None or f"/{found.name}" not in allowed:
+        return None
+    return found
 
 
 # ---------------------------------------------------------------------------- status
@@ -152,7 +163,8 @@ def session_status(state: SessionState) -> SessionStatus:
 
 
 def format_status(status: SessionStatus) -> str:
-    """Human lines for ``/status``."""
+    """Human lines for ``/status``, which end users see: no server path (the transcript is in
+    :meth:`SessionStatus.to_json` for the developer)."""
     pct = 100.0 * status.tokens / status.context_window if status.context_window else 0.0
     if status.flushed_this_cycle:
         when = _format_ms(status.memory_flush_at)
@@ -168,7 +180,6 @@ def format_status(status: SessionStatus) -> str:
             f"Tokens: {status.tokens:,} / {status.context_window:,} ({pct:.1f}%) · "
             f"flush at {status.flush_threshold:,} · compaction at {status.compaction_threshold:,}",
             f"Compactions: {status.compaction_count} · memory flush: {flush}",
-            f"Transcript: {status.transcript}",
             *(
                 [f"Expired ({status.stale} reset): the next message starts a new session"]
                 if status.stale
@@ -197,13 +208,30 @@ def compact_reply(result: CompactionResult) -> str:
 # ---------------------------------------------------------------------------- dispatch
 
 
+def check_user_text(text: object) -> str:
+    """``text`` when it is a message the transcript and the model can take, else a :class:`UsageError`
+    naming the problem (nothing has been written yet)."""
+    if not isinstance(text, str):
+        raise UsageError(f"the message must be a str, not {type(text).__name__}")
+    surrogate = _SURROGATE.search(text)
+    if surrogate is not None:
+        raise UsageError(
+            f"the message is not valid Unicode: lone surrogate U+{ord(surrogate.group()):04X} at index "
+            f"{surrogate.start()} (decode the input with errors='replace', or join surrogate pairs)"
+        )
+    return text
+
+
 async def before_turn(state: SessionState, text: str) -> TurnResult | str:
     """Run what must happen before a user turn: freshness, then the command in ``text`` if any.
 
     Returns the finished :class:`TurnResult` when the message was wholly a command, else the text
-    to run as an ordinary turn (``"/new hello"`` rotates, then ``"hello"`` is the turn).
+    to run as an ordinary turn (``"/new hello"`` rotates, then ``"hello"`` is the turn). A message that
+    is not text is refused first (:func:`check_user_text`).
     """
-    command = parse_command(text, state.runner.config.session.reset_triggers)
+    text = check_user_text(text)
+    session_cfg = state.runner.config.session
+    command = parse_command(text, session_cfg.reset_triggers, session_cfg.commands)
     if command is not None and command.name in ("new", "reset"):
         rotation = await rotate(state, command.name)
         if command.rest:

@@ -94,10 +94,13 @@ def plan_compaction(
 
     The cut starts where the newest messages add up to ``keep_recent_tokens`` and moves back (keeping
     more) to the nearest clean boundary; only if there is none before it, forward (keeping less).
+    ``keep_recent_tokens`` 0 folds everything into the summary (overflow recovery's last resort).
     """
     previous = previous_summary_of(context)
     body = list(context[1:] if previous is not None else context)
     tokens_before = counter.count_all(context)
+    if keep_recent_tokens <= 0:
+        return CompactionPlan(tuple(body), (), previous, tokens_before) if body else None
     if len(body) < 2:
         return None
     start = _budget_start(body, counter, keep_recent_tokens)

@@ -31,8 +31,12 @@ EventKind = Literal[
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
+    """What every event carries: its kind, the session key and the id of the session (the transcript)
+    it happened in, so one session can be followed in the stream of a runner serving many."""
+
     kind: EventKind
     session_key: str
+    session_id: str = ""  # filled in when the event is emitted
     timestamp: int = field(default_factory=now_ms)
 
 
@@ -104,7 +108,7 @@ class NewSessionEvent(Event):
     kind: EventKind = "new"
     reason: str = ""  # new | reset | daily | idle
     previous_session_id: str = ""
-    session_id: str = ""
+    session_id: str = ""  # the new session's
     archived_path: str | None = None  # the old transcript, renamed <file>.reset.<ts>
     memory_file: str | None = None  # what the session-memory hook wrote
     flushed: bool = False  # the gate flushed the old session first

@@ -26,10 +26,12 @@ the transcript shows, so a reconciliation by another process never makes them co
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Literal
 
 from sessionmem.messages import Message
+from sessionmem.model.routing import model_for
 from sessionmem.session.announce import before_compaction, emit
 from sessionmem.session.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
 from sessionmem.session.entry import SessionEntry, compaction_figures
@@ -46,6 +48,7 @@ from sessionmem.session.flush import (
     flush_prompts,
     guard_reason,
     should_flush,
+    window_budget,
 )
 from sessionmem.session.state import SessionState
 from sessionmem.session.transcript import compaction_summary_text
@@ -54,6 +57,8 @@ from sessionmem.tokens import count_tokens
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
+
+log = logging.getLogger(__name__)
 
 
 async def preflight(state: SessionState, pending: Message) -> None:
@@ -109,16 +114,17 @@ async def flush_if_unflushed(state: SessionState, reason: str) -> bool:
 
 
 async def compact_through_gate(
-    state: SessionState, reason: CompactionReason, instructions: str | None = None
+    state: SessionState, reason: CompactionReason, instructions: str | None = None, *, attempt: int = 1
 ) -> CompactionResult:
     """The one way to compact (DESIGN 1): flush first if this cycle is unflushed, then summarise.
 
     For rotations (new/reset/daily/idle) the caller archives the transcript itself; the gate only flushes.
     A compaction that already happened during the flush (the flush overflowed) is not repeated for
-    threshold/overflow reasons.
+    threshold/overflow reasons. ``attempt`` counts the overflow recoveries of one model call (see
+    :func:`plan_for`): the second keeps nothing verbatim.
     """
     before = state.compactions  # this session's own compactions: others' show in the store, not here
-    if reason not in ROTATION_REASONS and _plan(state) is None:
+    if reason not in ROTATION_REASONS and plan_for(state, reason, attempt) is None:
         # Trigger: /compact (or an overflow) with a context that all fits in the kept recent part.
         # Why: a flush now would use up the cycle's one flush while nothing is summarised away, and
         # the cycle's later turns would then be compacted unsaved. Outcome: neither flush nor compaction.
@@ -128,7 +134,7 @@ async def compact_through_gate(
         return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
     if reason != "manual" and state.compactions > before:
         return CompactionResult(True, reason, flushed=flushed)
-    result = await compact_now(state, reason, instructions)
+    result = await compact_now(state, reason, instructions, attempt=attempt)
     return CompactionResult(
         result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
     )
@@ -169,7 +175,7 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
             prompt,
             kind="flush",
             system_extra=prompts.system_prompt,
-            make_room=lambda: compact_through_gate(state, "overflow"),
+            make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
         )
     except Exception as exc:  # a failed flush must not cost the user their turn
         error = f"{type(exc).__name__}: {exc}"
@@ -193,20 +199,17 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
     return True
 
 
-async def compact_now(state: SessionState, reason: str, instructions: str | None) -> CompactionResult:
+async def compact_now(
+    state: SessionState, reason: str, instructions: str | None, *, attempt: int = 1
+) -> CompactionResult:
     """Summarise now (no flush: callers go through the gate); a failed summary changes nothing."""
-    cfg = state.runner.agent.compaction
-    plan = _plan(state)
+    budget = window_budget(state.context_window, state.runner.agent.compaction)
+    plan = plan_for(state, reason, attempt)
     if plan is None:
         return CompactionResult(False, reason, error="nothing to compact")
     await before_compaction(state, reason)  # the compaction:before hook
     try:
-        summary = await summarize(
-            state.runner.model,
-            plan,
-            instructions=instructions,
-            reserve_tokens=cfg.effective_reserve_tokens(),
-        )
+        summary = await _summary(state, plan, instructions, budget.reserve)
     except CompactionFailed as exc:
         await emit(state, CompactionFailedEvent(session_key=state.key, reason=reason, error=str(exc)))
         return CompactionResult(False, reason, error=str(exc))
@@ -257,14 +260,50 @@ async def compact_now(state: SessionState, reason: str, instructions: str | None
     return CompactionResult(True, reason, tokens_before, tokens_after)
 
 
-def _plan(state: SessionState) -> CompactionPlan | None:
-    """What a compaction would summarise now (None: everything fits in the kept recent part)."""
-    cfg = state.runner.agent.compaction
-    keep = cfg.keep_recent_tokens
-    threshold = compaction_threshold(state.context_window, cfg)
-    if threshold > 0:  # keeping more than half the usable window would make compaction pointless
-        keep = min(keep, max(1, threshold // 2))
-    return plan_compaction(state.context, state.counter, keep)
+async def _summary(
+    state: SessionState, plan: CompactionPlan, instructions: str | None, reserve_tokens: int
+) -> str:
+    """The summary from ``compaction.model`` when one is configured, else from the agent's model.
+
+    Trigger: the configured compaction model fails (down, no key, a smaller window). Why: a compaction
+    that fails leaves the session growing until it overflows. Outcome: the agent's model summarises
+    instead (as OpenClaw does); the failure of both is reported.
+    """
+    main = state.runner.model
+    model = model_for(main, state.runner.agent, "compaction")
+    try:
+        return await summarize(model, plan, instructions=instructions, reserve_tokens=reserve_tokens)
+    except CompactionFailed as exc:
+        if model is main:
+            raise
+        log.warning("compaction model %s failed (%s); summarising with %s", model.name, exc, main.name)
+        try:
+            return await summarize(main, plan, instructions=instructions, reserve_tokens=reserve_tokens)
+        except CompactionFailed as again:
+            raise CompactionFailed(f"{model.name}: {exc}; then {main.name}: {again}") from again
+
+
+def plan_for(state: SessionState, reason: str, attempt: int = 1) -> CompactionPlan | None:
+    """What a compaction would summarise now (None: nothing to summarise).
+
+    Ordinarily the newest ``keepRecentTokens`` stay verbatim, at most half of what fits under the
+    compaction threshold (:func:`~sessionmem.session.flush.window_budget`).
+
+    Trigger: a provider context overflow. Why: the model's real window may be smaller than the configured
+    one, even smaller than what compaction would keep, and a single tool result may fill it; keeping the
+    usual part would leave the prompt as large as before ("nothing to compact" on every turn).
+    Outcome: the first recovery keeps at most a quarter of the context verbatim; the second, or the first
+    when no cut is possible, folds everything into the summary (tool results are truncated there).
+    """
+    budget = window_budget(state.context_window, state.runner.agent.compaction)
+    if reason != "overflow":
+        return plan_compaction(state.context, state.counter, budget.keep_recent)
+    if attempt <= 1:
+        quarter = max(1, state.counter.count_all(state.context) // 4)
+        plan = plan_compaction(state.context, state.counter, min(budget.keep_recent, quarter))
+        if plan is not None:
+            return plan
+    return plan_compaction(state.context, state.counter, 0)
 
 
 def _utc_now() -> datetime:

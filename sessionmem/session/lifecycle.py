@@ -251,7 +251,10 @@ async def rotate(
     if memory_file is not None:
         rel = memory_file.resolve().relative_to(runner.workspace.resolve()).as_posix()
         chars = len(memory_file.read_text(encoding="utf-8"))
-        await emit(state, MemoryWriteEvent(session_key=state.key, path=rel, mode="create", chars=chars))
+        written = MemoryWriteEvent(  # the ended session's conversation, saved
+            session_key=state.key, session_id=previous.session_id, path=rel, mode="create", chars=chars
+        )
+        await emit(state, written)
     await emit(
         state,
         NewSessionEvent(

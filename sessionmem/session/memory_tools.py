@@ -440,5 +440,6 @@ class SessionTools:
             bootstrap_max_chars=agent.bootstrap_max_chars,
             load_daily_logs=agent.load_daily_logs,
             timezone_name=agent.user_timezone,
+            silent_token=agent.silent_reply_token,
         )
         return build_system_prompt(self.runner.workspace, options)

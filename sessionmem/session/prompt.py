@@ -24,15 +24,15 @@ from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility
 from sessionmem.session.flush import current_time_line, user_zone, zone_label
 
 SILENT_REPLIES_SECTION = """## Silent Replies
-When you have nothing to say, respond with ONLY: NO_REPLY
+When you have nothing to say, respond with ONLY: {token}
 
 Rules:
 - It must be your ENTIRE message, nothing else.
-- Never append it to an actual response (never include "NO_REPLY" in real replies).
+- Never append it to an actual response (never include "{token}" in real replies).
 - Never wrap it in markdown or code blocks.
 
-Wrong: "Here's help... NO_REPLY"
-Right: NO_REPLY"""
+Wrong: "Here's help... {token}"
+Right: {token}"""
 
 PROJECT_CONTEXT_HEADING = "# Project Context"
 PROJECT_CONTEXT_INTRO = "The following project context files have been loaded:"
@@ -64,6 +64,7 @@ class PromptOptions:
     bootstrap_max_chars: int = 20_000
     load_daily_logs: bool = True
     timezone_name: str | None = None
+    silent_token: str = "NO_REPLY"  # silentReplyToken
 
 
 def memory_file(workspace: Path, home: MemoryHome = AGENT_HOME) -> str | None:
@@ -97,7 +98,7 @@ def build_system_prompt(workspace: Path, options: PromptOptions, now: datetime |
     """The full system prompt for one session (built at session start and after a compaction)."""
     now = now or datetime.now(UTC)
     sections = [options.base.strip()] if options.base.strip() else []
-    sections.append(SILENT_REPLIES_SECTION)
+    sections.append(SILENT_REPLIES_SECTION.format(token=options.silent_token))
     if options.recall_section and not options.minimal:
         sections.append(options.recall_section.strip())
     files = project_context_files(workspace, options, now)

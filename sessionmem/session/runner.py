@@ -14,7 +14,8 @@ session's :class:`~sessionmem.session.state.SessionState`:
    through the gate (not in heartbeat runs, which may not flush: the next real turn's preflight does both);
 5. ``announce.emit``: the ``turn`` event.
 
-A provider context-overflow compacts through the gate and retries once (a second overflow is raised).
+A provider context-overflow compacts through the gate and retries (keeping a quarter of the context, then
+nothing; only a prompt that alone is over the window is raised).
 Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
 ordinary model turn of kind "flush": same loop, its own prompts and tools, output never delivered.
@@ -64,7 +65,6 @@ from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent
 from sessionmem.session.flush import user_zone
 from sessionmem.session.gate import compact_if_over_threshold, compact_through_gate, preflight
 from sessionmem.session.memory_tools import SessionTools
-from sessionmem.session.noreply import deliverable_reply
 from sessionmem.session.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.state import SessionState
 from sessionmem.session.store import SessionStore
@@ -110,7 +110,8 @@ class SessionRunner:
         self.memory_index = memory_index
         self.heartbeat = heartbeat
         self.system_prompt = system_prompt
-        self.hooks = hooks  # None: loaded on first use (hook_registry)
+        self.hooks = hooks  # the developer's, added to the discovered ones (hook_registry)
+        self._hook_registry: HookRegistry | None = None
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
         # Where sessions are kept (sessionmem.session.backend): the store given, else sessions.json and the
         # transcripts at session.store (with ~ and {agentId}), else under state_dir.
@@ -204,16 +205,21 @@ class SessionRunner:
 
     def hook_registry(self) -> HookRegistry:
         """The hooks for command:new/reset, session:start/end, memory:flush and compaction:before/after:
-        those given, else the bundled, workspace and user hooks, loaded on first use."""
-        if self.hooks is None:
+        the bundled, workspace and user hooks (loaded on first use; each can be disabled by name with
+        ``hooks.internal.entries.<name>.enabled``), then those given as ``hooks=``, which replace a
+        discovered hook of the same name."""
+        if self._hook_registry is None:
             from sessionmem.hooks import HookRegistry, load_hooks
 
             try:
-                self.hooks = load_hooks(self.config, self.workspace, self.state_dir / "hooks")
+                registry = load_hooks(self.config, self.workspace, self.state_dir / "hooks")
             except Exception:  # hooks fail open, their loading too
                 log.warning("could not load hooks; running without them", exc_info=True)
-                self.hooks = HookRegistry()
-        return self.hooks
+                registry = HookRegistry()
+            if self.hooks is not None:
+                registry.include(self.hooks)
+            self._hook_registry = registry
+        return self._hook_registry
 
     def _check_index_sessions_dir(self) -> None:
         # Trigger: session.store moves the transcripts, and the memory index was opened without
@@ -360,10 +366,10 @@ class Session:
             prompt,
             kind="turn",
             on_partial=on_partial,
-            make_room=lambda: compact_through_gate(state, "overflow"),
+            make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
         )
         await compact_if_over_threshold(state)
-        reply = deliverable_reply(turn.last.content if turn.last else None)
+        reply = turn.reply
         await emit(
             state,
             TurnEvent(

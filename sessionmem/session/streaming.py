@@ -4,28 +4,33 @@ The runner streams only ordinary turns (never the silent flush, never a compacti
 the caller passed ``on_partial`` and the model has the optional
 :class:`~sessionmem.model.base.StreamingModel` capability; otherwise it calls ``complete`` as usual.
 What is shown follows :class:`~sessionmem.session.noreply.PartialReleaser`: nothing of a reply that is
-exactly ``NO_REPLY``, and pieces that add up to the delivered reply. Text the model writes before calling
+silent (``NO_REPLY`` in any case, its JSON envelope, ``HEARTBEAT_OK`` in heartbeat runs), and pieces
+that add up to the delivered reply. Text the model writes before calling
 tools is streamed too (it is part of what the user would see in a live chat).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from sessionmem.errors import ModelError
 from sessionmem.model.base import ModelReply, ModelRequest, StreamingModel
-from sessionmem.session.noreply import PartialReleaser, deliverable_reply
+from sessionmem.session.noreply import SILENT_REPLY_TOKEN, PartialReleaser, deliverable_reply
 
 PartialCallback = Callable[[str], Awaitable[None] | None]
 
 
 async def stream_reply(
-    model: StreamingModel, request: ModelRequest, on_partial: PartialCallback
+    model: StreamingModel,
+    request: ModelRequest,
+    on_partial: PartialCallback,
+    silent_tokens: Sequence[str] = (SILENT_REPLY_TOKEN,),
 ) -> ModelReply:
     """One streamed model call: forward releasable text to ``on_partial`` (sync or async; its errors
-    are the caller's and propagate), return the final reply."""
-    releaser = PartialReleaser()
+    are the caller's and propagate), return the final reply. ``silent_tokens`` are the answers that
+    mean silence (:func:`~sessionmem.session.noreply.silent_tokens`)."""
+    releaser = PartialReleaser(silent_tokens)
     reply: ModelReply | None = None
     async for item in model.stream(request):
         if isinstance(item, ModelReply):
@@ -34,7 +39,7 @@ async def stream_reply(
         await _call(on_partial, releaser.feed(item))
     if reply is None:
         raise ModelError(f"model {type(model).__name__} ended its stream without a final reply")
-    await _call(on_partial, releaser.finish(deliverable_reply(reply.message.content)))
+    await _call(on_partial, releaser.finish(deliverable_reply(reply.message.content, silent_tokens)))
     return reply
 
 

@@ -91,6 +91,9 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
         return ToolOutcome(f"Unknown tool: {call.name}. Available tools: {available}.", is_error=True)
+    unparsed = call.unparsed_arguments
+    if unparsed is not None:
+        return ToolOutcome(f"Invalid arguments for {call.name}: {unparsed_problem(unparsed)}", is_error=True)
     arguments = call.arguments or {}
     try:
         if found.convert is not None:
@@ -113,6 +116,19 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
     except Exception as exc:
         return ToolOutcome(f"Tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
     return ToolOutcome(render_result(result))
+
+
+def unparsed_problem(text: str) -> str:
+    """Why argument text is unusable, with the text itself (cut), for the model to correct its call."""
+    shown = text if len(text) <= 300 else text[:300] + "…"
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return f"not valid JSON ({exc}); send the arguments as one JSON object. Received: {shown}"
+    what = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), "null"
+    )
+    return f"the arguments are a JSON {what}, not an object; send one JSON object. Received: {shown}"
 
 
 def render_result(result: Any) -> str:

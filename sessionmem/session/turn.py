@@ -5,10 +5,19 @@ loop, their own prompts and tools. The prompt is written to the transcript once 
 (after any overflow recovery), so the transcript reads flush, compaction, prompt, answer. With
 ``on_partial`` the reply of an ordinary turn is streamed as it is written.
 
-On a provider context overflow the turn asks its caller to make room (``make_room``: compaction through
-the gate) and retries once; a flush first retries on the newest half of the context (verbatim notes beat
-a summary). A second overflow after making room is raised. The step never imports the gate: the gate
-runs flush turns through this module.
+On a provider context overflow the turn asks its caller to make room (``make_room(attempt)``: compaction
+through the gate) and retries: the first time the compaction keeps at most a quarter of the context, the
+second time nothing (everything is folded into the summary); a flush first retries on the newest half of
+the context (verbatim notes beat a summary). An overflow after that, or with nothing left to compact (the
+prompt alone is over the window), is raised. The step never imports the gate: the gate runs flush turns
+through this module.
+
+Only ``NO_REPLY`` is silence: an answer with no text and no tool call (a stream that ended without a
+chunk) is a :class:`~sessionmem.errors.ModelError` the caller sees. A failed model call does not lose the
+user's message: it is written to the transcript before the error is raised, so the next turn sends it
+again, followed by the new message. The one exception is a message that does not fit the model's window
+even with everything else compacted away: it is not kept (it would make every later turn overflow), and
+the error says so.
 """
 
 from __future__ import annotations
@@ -17,20 +26,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessionmem.errors import ContextWindowExceeded
+from sessionmem.errors import ContextWindowExceeded, ModelError
 from sessionmem.messages import Message, Usage, flush_provenance
 from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
+from sessionmem.model.routing import model_for
 from sessionmem.session.announce import emit, emit_queued
 from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import CompactionResult, ToolCallEvent
+from sessionmem.session.noreply import deliverable_reply, silent_tokens
 from sessionmem.session.projection import usage_fields
 from sessionmem.session.state import SessionState, TurnKind
 from sessionmem.session.streaming import PartialCallback, stream_reply
 from sessionmem.session.tools import Tool, dispatch
 
 FLUSH_MAX_TOOL_ITERATIONS = 6
+MAX_ROOM_ATTEMPTS = 2  # compactions per model call after an overflow: keep a quarter, then keep nothing
 
-MakeRoom = Callable[[], Awaitable[CompactionResult]]
+MakeRoom = Callable[[int], Awaitable[CompactionResult]]  # the attempt number (1, 2) -> the compaction
 
 
 @dataclass
@@ -44,9 +56,18 @@ class ModelTurn:
     model_calls: int = 0
     stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
     trim_to: int | None = None  # send only the newest messages within this many tokens (flush overflow)
-    compacted: bool = False  # this turn already made room after an overflow
+    rooms_made: int = 0  # compactions this model call made after overflows
+    prompt_unfit: bool = False  # the prompt alone is over the window: it is not kept on failure
     pending: Message | None = None  # the turn's prompt, written once the model has accepted it
     on_partial: PartialCallback | None = None  # stream the reply to the caller (ordinary turns only)
+    silent_tokens: tuple[str, ...] = ()  # the answers that mean silence (noreply.silent_tokens)
+
+    @property
+    def reply(self) -> str | None:
+        """What the user receives: None when the model stayed silent (or for a flush)."""
+        if self.kind != "turn" or self.last is None:
+            return None
+        return deliverable_reply(self.last.content, self.silent_tokens)
 
 
 async def run_model_turn(
@@ -59,13 +80,23 @@ async def run_model_turn(
     on_partial: PartialCallback | None = None,
 ) -> ModelTurn:
     """Run ``prompt`` through the model and its tools; usage is recorded in the store at the end."""
-    turn = ModelTurn(kind, pending=prompt, on_partial=on_partial if kind == "turn" else None)
+    agent = state.runner.agent
+    turn = ModelTurn(
+        kind,
+        pending=prompt,
+        on_partial=on_partial if kind == "turn" else None,
+        silent_tokens=silent_tokens(agent.silent_reply_token, heartbeat=state.runner.heartbeat),
+    )
     tools = state.tools.for_turn(kind)
     limit = max(1, state.runner.agent.max_tool_iterations)
     if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
         limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
     for _ in range(limit):
-        reply = await _call_model(state, turn, tools, system_extra, make_room)
+        try:
+            reply = await _call_model(state, turn, tools, system_extra, make_room)
+        except Exception:
+            _keep_failed_prompt(state, turn)
+            raise
         if turn.pending is not None:
             append_message(state, turn.pending, turn)
             turn.pending = None
@@ -137,11 +168,19 @@ def stop_message(limit: int) -> str:
     return f"Stopped after {limit} tool iterations without a final answer (maxToolIterations = {limit})."
 
 
+def _keep_failed_prompt(state: SessionState, turn: ModelTurn) -> None:
+    """The user's message of a failed ordinary turn, into the transcript (see the module docstring)."""
+    if turn.kind == "turn" and turn.pending is not None and not turn.prompt_unfit:
+        append_message(state, turn.pending, turn)
+    turn.pending = None
+
+
 async def _call_model(
     state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str, make_room: MakeRoom
 ) -> ModelReply:
     """One model call, recovering from context overflows (see the module docstring)."""
-    for _ in range(3):
+    turn.rooms_made = 0
+    while True:
         request = _request(state, turn, tools, system_extra)
         try:
             reply = await _complete(state, request, turn)
@@ -150,14 +189,18 @@ async def _call_model(
             continue
         turn.model_calls += 1
         turn.usage = turn.usage + (reply.message.usage or Usage())
+        if turn.kind == "turn" and not reply.message.content.strip() and not reply.message.tool_calls:
+            raise ModelError(
+                f"model {reply.model or state.runner.model.name} returned an empty answer (no text and no "
+                "tool call); only NO_REPLY means silence"
+            )
         return reply
-    raise ContextWindowExceeded("context overflow recovery gave up after three attempts")
 
 
 async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn) -> ModelReply:
-    model = state.runner.model
+    model = model_for(state.runner.model, state.runner.agent, turn.kind)  # a flush may have its own
     if turn.on_partial is not None and supports_streaming(model):
-        return await stream_reply(model, request, turn.on_partial)
+        return await stream_reply(model, request, turn.on_partial, turn.silent_tokens)
     return await model.complete(request)
 
 
@@ -166,22 +209,31 @@ async def _recover_overflow(
 ) -> None:
     if not state.runner.agent.compaction.enabled:
         raise exc
-    if turn.kind == "flush" and turn.trim_to is None and not turn.compacted:
+    if turn.kind == "flush" and turn.trim_to is None and not turn.rooms_made:
         turn.trim_to = max(1, state.counter.count_all(state.context) // 2)
         return
-    if turn.compacted:
+    if turn.rooms_made >= MAX_ROOM_ATTEMPTS:
+        turn.prompt_unfit = True
         raise ContextWindowExceeded(
-            f"context overflow recovery failed after one compact-and-retry attempt: {exc}",
+            "the prompt does not fit the model's context window even with the whole conversation compacted "
+            f"into its summary: {exc}",
             status_code=exc.status_code,
         ) from exc
+    turn.rooms_made += 1
     # In a flush, state.flushing keeps the gate from starting a second flush: it goes straight to compacting.
-    result = await make_room()
+    result = await make_room(turn.rooms_made)
+    if result.error == "nothing to compact":
+        turn.prompt_unfit = True
+        raise ContextWindowExceeded(
+            f"the message does not fit the model's context window, and nothing is left to compact: {exc}",
+            status_code=exc.status_code,
+        ) from exc
     if not result.ok:
         raise ContextWindowExceeded(
             f"context window exceeded and compaction failed ({result.error}): {exc}",
             status_code=exc.status_code,
         ) from exc
-    turn.compacted, turn.trim_to = True, None
+    turn.trim_to = None
 
 
 def _request(state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str) -> ModelRequest:

@@ -90,7 +90,7 @@ def test_json_lines_parse(chat_args: list[str], isolated_env: Path) -> None:
     result = CliRunner().invoke(cli, [*chat_args, "--json"], input="hi\n/status\n/new\n/quit\nnever sent\n")
     assert result.exit_code == 0, result.output + str(result.exception)
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    kinds = [o["kind"] for o in objects]
+    kinds = [o["event"] for o in objects]
     assert kinds[0] == "turn" and objects[0]["reply"] == "echo: hi"
     status = objects[kinds.index("status")]
     assert status["compactionCount"] == 0 and status["tokens"] > 0
@@ -99,8 +99,11 @@ def test_json_lines_parse(chat_args: list[str], isolated_env: Path) -> None:
     new = objects[kinds.index("new")]
     assert new["reason"] == "new" and new["memory_file"].endswith("-greeting-chat.md")
     assert kinds.index("flush") < kinds.index("memory_write") < kinds.index("new")
-    assert objects[-1] == {"kind": "command", "command": "new", "reply": objects[-1]["reply"]}
+    assert objects[-1] == {"event": "command", "command": "new", "reply": objects[-1]["reply"]}
     assert "never sent" not in result.stdout
+    # One name across the CLI: chat, demo and replay all say "event" (events carry session_key/id).
+    assert all("kind" not in o for o in objects)
+    assert objects[0]["session_key"] == "agent:main:main" and objects[0]["session_id"]
 
 
 def test_missing_model_is_a_usage_error(tmp_path: Path) -> None:
@@ -119,15 +122,15 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     result = CliRunner().invoke(cli, [*args, "--json"], input="first\nsecond\n")
     assert result.exit_code == 0, result.output
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    assert objects[0]["kind"] == "error"
-    assert objects[-1]["kind"] == "turn" and objects[-1]["reply"] == "echo: second"
+    assert objects[0]["event"] == "error"
+    assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "echo: second"
 
 
 def test_event_formatting() -> None:
     event = CompactionEvent(
         session_key="k", reason="manual", tokens_before=5000, tokens_after=900, compaction_count=1
     )
-    assert event_json(event)["kind"] == "compaction"
+    assert event_json(event)["event"] == "compaction"
     assert event_note(event) == "· compacted (5,000 → 900 tokens, count 1)"
     new = NewSessionEvent(session_key="k", reason="daily", session_id="abc", memory_file="memory/x.md")
     assert event_note(new) == "· new session abc (daily, saved memory/x.md)"
@@ -137,7 +140,7 @@ def test_event_formatting() -> None:
         hook_event="compaction:after",
         error="hook 'audit' failed on compaction:after: RuntimeError: boom",
     )
-    assert json.loads(json.dumps(event_json(failed)))["kind"] == "hook_error"
+    assert json.loads(json.dumps(event_json(failed)))["event"] == "hook_error"
     assert event_json(failed)["hook_event"] == "compaction:after"
     assert event_note(failed) == "· hook 'audit' failed on compaction:after: RuntimeError: boom"
 
@@ -176,10 +179,10 @@ def test_the_model_can_search_memory_during_the_chat(
     result = CliRunner().invoke(cli, [*chat_args, "--json"], input="when is the billing cutover?\n")
     assert result.exit_code == 0, result.output
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    (call,) = [o for o in objects if o["kind"] == "tool_call"]
+    (call,) = [o for o in objects if o["event"] == "tool_call"]
     assert call["name"] == "memory_search" and not call["is_error"]
     assert "Friday" in call["result"] and "MEMORY.md" in call["result"]
-    assert objects[-1]["kind"] == "turn" and objects[-1]["reply"] == "It is on Friday."
+    assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "It is on Friday."
     second = openai_server.chat.requests[1].body["messages"]
     assert any(m.get("role") == "tool" and "Friday" in str(m.get("content")) for m in second)
 
@@ -257,14 +260,16 @@ def test_piped_compact_with_instructions_then_reset(
     result = CliRunner().invoke(cli, ["--config", str(config), *chat_args, "--json"], input=script)
     assert result.exit_code == 0, result.output + str(result.exception)
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    kinds = [o["kind"] for o in objects]
+    kinds = [o["event"] for o in objects]
 
     # /compact: the cycle's flush first, then a manual compaction asked with the user's instructions.
     compaction = objects[kinds.index("compaction")]
     assert compaction["reason"] == "manual" and compaction["compaction_count"] == 1
     assert 0 < compaction["tokens_after"] < compaction["tokens_before"]
     assert kinds.index("flush") < kinds.index("compaction")
-    assert {"kind": "command", "command": "compact"}.items() <= objects[kinds.index("compaction") + 1].items()
+    assert {"event": "command", "command": "compact"}.items() <= objects[
+        kinds.index("compaction") + 1
+    ].items()
     summary_requests = [
         r.body for r in openai_server.chat.requests if "keep the open TODOs" in json.dumps(r.body)
     ]
@@ -280,4 +285,4 @@ def test_piped_compact_with_instructions_then_reset(
     store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
     entry = store["agent:main:main"]
     assert entry["sessionId"] == new["session_id"] and entry["compactionCount"] == 0
-    assert objects[-1]["kind"] == "command" and objects[-1]["command"] == "reset"
+    assert objects[-1]["event"] == "command" and objects[-1]["command"] == "reset"

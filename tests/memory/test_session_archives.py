@@ -183,9 +183,11 @@ def test_the_hooks_memory_file_and_the_archived_transcript_come_back_once(
 def test_new_without_the_session_memory_hook_still_leaves_the_archive_searchable(
     open_index: Callable[..., MemoryIndex], state: Path, workspace: Path
 ) -> None:
-    config = make_config()
+    config = merge(
+        make_config(), {"hooks": {"internal": {"entries": {"session-memory": {"enabled": False}}}}}
+    )
     index = open_index(config, HashEmbedder())
-    session = start_session(config, index, state, workspace, hooks=HookRegistry())  # no hooks at all
+    session = start_session(config, index, state, workspace)
     session.run_turn_sync("The spare anchor is stored in locker B under the tarpaulin.")
     index.sync()
     live = session.transcript.path

@@ -121,7 +121,7 @@ def test_flush_aware_routes_by_purpose() -> None:
 
 
 def test_flush_write_calls_the_tool_then_goes_silent() -> None:
-    handler = flush_write("memory/2026-11-22.md", "- decided X")
+    handler = flush_write("- decided X", path="memory/2026-11-22.md")
     model = ScriptedModel(responder=flush_aware(flush=handler))
     first = ask(model, purpose="flush")
     (call,) = first.message.tool_calls

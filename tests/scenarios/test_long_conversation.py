@@ -34,9 +34,7 @@ def conversation_model() -> ScriptedModel:
         if request.purpose == "flush":
             if request.messages[-1].role == "user":
                 cycle["n"] += 1
-            return flush_write(
-                TODAY, f"- cycle {cycle['n']}: project codename is BLUEBIRD\n", call_id=f"flush-{cycle['n']}"
-            )(request)
+            return flush_write(f"- cycle {cycle['n']}: project codename is BLUEBIRD\n", path=TODAY)(request)
         topic = request.messages[-1].content.split(":")[0]
         return f"Noted about {topic}. " + " ".join(f"detail{i}" for i in range(60))
 

@@ -26,7 +26,7 @@ def agent_model() -> ScriptedModel:
         if request.purpose == "compaction":
             return "## Decisions\nNone\n## Open TODOs\nNone"  # the detail is gone from the summary
         if request.purpose == "flush":
-            return flush_write(TODAY, FACT)(request)
+            return flush_write(FACT, path=TODAY)(request)
         last = request.messages[-1]
         if last.role == "user" and last.content.startswith("who owns"):
             return ToolCall("s1", "memory_search", {"query": "staging database password owner"})

@@ -4,8 +4,6 @@ runs on, flushes and compactions alternate, and the user gets the recorded answe
 
 from __future__ import annotations
 
-import hashlib
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,6 @@ from sessionmem.session.transcript import message_from_dict, read_messages
 from tests.scenarios.harness import make_runner, small_config
 
 RECORDING = Path(__file__).resolve().parents[2] / "transcripts" / "billing-migration.jsonl"
-FLUSH_PATH = re.compile(r"memory/\d{4}-\d{2}-\d{2}\.md")
 
 
 def recorded_turns() -> list[tuple[str, str, str]]:
@@ -42,15 +39,11 @@ def replay_model(answers: dict[str, str]) -> ScriptedModel:
         if request.purpose == "compaction":
             return "## Decisions\n- migrate billing off LedgerLoop\n## Open TODOs\nNone"
         if request.purpose == "flush":
-            prompt = next(m.content for m in reversed(request.messages) if "memory flush" in m.content)
-            path = FLUSH_PATH.search(prompt)
-            assert path is not None
             users = [
                 m.content for m in request.messages if m.role == "user" and "memory flush" not in m.content
             ]
             note = f"- {users[-1][:100]}\n" if users else "- (nothing new)\n"
-            call_id = "flush-" + hashlib.sha1(prompt.encode()).hexdigest()[:8]  # one per flush prompt
-            return flush_write(path.group(0), note, call_id=call_id)(request)
+            return flush_write(note)(request)  # today's log: the day the replayed message was sent
         question = next(m.content for m in reversed(request.messages) if m.role == "user")
         return answers[question]
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from sessionmem.config import merge
+from sessionmem.errors import ConfigError
+from sessionmem.model.scripted import ScriptedModel
 from sessionmem.session.commands import (
     Command,
     SessionStatus,
@@ -13,6 +18,7 @@ from sessionmem.session.commands import (
     rotation_name,
 )
 from sessionmem.session.events import CompactionResult
+from tests.scenarios.harness import make_runner, small_config
 
 
 @pytest.mark.parametrize(
@@ -90,3 +96,34 @@ def test_status_text() -> None:
     assert "Tokens: 2,000 / 8,000 (25.0%) · flush at 6,500 · compaction at 7,000" in text
     assert "Compactions: 2 · memory flush: not yet this cycle (last flush in cycle 1)" in text
     assert status.to_json()["compactionThreshold"] == 7000
+
+
+# ---------------------------------------------------------------------------- what end users may run
+
+
+def test_status_reply_shows_no_server_paths(tmp_path: Path, workspace: Path) -> None:
+    runner, _ = make_runner(ScriptedModel(["hi"]), tmp_path, workspace, small_config())
+    session = runner.open()
+    session.run_turn_sync("hello")
+    reply = session.run_turn_sync("/status").reply or ""
+    assert "Tokens:" in reply
+    for path in (str(tmp_path), str(session.transcript.path), str(workspace)):
+        assert path not in reply
+    assert "Transcript" not in reply and ".jsonl" not in reply
+
+
+def test_session_commands_limit_what_end_users_may_run(tmp_path: Path, workspace: Path) -> None:
+    config = merge(small_config(), {"session": {"commands": ["/status"]}})
+    model = ScriptedModel(responder=lambda request: "model: " + request.messages[-1].content)
+    runner, recorder = make_runner(model, tmp_path, workspace, config)
+    session = runner.open()
+    first_id = session.entry.session_id
+    for text in ("/compact", "/new", "/reset", "/new hello"):
+        result = session.run_turn_sync(text)
+        assert result.command is None and result.reply == f"model: {text}"  # an ordinary message
+    assert session.entry.session_id == first_id and recorder.kinds("new", "compaction") == []
+    assert session.run_turn_sync("/status").command == "status"
+    with pytest.raises(ConfigError, match=r"session\.commands"):
+        merge(small_config(), {"session": {"commands": ["/shutdown"]}})
+    # The developer's own calls are not end-user commands: compact() still works.
+    assert session.compact_sync().error in (None, "nothing to compact")

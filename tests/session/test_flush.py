@@ -43,10 +43,13 @@ def test_no_flush_under_threshold_or_without_tokens() -> None:
     assert not should_flush(None, 100_000, cfg, None, 0).run
 
 
-def test_threshold_at_or_below_zero_never_flushes() -> None:
+def test_reserves_larger_than_the_window_are_scaled_not_left_at_zero() -> None:
+    # OpenClaw's formula gives max(0, 100 - 60 - 40) = 0: never flush. The reserve becomes a quarter of
+    # the window and the soft threshold an eighth.
     cfg = compaction(0, 60, 40)
-    assert flush_threshold(100, cfg) == 0
-    assert not should_flush(10_000, 100, cfg, {}, 0).run
+    assert flush_threshold(100, cfg) == 100 - 25 - 12
+    assert should_flush(63, 100, cfg, {}, 0).run
+    assert not should_flush(62, 100, cfg, {}, 0).run
 
 
 @pytest.mark.parametrize(

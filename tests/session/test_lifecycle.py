@@ -28,6 +28,11 @@ def config_with(**session: Any) -> Config:
     return merge(small_config(), {"session": session}) if session else small_config()
 
 
+def only_code_hooks(config: Config) -> Config:
+    """``config`` without the discovered hooks (the bundled session-memory hook would call the model)."""
+    return merge(config, {"hooks": {"internal": {"enabled": False}}})
+
+
 def purposes(model: ScriptedModel) -> list[str]:
     return [c.purpose for c in model.calls]
 
@@ -397,7 +402,8 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
             name, lambda event: seen.append((event.name, dict(event.extra))), name=f"spy-{name}"
         )
     model = ScriptedModel(["one", "two", NO_REPLY, "summary", NO_REPLY, "three"])
-    runner, _ = make_runner(model, tmp_path, workspace, small_config(keep=20), hooks=registry)
+    config = only_code_hooks(small_config(keep=20))
+    runner, _ = make_runner(model, tmp_path, workspace, config, hooks=registry)
     session = runner.open()
     session.run_turn_sync("alpha " * 40)
     session.run_turn_sync("beta " * 40)
@@ -524,7 +530,8 @@ def test_every_hook_event_reports_its_failures_the_same_way(tmp_path: Path, work
     for name in ("session", "memory", "compaction", "command"):  # a kind receives all its events
         registry.register(name, broken, name=f"broken-{name}")
     model = ScriptedModel(["one", "two", NO_REPLY, "summary", NO_REPLY, "three"])
-    runner, recorder = make_runner(model, tmp_path, workspace, small_config(keep=20), hooks=registry)
+    config = only_code_hooks(small_config(keep=20))
+    runner, recorder = make_runner(model, tmp_path, workspace, config, hooks=registry)
     session = runner.open()
     session.run_turn_sync("alpha " * 40)
     session.run_turn_sync("beta " * 40)

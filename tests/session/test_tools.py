@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from sessionmem.messages import ToolCall
 from sessionmem.model.scripted import ScriptedModel
@@ -87,3 +88,28 @@ def test_an_async_tool_is_awaited_on_the_loop_and_a_sync_tool_runs_in_a_thread(
     assert results == [("1", '{"url":"https://example.test","status":"ok"}', False), ("2", "3", False)]
     assert threads["fetch"] == loop_thread
     assert threads["count"] != loop_thread
+
+
+def test_tool_arguments_that_are_not_json_are_named_as_such(
+    tmp_path: Path, workspace: Path, openai_server: Any
+) -> None:
+    from sessionmem import tokens
+    from sessionmem.model.litellm import LiteLLMModel
+    from tests.support.openai_server import text_reply, tool_call_reply
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    broken = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "tea"'}}
+    listed = {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '["tea"]'}}
+    openai_server.chat.push(tool_call_reply([broken, listed]), text_reply("sorry"))
+    tokens.configure_litellm_environment()
+    model = LiteLLMModel("openai/test-model", api_base=openai_server.base_url, api_key="k", num_retries=0)
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[lookup])
+    result = runner.open().run_turn_sync("look up tea")
+    first, second = [m for m in result.messages if m.role == "tool"]
+    assert first.is_error and first.content.startswith("Invalid arguments for lookup: not valid JSON")
+    assert '{"q": "tea"' in first.content and "_raw" not in first.content
+    assert second.is_error and "a JSON array, not an object" in second.content

@@ -77,6 +77,7 @@ class Reply:
     delay_s: float = 0.0
     fill_prompt_tokens: bool = False  # compute usage.prompt_tokens from the request's messages
     use_default: bool = False  # answer with the endpoint's default (after ``delay_s``)
+    stream: list[dict[str, Any]] | None = None  # the SSE chunks to send to a streaming request, as given
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
@@ -179,6 +180,12 @@ def context_length_error(limit: int = 8192, used: int = 9000) -> Reply:
     return http_error(
         400, message, type_="invalid_request_error", code="context_length_exceeded", param="messages"
     )
+
+
+def empty_stream() -> Reply:
+    """A server that answers ``stream: true`` with no chunk at all (only ``data: [DONE]``), and a
+    non-streamed request with an empty assistant message."""
+    return dataclasses.replace(text_reply("", completion_tokens=0), stream=[])
 
 
 def delay(seconds: float, reply: Reply | str | None = None) -> Reply:
@@ -475,7 +482,9 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 reply = server_error(500, f"test handler failed: {exc!r}")
             streaming = isinstance(body, dict) and body.get("stream") and endpoint is server.chat
             if streaming and reply.status == 200:
-                self._send_sse(_stream_chunks(reply.body, body))
+                self._send_sse(
+                    iter(reply.stream) if reply.stream is not None else _stream_chunks(reply.body, body)
+                )
             else:
                 payload = _as_flavor(flavor, reply.body) if reply.status == 200 else reply.body
                 self._send_json(reply.status, payload, reply.headers)
