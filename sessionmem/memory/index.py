@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
+from sessionmem.memory.calibration import refresh as refresh_calibration
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.files import MarkdownSource, TranscriptSource, normalize_extra_paths
@@ -142,6 +143,7 @@ class MemoryIndex:
         self._issues: list[str] = []
         self._last_error: str | None = None
         self._fts_error: str | None = None
+        self._calibration_issue: str | None = None
         self._workers = Workers(agent_id)
         self._searcher: Any = None
         self._watcher: Any = None
@@ -461,13 +463,18 @@ class MemoryIndex:
         width: int | None = None,
     ) -> None:
         """Record the meta the index now matches (``stored``: the meta it held before the pass;
-        ``width``: of the vectors it holds, from :func:`stored_width` or the pass); prune the cache."""
+        ``width``: of the vectors it holds, from :func:`stored_width` or the pass); calibrate the vector
+        scores when the vectors changed (``calibration.py``); prune the cache."""
         meta = dict(desired)
         if embedder is not None:
             meta["vectorDims"] = width or embedder.dims
         if stored != meta:
             with atomic(conn):
                 write_json(conn, META_KEY, meta)
+        if embedder is not None:
+            self._calibration_issue = refresh_calibration(
+                conn, embedder, meta.get("vectorDims"), changed=prune or stored != meta
+            )
         if prune:
             prune_cache(conn, self.settings.cache.max_entries)
 
@@ -706,7 +713,7 @@ class MemoryIndex:
             unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
         self._dirty = dirty
         issues = collect_issues(
-            [*self._issues, self._last_error, self._fts_error],
+            [*self._issues, self._last_error, self._fts_error, self._calibration_issue],
             workspace=self.workspace,
             settings=self.settings,
             sources=self.source_names(),

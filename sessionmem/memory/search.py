@@ -4,20 +4,26 @@ The flow of one query:
 
 1. Empty or whitespace query -> no results.
 2. ``candidates = min(200, max(1, maxResults * candidateMultiplier))``.
-3. Keyword search: the AND of the meaningful keywords, then their OR when the AND finds nothing
-   (``keywords.fts_queries``). BM25 via ``bm25(chunks_fts)``, limited to ``candidates`` rows.
+3. Keyword search (``fts_search``): the query's terms ORed, ranked by ``bm25(chunks_fts)``, limited to
+   ``candidates`` rows.
 4. Hybrid: the query is embedded and the nearest ``candidates`` chunks fetched from the fastest
-   valid vector path (skipped for an all-zero vector); both lists merged by chunk id.
-5. Date range, decay, sort, min-score (strict, then relaxed for keyword hits; compared with the
-   undecayed score, see ``ranking``), MMR (greedy for the first N picks), top N.
+   valid vector path (skipped for an all-zero vector).
+5. Every candidate gets both figures, whichever side found it: the cosine of a keyword hit is read
+   from its stored vector, the BM25 of a vector hit from FTS5. Each is calibrated into evidence in
+   [0, 1] (``ranking.keyword_score``; ``calibration.py`` for vectors) and the two are merged
+   (``ranking.combine``), so a score does not depend on which list a chunk came from.
+6. Date range, decay, sort, the ``minScore`` floor (on the calibrated, undecayed score; what falls
+   under it is counted in ``SearchResponse.held_back``), MMR (greedy for the first N picks), top N.
 
 A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
 the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
 
 FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
-(OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
-common a word is, not on how well a note answers; so the min-score floor (tuned for cosine
-similarity) is not applied there unless the request sets ``min_score`` explicitly.
+(OpenClaw #26792). ``minScore`` is not applied there unless the request sets it: a keyword score
+alone says how much of the query a note holds, and a note answering in other words holds little of
+it; with no vectors to find such notes, the best partial matches are the answer. Only matches under
+a third of the best one are held back (``ranking.keyword_floor``): a note sharing one common word or
+one CJK character pair with the query is noise beside one that holds the query.
 """
 
 from __future__ import annotations
@@ -31,14 +37,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.errors import EmbeddingError
 from sessionmem.memory import ranking
+from sessionmem.memory.calibration import Calibration
+from sessionmem.memory.calibration import load as load_calibration
 from sessionmem.memory.db import VectorSupport, write_token
 from sessionmem.memory.embedding import Embedder
+from sessionmem.memory.fts_search import KeywordIndex, fts_sql
 from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.keywords import fts_queries, fts_terms
+from sessionmem.memory.keywords import fts_phrases, fts_terms
 from sessionmem.memory.ranking import Candidate
-from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult, VectorPath
+from sessionmem.memory.types import (
+    HeldBack,
+    ScoreExplanation,
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+    VectorPath,
+)
 
 if TYPE_CHECKING:  # numpy and the vector paths load only when an embedder exists (FTS-only starts fast)
     import numpy as np
@@ -55,33 +71,31 @@ def candidate_count(max_results: int, multiplier: int) -> int:
     return min(MAX_CANDIDATES, max(1, int(max_results * multiplier)))
 
 
-def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
-    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], limit.
-
-    Only the id and the BM25 rank are selected: reading FTS5's UNINDEXED columns for every match
-    costs more than ranking them (30 ms for 33k matches at 100k chunks), so the model and source
-    filters are added only when the index holds rows they would remove (``n_sources`` 0 = none).
-    """
-    sql = "SELECT f.id, bm25(chunks_fts) AS rank FROM chunks_fts f"
-    if dated:
-        sql += " JOIN chunks c ON c.id = f.id"
-    sql += " WHERE chunks_fts MATCH ?"
-    if with_model:
-        sql += " AND f.model = ?"
-    if n_sources:
-        sql += f" AND f.source IN ({','.join('?' * n_sources)})"
-    if dated:
-        sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
-    return sql + " ORDER BY rank LIMIT ?"
-
-
 @dataclass(frozen=True, slots=True)
 class _IndexShape:
-    """What the keyword filters need to know, valid until the next write (``token``)."""
+    """What the keyword filters and scores need to know, valid until the next write (``token``)."""
 
     token: tuple[int, int]
     total_rows: int
     sources: frozenset[str]
+    calibration: Calibration | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    """One query as both sides search it."""
+
+    text: str
+    phrases: list[str]  # FTS5 phrases, [] when keyword search is off
+    vector: Any  # the query embedding (numpy), None when vector search is off
+    vector_weight: float
+    text_weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    candidates: list[Candidate]
+    held_back: HeldBack | None
 
 
 class Searcher:
@@ -106,6 +120,7 @@ class Searcher:
             from sessionmem.memory.vectors import VectorRouter
 
             self._vectors = VectorRouter(conn, vector_support, preload=preload_matrix)
+        self._keywords = KeywordIndex(conn)
         self._mtime_days: dict[str, date | None] = {}
         self._shape: _IndexShape | None = None
         self._has_fts = False
@@ -127,10 +142,19 @@ class Searcher:
             return VectorPath("none", "FTS-only mode: no embedding provider")
         return self._vectors.current_path(self.model)
 
+    @property
+    def calibration(self) -> Calibration | None:
+        """How this index's vector scores are calibrated for the model in use (None: raw cosines)."""
+        if self._embedder is None:
+            return None
+        cal = self._index_shape().calibration
+        return cal if cal is not None and cal.fits(self._embedder, None) else None
+
     def invalidate(self) -> None:
         """The index wrote: the in-memory matrix must reload before it serves again."""
         if self._vectors is not None:
             self._vectors.invalidate()
+        self._keywords.forget()
         self._mtime_days.clear()
         self._shape = None
 
@@ -143,63 +167,138 @@ class Searcher:
         query = request.query.strip()
         warnings: list[str] = []
         results: list[SearchResult] = []
+        held_back = None
         if query:
-            results = self._run(request, query, warnings)
+            results, held_back = self._run(request, query, warnings)
+        cal = self.calibration if request.explain else None
         return SearchResponse(
             results=tuple(results),
             provider=self._embedder.provider if self._embedder is not None else "none",
             model=self.model,
             mode=self.mode,
             warnings=tuple(warnings),
+            held_back=held_back,
+            calibration=cal.to_json() if cal is not None else None,
         )
 
     # ------------------------------------------------------------------ flow
 
-    def _run(self, request: SearchRequest, query: str, warnings: list[str]) -> list[SearchResult]:
+    def _run(
+        self, request: SearchRequest, query: str, warnings: list[str]
+    ) -> tuple[list[SearchResult], HeldBack | None]:
         qcfg = self._settings.query
         hybrid = qcfg.hybrid
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
         max_results = max(1, int(max_results))
         sources = tuple(request.sources) if request.sources else tuple(self._settings.sources)
         limit = candidate_count(max_results, hybrid.candidate_multiplier)
-        dated = request.after is not None or request.before is not None
 
-        query_vec = self._embed_query(query, warnings) if self._embedder is not None else None
-        vector_hits: list[Candidate] = []
+        q = self._plan(query, warnings)
+        vector_hits: dict[str, float] = {}
         path_name: str | None = None
-        if query_vec is not None and self._vectors is not None:  # first: it (re)loads the matrix
-            dates = (
-                ((request.after or date.min).isoformat(), (request.before or date.max).isoformat())
-                if dated
-                else None
-            )
+        if q.vector is not None and self._vectors is not None:  # first: it (re)loads the matrix
             path = self._vectors.prepare(self.model)
             path_name = path.name
-            hits = self._vectors.serve(path, query_vec, limit, model=self.model, sources=sources, dates=dates)
-            vector_hits = self._as_candidates(hits)
-        use_vectors = query_vec is not None
-        keyword_hits: list[Candidate] = []
-        if not use_vectors:
-            vw, tw = 0.0, 1.0
-            keyword_hits = self._keyword_search(query, limit, sources, request)
-        elif not hybrid.enabled or not self._fts_available():
-            vw, tw = 1.0, 0.0  # vector results alone, filtered by minScore (reference §9 step 6)
-        else:
-            vw, tw = hybrid.normalized_weights()
-            keyword_hits = self._keyword_search(query, limit, sources, request)
-        merged = ranking.merge_hybrid(keyword_hits, vector_hits, vector_weight=vw, text_weight=tw)
-        merged = self._hydrate(merged)
-        merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]
+            hits = self._vectors.serve(
+                path, q.vector, limit, model=self.model, sources=sources, dates=_date_bounds(request)
+            )
+            vector_hits = dict(hits)
+        keyword_rows = self._keyword_search(q.phrases, limit, sources, request) if q.phrases else []
+        cands = self._score(q, keyword_rows, vector_hits)
+        cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
         if hybrid.temporal_decay.enabled:
-            merged = self._decay(merged, hybrid.temporal_decay.half_life_days)
-        ranked = ranking.collapse_cross_source(ranking.sort_by_score(merged))  # /new archive vs transcript
+            cands = self._decay(cands, hybrid.temporal_decay.half_life_days)
+        ranked = ranking.collapse_cross_source(ranking.sort_by_score(cands))  # /new archive vs transcript
 
-        if use_vectors or request.min_score is not None:
-            min_score = request.min_score if request.min_score is not None else qcfg.min_score
-            ranked = ranking.filter_min_score(ranked, min_score=min_score, text_weight=tw)
+        if q.vector is not None or request.min_score is not None:
+            floor = request.min_score if request.min_score is not None else qcfg.min_score
+        else:
+            floor = ranking.keyword_floor(ranked)
+        ranked, held = ranking.apply_floor(ranked, min_score=floor)
+        held_back = HeldBack(len(held), max(c.merged for c in held), floor) if held else None
         if hybrid.mmr.enabled:
             ranked = ranking.mmr_rerank(ranked, lambda_=hybrid.mmr.lambda_, limit=max_results)
-        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]]
+        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]], held_back
+
+    def _plan(self, query: str, warnings: list[str]) -> _Query:
+        """Which sides search, with what weights (reference §9 step 6: vectors alone when the hybrid
+        merge is off or FTS5 is missing; keywords alone without an embedding)."""
+        vector = self._embed_query(query, warnings) if self._embedder is not None else None
+        keywords = self._fts_available() and (vector is None or self._settings.query.hybrid.enabled)
+        if vector is None:
+            vw, tw = 0.0, 1.0
+        elif not keywords:
+            vw, tw = 1.0, 0.0
+        else:
+            vw, tw = self._settings.query.hybrid.normalized_weights()
+        return _Query(query, fts_phrases(query) if keywords else [], vector, vw, tw)
+
+    # ------------------------------------------------------------------ scores
+
+    def _score(
+        self, q: _Query, keyword_rows: list[tuple[str, float, int]], vector_hits: dict[str, float]
+    ) -> list[Candidate]:
+        """Every candidate of either side with both figures, raw and calibrated, and their merge."""
+        ids = list(dict.fromkeys([r[0] for r in keyword_rows] + list(vector_hits)))
+        rows = self._chunk_rows(ids, with_vectors=q.vector is not None)
+        ranks = {rowid: rank for _, rank, rowid in keyword_rows}
+        if q.phrases:
+            missing = [r[1] for r in rows if r[1] not in ranks]
+            ranks.update(self._keywords.ranks(q.phrases, missing))
+        coverage = self._coverage(q.text, [rowid for rowid in ranks if rowid in {r[1] for r in rows}])
+        ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
+        cal = self.calibration
+        out = []
+        for r in rows:
+            cid, rowid = r[0], r[1]
+            rank = ranks.get(rowid)
+            cosine = vector_hits.get(cid)
+            if cosine is None and q.vector is not None:
+                cosine = _cosine(q.vector, r[8])
+            text = ranking.keyword_score(rank, ideal, coverage.get(rowid, 0.0)) if rank is not None else None
+            vector = None if cosine is None else (cal.score(cosine) if cal is not None else max(0.0, cosine))
+            out.append(
+                Candidate(
+                    id=cid,
+                    path=r[2],
+                    source=r[3],
+                    start_line=int(r[4]),
+                    end_line=int(r[5]),
+                    text=r[6],
+                    date=r[7],
+                    text_score=text,
+                    vector_score=vector,
+                    bm25=rank,
+                    cosine=cosine,
+                    merged=ranking.combine(
+                        text, vector, vector_weight=q.vector_weight, text_weight=q.text_weight
+                    ),
+                )
+            )
+        return out
+
+    def _chunk_rows(self, ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
+        """(id, rowid, path, source, start, end, text, date, embedding) of ``ids``, in their order;
+        ids removed since they were found are left out."""
+        if not ids:
+            return []
+        vectors = "embedding" if with_vectors else "NULL"
+        rows = self._conn.execute(
+            f"SELECT id, rowid, path, source, start_line, end_line, text, date, {vectors} FROM chunks"
+            f" WHERE id IN ({','.join('?' * len(ids))})",
+            ids,
+        ).fetchall()
+        by_id = {r[0]: r for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _coverage(self, query: str, rowids: list[int]) -> dict[int, float]:
+        """The share of the query's terms each chunk holds as written (``ranking.term_coverage``)."""
+        if not rowids:
+            return {}
+        terms = [fts_text(t).strip() for t in fts_terms(query)]
+        return {
+            rowid: ranking.term_coverage(terms, text) for rowid, text in self._keywords.texts(rowids).items()
+        }
 
     # ------------------------------------------------------------------ keyword
 
@@ -214,7 +313,10 @@ class Searcher:
         if self._shape is None or self._shape.token != token:
             (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
-            self._shape = _IndexShape(token, int(total), present)
+            cal = load_calibration(self._conn) if self._embedder is not None else None
+            if self._shape is not None:
+                self._keywords.forget()  # another process wrote: document counts changed
+            self._shape = _IndexShape(token, int(total), present, cal)
         return self._shape
 
     def _keyword_filters(self, sources: Sequence[str]) -> tuple[bool, list[str]]:
@@ -229,10 +331,8 @@ class Searcher:
         return with_model, wanted
 
     def _keyword_search(
-        self, query: str, limit: int, sources: Sequence[str], request: SearchRequest
-    ) -> list[Candidate]:
-        if not self._fts_available():
-            return []
+        self, phrases: list[str], limit: int, sources: Sequence[str], request: SearchRequest
+    ) -> list[tuple[str, float, int]]:
         dated = request.after is not None or request.before is not None
         with_model, source_filter = self._keyword_filters(sources)
         sql = fts_sql(with_model=with_model, n_sources=len(source_filter), dated=dated)
@@ -240,30 +340,10 @@ class Searcher:
         if with_model:
             params.append(self.model)
         params += source_filter
-        if dated:
-            params += [(request.after or date.min).isoformat(), (request.before or date.max).isoformat()]
-        for strict, match in zip((True, False), fts_queries(query), strict=False):
-            try:
-                rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
-            except Exception as exc:  # quoting makes this unreachable; a message beats a crash
-                raise MemoryIndexError(f"keyword search failed for {match!r}: {exc}") from exc
-            if rows:
-                coverage = None if strict else self._term_coverage(query, [r[0] for r in rows])
-                scores = ranking.keyword_scores([float(r[1]) for r in rows], coverage)
-                return [
-                    Candidate(
-                        id=r[0], path="", source="", start_line=0, end_line=0, text="", text_score=score
-                    )
-                    for r, score in zip(rows, scores, strict=True)
-                ]
-        return []
-
-    def _term_coverage(self, query: str, ids: list[str]) -> list[float]:
-        """For an OR match: the share of the query's terms each chunk holds."""
-        terms = [fts_text(t).strip() for t in fts_terms(query)]
-        placeholders = ",".join("?" * len(ids))
-        texts = dict(self._conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({placeholders})", ids))
-        return [ranking.term_coverage(terms, fts_text(texts.get(i, ""))) for i in ids]
+        bounds = _date_bounds(request)
+        if bounds is not None:
+            params += list(bounds)
+        return self._keywords.search(sql, phrases, params, limit)
 
     # ------------------------------------------------------------------ vector
 
@@ -281,48 +361,7 @@ class Searcher:
             return None
         return vec
 
-    @staticmethod
-    def _as_candidates(hits: list[tuple[str, float]]) -> list[Candidate]:
-        return [
-            Candidate(id=cid, path="", source="", start_line=0, end_line=0, text="", vector_score=score)
-            for cid, score in hits
-        ]
-
     # ------------------------------------------------------------------ rows and results
-
-    def _hydrate(self, cands: list[Candidate]) -> list[Candidate]:
-        """Fill path, lines, text and date from ``chunks`` in one query."""
-        if not cands:
-            return []
-        ids = [c.id for c in cands]
-        rows = self._conn.execute(
-            "SELECT id, path, source, start_line, end_line, text, date FROM chunks"
-            f" WHERE id IN ({','.join('?' * len(ids))})",
-            ids,
-        ).fetchall()
-        by_id = {r[0]: r for r in rows}
-        out = []
-        for c in cands:
-            r = by_id.get(c.id)
-            if r is None:  # removed between the two queries
-                continue
-            out.append(
-                Candidate(
-                    id=c.id,
-                    path=r[1],
-                    source=r[2],
-                    start_line=int(r[3]),
-                    end_line=int(r[4]),
-                    text=r[5],
-                    date=r[6],
-                    text_score=c.text_score,
-                    vector_score=c.vector_score,
-                    merged=c.merged,
-                    decay=c.decay,
-                    mmr_rank=c.mmr_rank,
-                )
-            )
-        return out
 
     def _decay(self, cands: list[Candidate], half_life_days: float) -> list[Candidate]:
         now = datetime.now(UTC)
@@ -358,6 +397,8 @@ class Searcher:
                 final=c.final,
                 mmr_rank=c.mmr_rank,
                 vector_path=vector_path if c.vector_score is not None else None,
+                bm25=c.bm25,
+                cosine=c.cosine,
             )
         return SearchResult(
             path=c.path,
@@ -376,3 +417,21 @@ def timed_search(searcher: Searcher, request: SearchRequest) -> tuple[SearchResp
     start = time.perf_counter()
     response = searcher.search(request)
     return response, (time.perf_counter() - start) * 1000
+
+
+def _date_bounds(request: SearchRequest) -> tuple[str, str] | None:
+    """(after, before) as inclusive ISO days, or None without a range."""
+    if request.after is None and request.before is None:
+        return None
+    return (request.after or date.min).isoformat(), (request.before or date.max).isoformat()
+
+
+def _cosine(query: np.ndarray, blob: bytes | None) -> float | None:
+    """The cosine of a stored (L2-normalised) vector and the query; None without one of its width."""
+    import numpy as np
+
+    if blob is None or len(blob) != query.size * 4:
+        return None
+    row = np.frombuffer(blob, dtype="<f4")
+    norm = float(np.linalg.norm(query))
+    return float(row @ query) / norm if norm > 0 else None
