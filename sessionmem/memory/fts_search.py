@@ -7,10 +7,9 @@ first by nature, and a query whose terms are not all in one note still finds the
 never empty when any term matches. OpenClaw ANDs the terms; qmd too, so "when is the billing
 cutover" finds nothing there while "billing cutover" finds the note.
 
-Everything a calibrated keyword score needs (``ranking.keyword_score``) is read here: the ranks of
-chosen rows (also rows that came from the vector side), the number of chunks holding each phrase
-(FTS5's own IDF inputs, cached until the next write), and the indexed text of chunks, whose
-context and lines the exact-word coverage reads.
+Everything a calibrated keyword score needs (``ranking.keyword_score``) is read here: the ranks,
+the number of chunks holding each phrase (FTS5's own IDF inputs, cached until the next write), and
+the indexed text of chunks, whose context and lines the exact-word coverage reads.
 """
 
 from __future__ import annotations
@@ -66,19 +65,6 @@ class KeywordIndex:
         except Exception as exc:  # quoting makes this unreachable; a message beats a crash
             raise MemoryIndexError(f"keyword search failed for {match!r}: {exc}") from exc
         return [(str(r[0]), float(r[1]), int(r[2])) for r in rows]
-
-    def ranks(self, phrases: Sequence[str], rowids: Iterable[int]) -> dict[int, float]:
-        """The bm25 rank of each of ``rowids`` that holds a phrase (a row's rank does not depend on
-        which other rows are asked for)."""
-        wanted = list(rowids)
-        if not wanted or not phrases:
-            return {}
-        marks = ",".join("?" * len(wanted))
-        rows = self._conn.execute(
-            f"SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-            (match_expression(phrases), *wanted),
-        )
-        return {int(r[0]): float(r[1]) for r in rows}
 
     def texts(self, rowids: Iterable[int]) -> dict[int, str]:
         """The indexed text (``fts_text`` of context and lines) of each row."""

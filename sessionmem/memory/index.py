@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
+from sessionmem.memory.calibration import Calibration
 from sessionmem.memory.calibration import refresh as refresh_calibration
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
@@ -84,6 +85,12 @@ def _start_over(report: SyncReport, issue: str) -> None:
     for f in dataclasses.fields(SyncReport):
         setattr(report, f.name, getattr(fresh, f.name))
     report.issues.append(issue)
+
+
+def _fitting(calibration: Any, embedder: Embedder | None) -> dict[str, Any] | None:
+    """The stored calibration when it was measured for ``embedder``."""
+    cal = Calibration.from_json(calibration)
+    return cal.to_json() if cal is not None and embedder is not None and cal.fits(embedder, None) else None
 
 
 def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path:
@@ -746,4 +753,5 @@ class MemoryIndex:
             cache_entries=counts.cache_entries,
             cache_max_entries=self.settings.cache.max_entries,
             issues=tuple(issues + ([unreadable] if unreadable else [])),
+            calibration=_fitting(counts.calibration, embedder),
         )

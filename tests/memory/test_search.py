@@ -381,7 +381,7 @@ def test_calibrated_vector_scores_are_explained_raw_and_calibrated(
     for r in resp.results:
         e = r.explanation
         assert e is not None and e.cosine is not None
-        assert e.vector_score == pytest.approx(1 - math.exp(-max(0.0, (e.cosine - 0.05) / 0.02) / 11.4))
+        assert e.vector_score == pytest.approx(1 - math.exp(-max(0.0, (e.cosine - 0.05) / 0.02) / 10.4))
     far = next(r for r in resp.results if r.path == "memory/vec.md").explanation
     assert far is not None and far.vector_score is not None and far.vector_score > far.cosine
 
