@@ -95,6 +95,21 @@ def test_mixed_spanish_portuguese_stop_words() -> None:
     assert extract_keywords("quando é a migração do faturamento") == ["migração", "faturamento"]
 
 
+@pytest.mark.parametrize(
+    ("query", "terms"),
+    [
+        ("ماذا قررنا بشأن قاعدة البيانات؟", ["قررنا", "قاعدة", "البيانات"]),
+        ("¿Qué dijo usted sobre la base de datos?", ["base", "datos"]),
+        ("O que você disse sobre o banco de dados?", ["banco", "dados"]),
+        ("데이터베이스에 대해 알려줘", ["데이터베이스"]),
+        ("请告诉我数据库的迁移", ["数据", "据库", "迁移"]),
+        ("Qu’est-ce que tu as dit sur la base de données ?", ["base", "données"]),
+    ],
+)
+def test_questions_in_other_languages_keep_their_topic_only(query: str, terms: list[str]) -> None:
+    assert fts_terms(query) == terms
+
+
 def test_french_question_keeps_content_words() -> None:
     assert extract_keywords("quand est-ce que nous avons décidé la migration") == ["décidé", "migration"]
     assert fts_terms("Quand est-ce que nous avons décidé la migration ?") == ["décidé", "migration"]
