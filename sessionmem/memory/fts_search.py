@@ -4,8 +4,8 @@ The query's terms (``keywords.fts_phrases``: stop words out; numbers, identifier
 are matched with OR and ranked by FTS5's ``bm25()`` (k1 1.2, b 0.75: other values moved LoCoMo's R@6
 by 0.003 at most, measured with a stdlib BM25 on the same chunks). A chunk holding every term ranks
 first by nature, and a query whose terms are not all in one note still finds the notes holding some:
-never empty when any term matches. OpenClaw ANDs the terms; qmd too, so "when is the billing
-cutover" finds nothing there while "billing cutover" finds the note.
+never empty when any term matches. OpenClaw's builtin search ANDs the terms, and qmd too, so "when is
+the billing cutover" finds nothing there while "billing cutover" finds the note.
 
 Everything a calibrated keyword score needs (``ranking.keyword_score``) is read here: the ranks,
 the number of chunks holding each phrase (FTS5's own IDF inputs, cached until the next write), and

@@ -216,6 +216,7 @@ class MemoryIndex:
             self._watcher.stop()
         self._workers.join()
         self._flight.wait()
+        self._drop_searcher()
         for conn in (self._reader, self._conn):
             if conn is not None:
                 with contextlib.suppress(*DB_ERRORS):
@@ -393,7 +394,7 @@ class MemoryIndex:
                 return None
             failed, embedder = current.actual, chosen.embedder
             self._selection = chosen
-            self._searcher = None  # the next search embeds queries with the fallback
+            self._drop_searcher()  # the next search embeds queries with the fallback
         log.warning(
             "memory index %s: %s failed (%s); switching to fallback %s and rebuilding",
             self.agent_id,
@@ -410,7 +411,7 @@ class MemoryIndex:
         self._move_aside(f"index database {self.path.name} is corrupt ({error})")
         self._conn, self._vector = self._connect_checked()
         self._reader, _ = self._connect(self.path)
-        self._searcher = None
+        self._drop_searcher()
 
     def _indexer(
         self, conn: Any, embedder: Embedder | None, report: SyncReport, progress: ProgressFn | None
@@ -661,7 +662,7 @@ class MemoryIndex:
             with contextlib.suppress(*DB_ERRORS):
                 self._reader.close()
             self._reader, _ = self._connect(self.path)
-            self._searcher = None
+            self._drop_searcher()
         return self._with_fallback(self._get_searcher().search(request))
 
     def _with_fallback(self, response: SearchResponse) -> SearchResponse:
@@ -691,6 +692,12 @@ class MemoryIndex:
                 self._reader, self.selection.embedder, self.settings, self._vector, workspace=self.workspace
             )
         return self._searcher
+
+    def _drop_searcher(self) -> None:
+        """Forget the searcher (a new connection or embedder); its scan worker stops."""
+        searcher, self._searcher = self._searcher, None
+        if searcher is not None:
+            searcher.close()
 
     def _count(self, table: str, source: str | None = None) -> int:
         with self._read_lock:
