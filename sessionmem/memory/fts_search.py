@@ -24,13 +24,14 @@ from sessionmem.memory import ranking
 def fts_sql(*, with_model: bool, n_sources: int, dated: bool) -> str:
     """The keyword query (pure). Parameters: match, [model], *sources, [after, before], limit.
 
-    Only the id, the BM25 rank and the rowid are selected: reading FTS5's UNINDEXED columns for every
-    match costs more than ranking them (30 ms for 33k matches at 100k chunks), so the model and source
-    filters are added only when the index holds rows they would remove (``n_sources`` 0 = none).
+    Only the rowid (a chunk's FTS row has the chunk's rowid) and the BM25 rank are selected: reading
+    FTS5's UNINDEXED columns for every match costs more than ranking them (30 ms for 33k matches at
+    100k chunks; the id alone 0.6-1 ms for 4-23k), so the model and source filters are added only when
+    the index holds rows they would remove (``n_sources`` 0 = none).
     """
-    sql = "SELECT f.id, bm25(chunks_fts) AS rank, f.rowid FROM chunks_fts f"
+    sql = "SELECT f.rowid, bm25(chunks_fts) AS rank FROM chunks_fts f"
     if dated:
-        sql += " JOIN chunks c ON c.id = f.id"
+        sql += " JOIN chunks c ON c.rowid = f.rowid"
     sql += " WHERE chunks_fts MATCH ?"
     if with_model:
         sql += " AND f.model = ?"
@@ -55,16 +56,14 @@ class KeywordIndex:
     def forget(self) -> None:
         self._hits.clear()
 
-    def search(
-        self, sql: str, phrases: Sequence[str], params: Sequence[Any], limit: int
-    ) -> list[tuple[str, float, int]]:
-        """(chunk id, bm25 rank, rowid) of the best ``limit`` chunks holding any phrase, best first."""
+    def search(self, sql: str, phrases: Sequence[str], params: Sequence[Any], limit: int) -> dict[int, float]:
+        """{rowid: bm25 rank} of the best ``limit`` chunks holding any phrase, best first."""
         match = match_expression(phrases)
         try:
             rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
         except Exception as exc:  # quoting makes this unreachable; a message beats a crash
             raise MemoryIndexError(f"keyword search failed for {match!r}: {exc}") from exc
-        return [(str(r[0]), float(r[1]), int(r[2])) for r in rows]
+        return {int(r[0]): float(r[1]) for r in rows}
 
     def texts(self, rowids: Iterable[int]) -> dict[int, str]:
         """The indexed text (``fts_text`` of context and lines) of each row."""

@@ -210,7 +210,7 @@ class Searcher:
 
         q = self._plan(query, warnings)
         vector_hits: dict[str, float] = {}
-        keyword_rows: list[tuple[str, float, int]] | None = None
+        ranks: dict[int, float] | None = None  # keyword hits: rowid -> bm25
         path_name: str | None = None
         if q.vector is not None and self._vectors is not None:  # first: it (re)loads the matrix
             path = self._vectors.prepare(self.model)
@@ -225,14 +225,14 @@ class Searcher:
                 # 16 ms at 100k chunks on 2 cores, side by side 10. Outcome: the scan runs in a worker.
                 pending = self._scan_worker().submit(scan)
                 try:
-                    keyword_rows = self._keyword_search(q.phrases, limit, sources, request)
+                    ranks = self._keyword_search(q.phrases, limit, sources, request)
                 finally:
                     vector_hits = dict(pending.result())
             else:
                 vector_hits = dict(scan())
-        if keyword_rows is None:
-            keyword_rows = self._keyword_search(q.phrases, limit, sources, request) if q.phrases else []
-        cands = self._score(q, keyword_rows, vector_hits)
+        if ranks is None:
+            ranks = self._keyword_search(q.phrases, limit, sources, request) if q.phrases else {}
+        cands = self._score(q, ranks, vector_hits)
         cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
         if hybrid.temporal_decay.enabled:
             cands = self._decay(cands, hybrid.temporal_decay.half_life_days)
@@ -263,14 +263,10 @@ class Searcher:
 
     # ------------------------------------------------------------------ scores
 
-    def _score(
-        self, q: _Query, keyword_rows: list[tuple[str, float, int]], vector_hits: dict[str, float]
-    ) -> list[Candidate]:
+    def _score(self, q: _Query, ranks: dict[int, float], vector_hits: dict[str, float]) -> list[Candidate]:
         """Every candidate of either side with both figures, raw and calibrated, and their merge."""
-        ids = list(dict.fromkeys([r[0] for r in keyword_rows] + list(vector_hits)))
-        rows = self._chunk_rows(ids, with_vectors=q.vector is not None)
-        ranks = {rowid: rank for _, rank, rowid in keyword_rows}
-        coverage = self._coverage(q.text, [rowid for rowid in ranks if rowid in {r[1] for r in rows}])
+        rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=q.vector is not None)
+        coverage = self._coverage(q.text, [r[1] for r in rows if r[1] in ranks])
         ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
         cal = self.calibration
         out = []
@@ -302,19 +298,22 @@ class Searcher:
             )
         return out
 
-    def _chunk_rows(self, ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
-        """(id, rowid, path, source, start, end, text, date, embedding) of ``ids``, in their order;
-        ids removed since they were found are left out."""
-        if not ids:
+    def _chunk_rows(self, rowids: list[int], ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
+        """(id, rowid, path, source, start, end, text, date, embedding) of the keyword hits (by rowid)
+        then the vector hits (by id), each once; chunks removed since they were found are left out."""
+        if not rowids and not ids:
             return []
         vectors = "embedding" if with_vectors else "NULL"
         rows = self._conn.execute(
             f"SELECT id, rowid, path, source, start_line, end_line, text, date, {vectors} FROM chunks"
-            f" WHERE id IN ({','.join('?' * len(ids))})",
-            ids,
+            f" WHERE rowid IN ({','.join('?' * len(rowids))}) OR id IN ({','.join('?' * len(ids))})",
+            [*rowids, *ids],
         ).fetchall()
+        by_rowid = {r[1]: r for r in rows}
         by_id = {r[0]: r for r in rows}
-        return [by_id[i] for i in ids if i in by_id]
+        ordered = [by_rowid[i] for i in rowids if i in by_rowid]
+        seen = {r[0] for r in ordered}
+        return ordered + [by_id[i] for i in ids if i in by_id and i not in seen]
 
     def _coverage(self, query: str, rowids: list[int]) -> dict[int, float]:
         """The share of the query's terms each chunk holds as written (``ranking.term_coverage``)."""
@@ -356,7 +355,7 @@ class Searcher:
 
     def _keyword_search(
         self, phrases: list[str], limit: int, sources: Sequence[str], request: SearchRequest
-    ) -> list[tuple[str, float, int]]:
+    ) -> dict[int, float]:
         dated = request.after is not None or request.before is not None
         with_model, source_filter = self._keyword_filters(sources)
         sql = fts_sql(with_model=with_model, n_sources=len(source_filter), dated=dated)
