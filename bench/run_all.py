@@ -1,6 +1,6 @@
 """Run every benchmark one after another and write their tables to ``bench/results/latest.md``.
 
-    python bench/run_all.py            # the full run (6-9 minutes on a 2-core machine)
+    python bench/run_all.py            # the full run (about 10 minutes on a 2-core machine)
     python bench/run_all.py --quick    # a smoke run of every script (about a minute)
     python bench/run_all.py --model PATH --only search,cli
 
@@ -25,12 +25,12 @@ BENCH = Path(__file__).resolve().parent
 # Lightest first: the heavy scripts leave the kernel busy for a while after they exit (bench_search
 # an 870 MB index to write back and delete, bench_index a llama.cpp process's memory), and the runner's
 # sub-millisecond figures doubled when bench_runner ran right after them.
-SCRIPTS = ("runner", "delta", "crash", "cli", "index", "search")
+SCRIPTS = ("runner", "delta", "crash", "cli", "index", "recall", "search")
 
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--model", help="GGUF embedding model for bench_index.py")
+    p.add_argument("--model", help="GGUF embedding model for bench_index.py and bench_recall.py")
     p.add_argument("--only", help=f"comma-separated subset of: {', '.join(SCRIPTS)}")
     p.add_argument("--out", default=str(BENCH / "results" / "latest.md"), help="where to write the tables")
     args = p.parse_args()
@@ -53,7 +53,7 @@ def main() -> None:
         cmd = [sys.executable, str(BENCH / f"bench_{name}.py")]
         if args.quick:
             cmd.append("--quick")
-        if name == "index" and args.model:
+        if name in ("index", "recall") and args.model:
             cmd += ["--model", args.model]
         os.sync()  # see the module docstring
         t0 = time.perf_counter()

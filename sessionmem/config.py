@@ -58,6 +58,8 @@ class LocalEmbeddingConfig(_Camel):
     model_path: str | None = None  # a GGUF path or an hf:owner/repo/file.gguf URI
     model_cache_dir: str | None = None
     n_threads: int | None = None
+    # Longer texts are embedded in windows of this many tokens, averaged (never past the model's context).
+    window_tokens: int = Field(256, ge=16)
 
 
 class RemoteBatchConfig(_Camel):
@@ -84,7 +86,9 @@ class VectorStoreConfig(_Camel):
 
 
 class FtsStoreConfig(_Camel):
-    tokenizer: Literal["unicode61", "trigram"] = "unicode61"
+    # "porter": unicode61 with English stemming (measured best, see bench/README.md); "unicode61" exact
+    # words; "trigram" substrings.
+    tokenizer: Literal["porter", "unicode61", "trigram"] = "porter"
 
 
 class StoreConfig(_Camel):
@@ -116,17 +120,17 @@ class TemporalDecayConfig(_Camel):
 
 class HybridConfig(_Camel):
     enabled: bool = True
-    vector_weight: float = Field(0.7, ge=0.0, le=1.0)
-    text_weight: float = Field(0.3, ge=0.0, le=1.0)
+    vector_weight: float = Field(0.5, ge=0.0, le=1.0)
+    text_weight: float = Field(0.5, ge=0.0, le=1.0)
     candidate_multiplier: int = Field(4, ge=1, le=20)
     mmr: MmrConfig = MmrConfig()
     temporal_decay: TemporalDecayConfig = TemporalDecayConfig()
 
     def normalized_weights(self) -> tuple[float, float]:
-        """(vector, text) weights summing to 1; both zero falls back to 0.7 / 0.3."""
+        """(vector, text) weights summing to 1; both zero falls back to 0.5 / 0.5."""
         total = self.vector_weight + self.text_weight
         if total <= 0:
-            return 0.7, 0.3
+            return 0.5, 0.5
         return self.vector_weight / total, self.text_weight / total
 
 

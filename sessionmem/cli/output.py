@@ -18,6 +18,7 @@ import click
 
 from sessionmem.cli.root import Context, GlobalOptions, resolve
 from sessionmem.errors import ConfigError, SessionMemError
+from sessionmem.memory.calibration import Z_SCALE
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import IndexStatus, SyncReport
@@ -168,15 +169,33 @@ def response_json(response: SearchResponse) -> dict[str, Any]:
         out["fallback"] = dict(response.fallback)
     if response.warnings:
         out["warnings"] = list(response.warnings)
+    if response.held_back is not None:
+        out["heldBack"] = response.held_back.to_json()
+    if response.calibration is not None:
+        out["calibration"] = dict(response.calibration)
     return out
 
 
 def format_response(response: SearchResponse, *, explain: bool = False) -> str:
-    """Human output: per result a header line, the snippet, a blank line; or ``No matches.``."""
+    """Human output: per result a header line, the snippet, a blank line; or ``No matches.`` (saying
+    what was held back under the floor, if anything was)."""
     if not response.results:
+        if response.held_back is not None:
+            return f"No matches: {response.held_back.note()} (--min-score)."
         return "No matches."
     blocks = [format_result(result, explain=explain) for result in response.results]
+    if explain and response.calibration is not None:
+        blocks.insert(0, format_calibration(response.calibration))
     return "\n\n".join(blocks) + "\n"
+
+
+def format_calibration(cal: dict[str, Any]) -> str:
+    """How raw cosines became vector scores (``--explain``)."""
+    return (
+        f"vector scores: cosine calibrated for {cal['model']} on this index: unrelated questions score "
+        f"{cal['centre']:.3f} +/- {cal['spread']:.3f} (over {cal['vectors']} chunks); "
+        f"score = 1 - exp(-z / {Z_SCALE:g}), z = (cosine - that) / spread"
+    )
 
 
 def format_result(result: SearchResult, *, explain: bool = False) -> str:
@@ -199,8 +218,8 @@ def format_explanation(result: SearchResult) -> str:
         return "-" if value is None else f"{value:.3f}"
 
     parts = [
-        f"fts={num(e.text_score)}",
-        f"vector={num(e.vector_score)}",
+        f"fts={num(e.text_score)}" + ("" if e.bm25 is None else f" (bm25 {e.bm25:.3f})"),
+        f"vector={num(e.vector_score)}" + ("" if e.cosine is None else f" (cosine {e.cosine:.3f})"),
         f"merged={num(e.merged)}",
         f"decay={num(e.decay_multiplier)}",
         f"final={num(e.final)}",
@@ -291,6 +310,7 @@ def status_json(
             "path": vector_path["name"],
             "pathReason": vector_path["reason"],
         },
+        "calibration": state.calibration,
         "fts": {"available": state.fts_available, "error": state.fts_error},
         "cache": {"entries": state.cache_entries, "maxEntries": state.cache_max_entries},
         "issues": list(state.issues),
@@ -348,6 +368,14 @@ def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[s
     lines.append(f"Vector path: {vector_path['name']} ({vector_path['reason']})")
     if state.vector_dims is not None:
         lines.append(f"Vector dims: {state.vector_dims}")
+    if not fts_only and state.mode != "unavailable":
+        cal = state.calibration
+        lines.append(
+            "Vector scores: raw cosine (not calibrated yet: the next sync measures it)"
+            if cal is None
+            else f"Vector scores: calibrated (unrelated text {cal['centre']:.3f} +/- {cal['spread']:.3f}"
+            f" over {cal['vectors']} chunks; minScore applies to the calibrated score)"
+        )
     fts = "ready" if state.fts_available else f"unavailable ({state.fts_error})"
     lines.append(f"FTS: {fts}")
     cap = "unlimited" if state.cache_max_entries is None else str(state.cache_max_entries)

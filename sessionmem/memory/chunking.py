@@ -36,6 +36,7 @@ class Chunk:
     end_line: int
     text: str
     hash: str  # sha256 of text
+    context: str = ""  # keyword-searched with the chunk, not part of it (``chunk_context``)
 
 
 def text_hash(text: str) -> str:

@@ -173,7 +173,9 @@ def _create_local(settings: MemorySearchConfig) -> Embedder:
             + "To fix: install the local extra and set memorySearch.local.modelPath to a GGUF file "
             "(or an hf: URI), or choose a remote provider (openai, gemini, voyage, mistral) with its API key."
         )
-    return LocalEmbedder(ref, cache_dir=local.model_cache_dir, n_threads=local.n_threads)
+    return LocalEmbedder(
+        ref, cache_dir=local.model_cache_dir, n_threads=local.n_threads, window_tokens=local.window_tokens
+    )
 
 
 def _installed(module: str) -> bool:

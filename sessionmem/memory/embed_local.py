@@ -14,6 +14,12 @@ Over-long input never crashes: a text over the model's context is cut into token
 embedded, and the windows' mean-pooled vectors averaged by token count (the same mean a model with a
 longer context would take), then normalised.
 
+Windows are also capped at ``local.windowTokens`` (default 256), below a model's context: small sentence
+models are trained on short inputs (MiniLM-L6 on 128-256 word pieces, though its GGUF says 512), and
+one pass over a 400-token chunk blurs it. Measured on LoCoMo (bench/README.md), MiniLM's vector-only
+R@6 is 0.694 with one 512-token pass, 0.730 with 256-token windows, 0.749 with 128; 256 stays within
+what the common small models (MiniLM, bge, e5, gte) were trained on.
+
 Weights stay in llama.cpp's plain CPU buffers (``use_extra_bufts`` off). The "extra" buffer types
 repack weights for AMX or other CPU-specific kernels; on Intel Xeons with AMX the AMX matrix multiply
 crashes the process (SIGSEGV) on the first embedding of a BERT-style Q8_0 model, and for a model this
@@ -184,11 +190,22 @@ class LocalEmbedder:
 
     provider = "local"
 
-    def __init__(self, model_path_or_uri: str, *, cache_dir: str | None = None, n_threads: int | None = None):
+    def __init__(
+        self,
+        model_path_or_uri: str,
+        *,
+        cache_dir: str | None = None,
+        n_threads: int | None = None,
+        window_tokens: int | None = None,
+    ):
         self.model = str(model_path_or_uri)
         self.cache_dir = cache_dir
         self.n_threads = n_threads
-        payload = json.dumps({"provider": "local", "model": self.model}, separators=(",", ":"))
+        self.window_tokens = window_tokens
+        key: dict[str, Any] = {"provider": "local", "model": self.model}
+        if window_tokens is not None:  # another window gives other vectors: cached ones must not be reused
+            key["window"] = int(window_tokens)
+        payload = json.dumps(key, separators=(",", ":"))
         self.provider_key = hashlib.sha256(payload.encode("utf-8")).hexdigest()
         self._lock = threading.Lock()
         self._llm: Any = None
@@ -248,6 +265,10 @@ class LocalEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Queries and documents are embedded alike here (``QueryBatchEmbedder``)."""
+        return self.embed_documents(texts)
 
     def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         import numpy as np
@@ -333,8 +354,9 @@ class LocalEmbedder:
         pieces: list[str] = []
         owners: list[int] = []
         weights: list[float] = []
+        limit = min(self.max_input_tokens, self.window_tokens or self.max_input_tokens)
         for i, text in enumerate(texts):
-            for piece, n_tokens in self._windows(llm, text, self.max_input_tokens):
+            for piece, n_tokens in self._windows(llm, text, limit):
                 pieces.append(piece)
                 owners.append(i)
                 weights.append(float(n_tokens))

@@ -320,6 +320,13 @@ class RemoteEmbedder:
             raise EmbeddingError(problems[0])
         return vectors[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several short queries in one request (``QueryBatchEmbedder``); raises ``EmbeddingError``."""
+        vectors, problems = self._embed_batch(list(texts), query=True)
+        if problems:
+            raise EmbeddingError(problems[min(problems)])
+        return vectors
+
     def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         """Vectors for ``texts`` in order; raises :class:`UnusableVectorsError` (with the good rows)
         when some inputs got no usable vector."""

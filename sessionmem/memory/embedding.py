@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,6 +37,20 @@ class Embedder(Protocol):
     def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         """Vectors for ``texts``, shape (len(texts), dims), in order."""
         ...
+
+
+@runtime_checkable
+class QueryBatchEmbedder(Protocol):
+    """An optional capability: several queries embedded in one call (as queries: providers with
+    input types mark them so). The index's calibration probes use it; otherwise one call each."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts`` as queries, shape (len(texts), dims), in order."""
+        ...
+
+
+def embeds_query_batches(embedder: object) -> TypeGuard[QueryBatchEmbedder]:
+    return isinstance(embedder, QueryBatchEmbedder)
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,15 +116,20 @@ def normalize_extra_paths(workspace: Path, extra_paths: Iterable[str | os.PathLi
     return out
 
 
-def file_date(rel_path: str, mtime: float) -> str:
-    """The day a file speaks of: ``YYYY-MM-DD`` from a dated name (``2026-03-07-x.md``), else its mtime."""
+def named_date(rel_path: str) -> str | None:
+    """``YYYY-MM-DD`` when the file's name starts with a real date (``2026-03-07-x.md``), else None."""
     match = _DATE_NAME.match(rel_path.rsplit("/", 1)[-1])
     if match:
         try:
             return date(int(match.group(1)), int(match.group(2)), int(match.group(3))).isoformat()
         except ValueError:
-            pass  # 2026-13-45.md is not a date; fall back to mtime
-    return datetime.fromtimestamp(mtime).date().isoformat()
+            pass  # 2026-13-45.md is not a date
+    return None
+
+
+def file_date(rel_path: str, mtime: float) -> str:
+    """The day a file speaks of: ``YYYY-MM-DD`` from a dated name (``2026-03-07-x.md``), else its mtime."""
+    return named_date(rel_path) or datetime.fromtimestamp(mtime).date().isoformat()
 
 
 # ---------------------------------------------------------------------------- discovery

@@ -11,14 +11,15 @@ which matches the same units side by side. Other scripts are unchanged.
 ``FTS_TEXT_VERSION`` names the form ``fts_text`` writes; the index records it in its meta
 (``ftsText``), so an index holding an older form is rebuilt (from its embedding cache, nothing
 re-embedded) instead of waiting for each file to change. Change it whenever ``fts_text`` changes
-what it writes for some text. 1: CJK characters spaced; 2: Thai clusters spaced too.
+what it writes for some text, or what the index passes to it. 1: CJK characters spaced; 2: Thai
+clusters spaced too; 3: each chunk's context (``chunk_context``: heading trail, date in words) first.
 """
 
 from __future__ import annotations
 
 import re
 
-FTS_TEXT_VERSION = 2
+FTS_TEXT_VERSION = 3
 
 # Han (incl. extension A and compatibility), Hiragana, Katakana, Hangul syllables and Jamo: the
 # inside of a character class, for the patterns (here, chunking, ranking) that combine it.

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
+from sessionmem.memory.calibration import Calibration
+from sessionmem.memory.calibration import refresh as refresh_calibration
 from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.files import MarkdownSource, TranscriptSource, normalize_extra_paths
@@ -93,6 +95,12 @@ def _start_over(report: SyncReport, issue: str) -> None:
     report.issues.append(issue)
 
 
+def _fitting(calibration: Any, embedder: Embedder | None) -> dict[str, Any] | None:
+    """The stored calibration when it was measured for ``embedder``."""
+    cal = Calibration.from_json(calibration)
+    return cal.to_json() if cal is not None and embedder is not None and cal.fits(embedder, None) else None
+
+
 def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path:
     """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agentId>.sqlite``."""
     if settings.store.path:
@@ -150,6 +158,7 @@ class MemoryIndex:
         self._issues: list[str] = []
         self._last_error: str | None = None
         self._fts_error: str | None = None
+        self._calibration_issue: str | None = None
         self._workers = Workers(agent_id)
         self._searcher: Any = None
         self._watcher: Any = None
@@ -215,6 +224,7 @@ class MemoryIndex:
             self._watcher.stop()
         self._workers.join()
         self._flight.wait()
+        self._drop_searcher()
         for conn in (self._reader, self._conn):
             if conn is not None:
                 with contextlib.suppress(*DB_ERRORS):
@@ -416,7 +426,7 @@ class MemoryIndex:
                 return None
             failed, embedder = current.actual, chosen.embedder
             self._selection = chosen
-            self._searcher = None  # the next search embeds queries with the fallback
+            self._drop_searcher()  # the next search embeds queries with the fallback
         log.warning(
             "memory index %s: %s failed (%s); switching to fallback %s and rebuilding",
             self.agent_id,
@@ -433,7 +443,7 @@ class MemoryIndex:
         self._move_aside(f"index database {self.path.name} is corrupt ({error})")
         self._conn, self._vector = self._connect_checked()
         self._reader, _ = self._connect(self.path)
-        self._searcher = None
+        self._drop_searcher()
 
     def _indexer(
         self, conn: Any, embedder: Embedder | None, report: SyncReport, progress: ProgressFn | None
@@ -493,13 +503,18 @@ class MemoryIndex:
         width: int | None = None,
     ) -> None:
         """Record the meta the index now matches (``stored``: the meta it held before the pass;
-        ``width``: of the vectors it holds, from :func:`stored_width` or the pass); prune the cache."""
+        ``width``: of the vectors it holds, from :func:`stored_width` or the pass); calibrate the vector
+        scores when the vectors changed (``calibration.py``); prune the cache."""
         meta = dict(desired)
         if embedder is not None:
             meta["vectorDims"] = width or embedder.dims
         if stored != meta:
             with atomic(conn):
                 write_json(conn, META_KEY, meta)
+        if embedder is not None:
+            self._calibration_issue = refresh_calibration(
+                conn, embedder, meta.get("vectorDims"), changed=prune or stored != meta
+            )
         if prune:
             prune_cache(conn, self.settings.cache.max_entries)
 
@@ -685,7 +700,7 @@ class MemoryIndex:
             with contextlib.suppress(*DB_ERRORS):
                 self._reader.close()
             self._reader, _ = self._connect(self.path)
-            self._searcher = None
+            self._drop_searcher()
         return self._with_fallback(self._get_searcher().search(request))
 
     def _rebuild_stale_vectors(self, widths: tuple[int, int]) -> None:
@@ -726,6 +741,12 @@ class MemoryIndex:
             )
         return self._searcher
 
+    def _drop_searcher(self) -> None:
+        """Forget the searcher (a new connection or embedder); its scan worker stops."""
+        searcher, self._searcher = self._searcher, None
+        if searcher is not None:
+            searcher.close()
+
     def _count(self, table: str, source: str | None = None) -> int:
         with self._read_lock:
             if source is None:
@@ -759,6 +780,7 @@ class MemoryIndex:
                 stale_vectors_issue(embedder, counts.vector_dims),
                 self._last_error,
                 self._fts_error,
+                self._calibration_issue,
             ],
             workspace=self.workspace,
             settings=self.settings,
@@ -793,4 +815,5 @@ class MemoryIndex:
             cache_max_entries=self.settings.cache.max_entries,
             issues=tuple(issues + ([unreadable] if unreadable else [])),
             endpoint=getattr(embedder, "endpoint", None),
+            calibration=_fitting(counts.calibration, embedder),
         )

@@ -38,21 +38,22 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbeddingError, SessionMemError
+from sessionmem.memory.chunk_context import chunk_context, heading_trails, indexed_text
 from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank, remap_lines, split_for_embedding
 from sessionmem.memory.db import atomic, sqlite_module
-from sessionmem.memory.files import EntryContent, MemoryFile, NotMarkdownError, file_date
+from sessionmem.memory.files import EntryContent, MemoryFile, NotMarkdownError, file_date, named_date
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.schema import (
     ADDED_COLUMNS,
     AUDIENCE_INDEX,
-    FTS_TABLE,
     META_KEY,
     SCHEMA_VERSION,
     TABLES,
+    fts_table_sql,
     vec_table_sql,
 )
 
@@ -190,7 +191,7 @@ def apply_schema(conn: Any, tokenizer: str) -> str | None:
     conn.execute(AUDIENCE_INDEX)
     fts_error = None
     try:
-        conn.execute(FTS_TABLE.format(tokenizer=tokenizer))
+        conn.execute(fts_table_sql(tokenizer))
     except DB_ERRORS as exc:
         fts_error = f"FTS5 table could not be created: {exc}"
     with atomic(conn):
@@ -547,7 +548,15 @@ class Indexer:
                 self._fill_vectors(entry.rel_path)
             return None
         chunks = drop_blank(chunk_markdown(content.text, self.chunk_tokens, self.chunk_overlap))
-        dated = [(c, _chunk_date(c, content, date)) for c in chunks]
+        trails = heading_trails(content.text.split("\n"))
+        named = named_date(
+            entry.rel_path
+        )  # the file's mtime says when it was saved, not what day it tells of
+        dated = []
+        for c in chunks:
+            day = _chunk_date(c, content, date)
+            spoken_of = day if content.line_dates else named
+            dated.append((replace(c, context=chunk_context(trails[c.start_line - 1], spoken_of)), day))
         remapped = remap_lines([c for c, _ in dated], content.line_map)
         dated = [(c, d) for c, (_, d) in zip(remapped, dated, strict=True)]
         if self.embedder is not None:
@@ -775,8 +784,8 @@ class Indexer:
                     if self.fts:
                         self.conn.execute(
                             _INSERT_FTS,
-                            (cur.lastrowid, fts_text(chunk.text), cid, entry.rel_path, entry.source, model,
-                             chunk.start_line, chunk.end_line),
+                            (cur.lastrowid, fts_text(indexed_text(chunk.context, chunk.text)), cid,
+                             entry.rel_path, entry.source, model, chunk.start_line, chunk.end_line),
                         )  # fmt: skip
                     if blob is not None and self.vectors:
                         self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (cid, blob))

@@ -67,7 +67,7 @@ ADDED_COLUMNS = {
 AUDIENCE_VERSION = 1  # the labelling rule of sessionmem.privacy; a change rebuilds every index
 AUDIENCE_INDEX = "CREATE INDEX IF NOT EXISTS idx_chunks_audience ON chunks(audience)"
 
-# The FTS column holds ftstext.fts_text(chunk.text); snippets come from chunks.text.
+# The FTS column holds ftstext.fts_text(chunk.context + chunk.text); snippets come from chunks.text.
 FTS_TABLE = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     text,
@@ -80,6 +80,16 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     tokenize = '{tokenizer}'
 );
 """
+
+
+# The FTS5 tokenizer behind each ``store.fts.tokenizer`` name. "porter" (the default) stems English
+# words on top of unicode61, so "paintings" finds "painted"; bench/README.md has the measurement.
+FTS_TOKENIZERS = {"porter": "porter unicode61", "unicode61": "unicode61", "trigram": "trigram"}
+
+
+def fts_table_sql(tokenizer: str) -> str:
+    """The FTS5 table for a ``store.fts.tokenizer`` name (or a raw FTS5 tokenizer spec)."""
+    return FTS_TABLE.format(tokenizer=FTS_TOKENIZERS.get(tokenizer, tokenizer))
 
 
 def vec_table_sql(dims: int) -> str:

@@ -4,12 +4,17 @@ The flow of one query:
 
 1. Empty or whitespace query -> no results.
 2. ``candidates = min(200, max(1, maxResults * candidateMultiplier))``.
-3. Keyword search: the AND of the meaningful keywords, then their OR when the AND finds nothing
-   (``keywords.fts_queries``). BM25 via ``bm25(chunks_fts)``, limited to ``candidates`` rows.
+3. Keyword search (``fts_search``): the query's terms ORed, ranked by ``bm25(chunks_fts)``, limited to
+   ``candidates`` rows.
 4. Hybrid: the query is embedded and the nearest ``candidates`` chunks fetched from the fastest
-   valid vector path (skipped for an all-zero vector); both lists merged by chunk id.
-5. Date range, decay, sort, min-score (strict, then relaxed for keyword hits; compared with the
-   undecayed score, see ``ranking``), MMR (greedy for the first N picks), top N.
+   valid vector path (skipped for an all-zero vector).
+5. A keyword hit gets its cosine from its stored vector even when the vector side did not list it
+   (LoCoMo R@6 +0.008); a vector hit outside the keyword side's list gets no keyword evidence (asking
+   FTS5 for those rows' BM25 cost 2 ms at 100k chunks and changed no figure). Each figure is
+   calibrated into evidence in [0, 1] (``ranking.keyword_score``; ``calibration.py`` for vectors) and
+   the two are merged (``ranking.combine``).
+6. Date range, decay, sort, the ``minScore`` floor (on the calibrated, undecayed score; what falls
+   under it is counted in ``SearchResponse.held_back``), MMR (greedy for the first N picks), top N.
 
 A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
 the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
@@ -17,31 +22,45 @@ So is the reader's visibility (``SearchRequest.visibility``, DESIGN decision 14)
 not see are never candidates, so a group's results are not crowded out by private hits.
 
 FTS-only mode (no embedder) finds every indexed chunk by keyword, whatever model indexed it
-(OpenClaw #26792). Its scores are BM25 alone, which depend on the size of the corpus and on how
-common a word is, not on how well a note answers; so the min-score floor (tuned for cosine
-similarity) is not applied there unless the request sets ``min_score`` explicitly.
+(OpenClaw #26792). ``minScore`` is not applied there unless the request sets it: a keyword score
+alone says how much of the query a note holds, and a note answering in other words holds little of
+it; with no vectors to find such notes, the best partial matches are the answer. Only matches under
+a third of the best one are held back (``ranking.keyword_floor``): a note sharing one common word or
+one CJK character pair with the query is noise beside one that holds the query.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.errors import EmbeddingError
 from sessionmem.memory import ranking
+from sessionmem.memory.calibration import Calibration
+from sessionmem.memory.calibration import load as load_calibration
 from sessionmem.memory.db import VectorSupport, write_token
 from sessionmem.memory.embedding import Embedder
+from sessionmem.memory.fts_search import KeywordIndex, fts_sql
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.indexer import read_meta, stored_width
-from sessionmem.memory.keywords import fts_queries, fts_terms
+from sessionmem.memory.keywords import fts_phrases, fts_terms
 from sessionmem.memory.ranking import Candidate
-from sessionmem.memory.types import ScoreExplanation, SearchRequest, SearchResponse, SearchResult, VectorPath
+from sessionmem.memory.types import (
+    HeldBack,
+    ScoreExplanation,
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+    VectorPath,
+)
 
 if TYPE_CHECKING:  # numpy and the vector paths load only when an embedder exists (FTS-only starts fast)
     import numpy as np
@@ -58,37 +77,33 @@ def candidate_count(max_results: int, multiplier: int) -> int:
     return min(MAX_CANDIDATES, max(1, int(max_results * multiplier)))
 
 
-def fts_sql(*, with_model: bool, n_sources: int, dated: bool, n_audiences: int = 0) -> str:
-    """The keyword query (pure). Parameters: match, [model], *sources, [after, before], *audiences, limit.
-
-    Only the id and the BM25 rank are selected: reading FTS5's UNINDEXED columns for every match
-    costs more than ranking them (30 ms for 33k matches at 100k chunks), so the model and source
-    filters are added only when the index holds rows they would remove (``n_sources`` 0 = none).
-    """
-    sql = "SELECT f.id, bm25(chunks_fts) AS rank FROM chunks_fts f"
-    if dated or n_audiences:
-        sql += " JOIN chunks c ON c.rowid = f.rowid"  # the indexer gives both one rowid
-    sql += " WHERE chunks_fts MATCH ?"
-    if with_model:
-        sql += " AND f.model = ?"
-    if n_sources:
-        sql += f" AND f.source IN ({','.join('?' * n_sources)})"
-    if dated:
-        sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
-    if n_audiences:
-        sql += f" AND c.audience IN ({','.join('?' * n_audiences)})"
-    return sql + " ORDER BY rank LIMIT ?"
-
-
 @dataclass(frozen=True, slots=True)
 class _IndexShape:
-    """What the keyword filters need to know, valid until the next write (``token``)."""
+    """What the keyword filters and scores need to know, valid until the next write (``token``)."""
 
     token: tuple[int, int]
     total_rows: int
     sources: frozenset[str]
     audiences: frozenset[str]
     width: int | None  # of the vectors the index holds (None: none yet)
+    calibration: Calibration | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    """One query as both sides search it."""
+
+    text: str
+    phrases: list[str]  # FTS5 phrases, [] when keyword search is off
+    vector: Any  # the query embedding (numpy), None when vector search is off
+    vector_weight: float
+    text_weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    candidates: list[Candidate]
+    held_back: HeldBack | None
 
 
 class Searcher:
@@ -113,9 +128,11 @@ class Searcher:
             from sessionmem.memory.vectors import VectorRouter
 
             self._vectors = VectorRouter(conn, vector_support, preload=preload_matrix)
+        self._keywords = KeywordIndex(conn)
         self._mtime_days: dict[str, date | None] = {}
         self._shape: _IndexShape | None = None
         self._has_fts = False
+        self._scan_pool: ThreadPoolExecutor | None = None
         # (index width, query width) once a query embedding did not match the index's vectors
         self.stale_width: tuple[int, int] | None = None
 
@@ -136,13 +153,33 @@ class Searcher:
             return VectorPath("none", "FTS-only mode: no embedding provider")
         return self._vectors.current_path(self.model)
 
+    @property
+    def calibration(self) -> Calibration | None:
+        """How this index's vector scores are calibrated for the model in use (None: raw cosines)."""
+        if self._embedder is None:
+            return None
+        cal = self._index_shape().calibration
+        return cal if cal is not None and cal.fits(self._embedder, None) else None
+
     def invalidate(self) -> None:
         """The index wrote: the in-memory matrix must reload before it serves again."""
         if self._vectors is not None:
             self._vectors.invalidate()
+        self._keywords.forget()
         self._mtime_days.clear()
         self._shape = None
         self.stale_width = None
+
+    def close(self) -> None:
+        """Stop the vector scan worker (idle between queries); the connection is the caller's."""
+        if self._scan_pool is not None:
+            self._scan_pool.shutdown(wait=True)
+            self._scan_pool = None
+
+    def _scan_worker(self) -> ThreadPoolExecutor:
+        if self._scan_pool is None:
+            self._scan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-vector-scan")
+        return self._scan_pool
 
     def warm(self) -> None:
         """Load the in-memory matrix now rather than on the first query."""
@@ -153,24 +190,26 @@ class Searcher:
         query = request.query.strip()
         warnings: list[str] = []
         results: list[SearchResult] = []
-        mode = self.mode
+        held_back = None
         if query:
-            results, used_vectors = self._run(request, query, warnings)
-            if not used_vectors and self.stale_width is not None:
-                mode = "fts-only"  # say what answered: the vector half was left out
+            results, held_back = self._run(request, query, warnings)
+        cal = self.calibration if request.explain else None
         return SearchResponse(
             results=tuple(results),
             provider=self._embedder.provider if self._embedder is not None else "none",
             model=self.model,
-            mode=mode,
+            # say what answered: with stale vectors the vector half was left out
+            mode="fts-only" if self.stale_width is not None else self.mode,
             warnings=tuple(warnings),
+            held_back=held_back,
+            calibration=cal.to_json() if cal is not None else None,
         )
 
     # ------------------------------------------------------------------ flow
 
     def _run(
         self, request: SearchRequest, query: str, warnings: list[str]
-    ) -> tuple[list[SearchResult], bool]:
+    ) -> tuple[list[SearchResult], HeldBack | None]:
         qcfg = self._settings.query
         hybrid = qcfg.hybrid
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
@@ -178,48 +217,128 @@ class Searcher:
         sources = tuple(request.sources) if request.sources else tuple(self._settings.sources)
         audiences = self._audience_filter(request)
         limit = candidate_count(max_results, hybrid.candidate_multiplier)
-        dated = request.after is not None or request.before is not None
 
-        query_vec = self._embed_query(query, warnings) if self._embedder is not None else None
-        if query_vec is not None and self._stale(query_vec, warnings):
-            query_vec = None
-        vector_hits: list[Candidate] = []
+        q = self._plan(query, warnings)
+        vector_hits: dict[str, float] = {}
+        ranks: dict[int, float] | None = None  # keyword hits: rowid -> bm25
         path_name: str | None = None
-        if query_vec is not None and self._vectors is not None:  # first: it (re)loads the matrix
-            dates = (
-                ((request.after or date.min).isoformat(), (request.before or date.max).isoformat())
-                if dated
-                else None
-            )
+        if q.vector is not None and self._vectors is not None:  # first: it (re)loads the matrix
             path = self._vectors.prepare(self.model)
             path_name = path.name
-            hits = self._vectors.serve(
-                path, query_vec, limit, model=self.model, sources=sources, dates=dates, audiences=audiences
-            )
-            vector_hits = self._as_candidates(hits)
-        use_vectors = query_vec is not None
-        keyword_hits: list[Candidate] = []
-        if not use_vectors:
-            vw, tw = 0.0, 1.0
-            keyword_hits = self._keyword_search(query, limit, sources, request, audiences)
-        elif not hybrid.enabled or not self._fts_available():
-            vw, tw = 1.0, 0.0  # vector results alone, filtered by minScore (reference §9 step 6)
-        else:
-            vw, tw = hybrid.normalized_weights()
-            keyword_hits = self._keyword_search(query, limit, sources, request, audiences)
-        merged = ranking.merge_hybrid(keyword_hits, vector_hits, vector_weight=vw, text_weight=tw)
-        merged = self._hydrate(merged)
-        merged = [c for c in merged if ranking.in_date_range(c.date, request.after, request.before)]
+            scan = functools.partial(
+                self._vectors.serve, path, q.vector, limit, model=self.model, sources=sources,
+                dates=_date_bounds(request), audiences=audiences,
+            )  # fmt: skip
+            if path.name == "matrix" and q.phrases:
+                # Trigger: a hybrid query on the in-memory matrix. Why: the scan (numpy) and FTS5 both
+                # release the GIL and the scan touches no connection; one after the other they took
+                # 16 ms at 100k chunks on 2 cores, side by side 10. Outcome: the scan runs in a worker.
+                pending = self._scan_worker().submit(scan)
+                try:
+                    ranks = self._keyword_search(q.phrases, limit, sources, request, audiences)
+                finally:
+                    vector_hits = dict(pending.result())
+            else:
+                vector_hits = dict(scan())
+        if ranks is None:
+            ranks = self._keyword_search(q.phrases, limit, sources, request, audiences) if q.phrases else {}
+        cands = self._score(q, ranks, vector_hits)
+        cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
         if hybrid.temporal_decay.enabled:
-            merged = self._decay(merged, hybrid.temporal_decay.half_life_days)
-        ranked = ranking.collapse_cross_source(ranking.sort_by_score(merged))  # /new archive vs transcript
+            cands = self._decay(cands, hybrid.temporal_decay.half_life_days)
+        ranked = ranking.collapse_cross_source(ranking.sort_by_score(cands))  # /new archive vs transcript
 
-        if use_vectors or request.min_score is not None:
-            min_score = request.min_score if request.min_score is not None else qcfg.min_score
-            ranked = ranking.filter_min_score(ranked, min_score=min_score, text_weight=tw)
+        if q.vector is not None or request.min_score is not None:
+            floor = request.min_score if request.min_score is not None else qcfg.min_score
+        else:
+            floor = ranking.keyword_floor(ranked)
+        ranked, held = ranking.apply_floor(ranked, min_score=floor)
+        held_back = HeldBack(len(held), max(c.merged for c in held), floor) if held else None
         if hybrid.mmr.enabled:
             ranked = ranking.mmr_rerank(ranked, lambda_=hybrid.mmr.lambda_, limit=max_results)
-        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]], use_vectors
+        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]], held_back
+
+    def _plan(self, query: str, warnings: list[str]) -> _Query:
+        """Which sides search, with what weights (reference §9 step 6: vectors alone when the hybrid
+        merge is off or FTS5 is missing; keywords alone without an embedding)."""
+        vector = self._embed_query(query, warnings) if self._embedder is not None else None
+        if vector is not None and self._stale(vector, warnings):
+            vector = None
+        keywords = self._fts_available() and (vector is None or self._settings.query.hybrid.enabled)
+        if vector is None:
+            vw, tw = 0.0, 1.0
+        elif not keywords:
+            vw, tw = 1.0, 0.0
+        else:
+            vw, tw = self._settings.query.hybrid.normalized_weights()
+        return _Query(query, fts_phrases(query) if keywords else [], vector, vw, tw)
+
+    # ------------------------------------------------------------------ scores
+
+    def _score(self, q: _Query, ranks: dict[int, float], vector_hits: dict[str, float]) -> list[Candidate]:
+        """Every candidate of either side with both figures, raw and calibrated, and their merge."""
+        rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=q.vector is not None)
+        coverage = self._coverage(q.text, [r[1] for r in rows if r[1] in ranks])
+        ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
+        cal = self.calibration
+        out = []
+        for r in rows:
+            cid, rowid = r[0], r[1]
+            rank = ranks.get(rowid)
+            cosine = vector_hits.get(cid)
+            if cosine is None and q.vector is not None:
+                cosine = _cosine(q.vector, r[8])
+            text = ranking.keyword_score(rank, ideal, coverage.get(rowid, 0.0)) if rank is not None else None
+            vector = None if cosine is None else (cal.score(cosine) if cal is not None else max(0.0, cosine))
+            out.append(
+                Candidate(
+                    id=cid,
+                    path=r[2],
+                    source=r[3],
+                    start_line=int(r[4]),
+                    end_line=int(r[5]),
+                    text=r[6],
+                    date=r[7],
+                    text_score=text,
+                    vector_score=vector,
+                    bm25=rank,
+                    cosine=cosine,
+                    merged=ranking.combine(
+                        text, vector, vector_weight=q.vector_weight, text_weight=q.text_weight
+                    ),
+                )
+            )
+        return out
+
+    def _chunk_rows(self, rowids: list[int], ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
+        """(id, rowid, path, source, start, end, text, date, embedding) of the keyword hits (by rowid)
+        then the vector hits (by id), each once; chunks removed since they were found are left out."""
+        select = (
+            "SELECT id, rowid, path, source, start_line, end_line, text, date,"
+            f" {'embedding' if with_vectors else 'NULL'} FROM chunks WHERE"
+        )
+        # Two lookups, not one "rowid IN (...) OR id IN (...)": with either list empty SQLite scans
+        # the whole table (145 ms at 100k chunks).
+        by_rowid: dict[int, tuple[Any, ...]] = {}
+        if rowids:
+            sql = f"{select} rowid IN ({','.join('?' * len(rowids))})"
+            by_rowid = {r[1]: r for r in self._conn.execute(sql, rowids)}
+        ordered = [by_rowid[i] for i in rowids if i in by_rowid]
+        seen = {r[0] for r in ordered}
+        wanted = [i for i in ids if i not in seen]
+        if wanted:
+            sql = f"{select} id IN ({','.join('?' * len(wanted))})"
+            by_id = {r[0]: r for r in self._conn.execute(sql, wanted)}
+            ordered += [by_id[i] for i in wanted if i in by_id]
+        return ordered
+
+    def _coverage(self, query: str, rowids: list[int]) -> dict[int, float]:
+        """The share of the query's terms each chunk holds as written (``ranking.term_coverage``)."""
+        if not rowids:
+            return {}
+        patterns = ranking.term_patterns([fts_text(t).strip() for t in fts_terms(query)])
+        texts = self._keywords.texts(rowids)
+        return {rowid: ranking.term_coverage(patterns, text) for rowid, text in texts.items()}
 
     # ------------------------------------------------------------------ keyword
 
@@ -236,7 +355,10 @@ class Searcher:
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
             seen_by = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT audience FROM chunks"))
             width = stored_width(self._conn, read_meta(self._conn)) if self._embedder is not None else None
-            self._shape = _IndexShape(token, int(total), present, seen_by, width)
+            cal = load_calibration(self._conn) if self._embedder is not None else None
+            if self._shape is not None:
+                self._keywords.forget()  # another process wrote: document counts changed
+            self._shape = _IndexShape(token, int(total), present, seen_by, width, cal)
         return self._shape
 
     def _audience_filter(self, request: SearchRequest) -> tuple[str, ...] | None:
@@ -261,14 +383,12 @@ class Searcher:
 
     def _keyword_search(
         self,
-        query: str,
+        phrases: list[str],
         limit: int,
         sources: Sequence[str],
         request: SearchRequest,
         audiences: Sequence[str] | None = None,
-    ) -> list[Candidate]:
-        if not self._fts_available():
-            return []
+    ) -> dict[int, float]:
         dated = request.after is not None or request.before is not None
         with_model, source_filter = self._keyword_filters(sources)
         n_audiences = len(audiences) if audiences is not None else 0
@@ -279,47 +399,13 @@ class Searcher:
         if with_model:
             params.append(self.model)
         params += source_filter
-        if dated:
-            params += [(request.after or date.min).isoformat(), (request.before or date.max).isoformat()]
+        bounds = _date_bounds(request)
+        if bounds is not None:
+            params += list(bounds)
         params += audiences or ()
-        for strict, match in zip((True, False), fts_queries(query), strict=False):
-            try:
-                rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
-            except Exception as exc:  # quoting makes this unreachable; a message beats a crash
-                raise MemoryIndexError(f"keyword search failed for {match!r}: {exc}") from exc
-            if rows:
-                coverage = None if strict else self._term_coverage(query, [r[0] for r in rows])
-                scores = ranking.keyword_scores([float(r[1]) for r in rows], coverage)
-                return [
-                    Candidate(
-                        id=r[0], path="", source="", start_line=0, end_line=0, text="", text_score=score
-                    )
-                    for r, score in zip(rows, scores, strict=True)
-                ]
-        return []
-
-    def _term_coverage(self, query: str, ids: list[str]) -> list[float]:
-        """For an OR match: the share of the query's terms each chunk holds."""
-        terms = [fts_text(t).strip() for t in fts_terms(query)]
-        placeholders = ",".join("?" * len(ids))
-        texts = dict(self._conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({placeholders})", ids))
-        return [ranking.term_coverage(terms, fts_text(texts.get(i, ""))) for i in ids]
+        return self._keywords.search(sql, phrases, params, limit)
 
     # ------------------------------------------------------------------ vector
-
-    def _embed_query(self, query: str, warnings: list[str]) -> np.ndarray | None:
-        import numpy as np
-
-        assert self._embedder is not None
-        try:
-            vec = np.asarray(self._embedder.embed_query(query), dtype=np.float32).reshape(-1)
-        except EmbeddingError as exc:
-            warnings.append(f"query embedding failed, keyword results only: {exc}")
-            return None
-        if vec.size == 0 or not np.isfinite(vec).all() or not vec.any():
-            warnings.append("query embedding is empty or all zeros; vector search skipped")
-            return None
-        return vec
 
     def _stale(self, query_vec: np.ndarray, warnings: list[str]) -> bool:
         """True (and a warning) when the query vector has another width than the index's vectors: the
@@ -335,48 +421,21 @@ class Searcher:
         )
         return True
 
-    @staticmethod
-    def _as_candidates(hits: list[tuple[str, float]]) -> list[Candidate]:
-        return [
-            Candidate(id=cid, path="", source="", start_line=0, end_line=0, text="", vector_score=score)
-            for cid, score in hits
-        ]
+    def _embed_query(self, query: str, warnings: list[str]) -> np.ndarray | None:
+        import numpy as np
+
+        assert self._embedder is not None
+        try:
+            vec = np.asarray(self._embedder.embed_query(query), dtype=np.float32).reshape(-1)
+        except EmbeddingError as exc:
+            warnings.append(f"query embedding failed, keyword results only: {exc}")
+            return None
+        if vec.size == 0 or not np.isfinite(vec).all() or not vec.any():
+            warnings.append("query embedding is empty or all zeros; vector search skipped")
+            return None
+        return vec
 
     # ------------------------------------------------------------------ rows and results
-
-    def _hydrate(self, cands: list[Candidate]) -> list[Candidate]:
-        """Fill path, lines, text and date from ``chunks`` in one query."""
-        if not cands:
-            return []
-        ids = [c.id for c in cands]
-        rows = self._conn.execute(
-            "SELECT id, path, source, start_line, end_line, text, date FROM chunks"
-            f" WHERE id IN ({','.join('?' * len(ids))})",
-            ids,
-        ).fetchall()
-        by_id = {r[0]: r for r in rows}
-        out = []
-        for c in cands:
-            r = by_id.get(c.id)
-            if r is None:  # removed between the two queries
-                continue
-            out.append(
-                Candidate(
-                    id=c.id,
-                    path=r[1],
-                    source=r[2],
-                    start_line=int(r[3]),
-                    end_line=int(r[4]),
-                    text=r[5],
-                    date=r[6],
-                    text_score=c.text_score,
-                    vector_score=c.vector_score,
-                    merged=c.merged,
-                    decay=c.decay,
-                    mmr_rank=c.mmr_rank,
-                )
-            )
-        return out
 
     def _decay(self, cands: list[Candidate], half_life_days: float) -> list[Candidate]:
         now = datetime.now(UTC)
@@ -412,6 +471,8 @@ class Searcher:
                 final=c.final,
                 mmr_rank=c.mmr_rank,
                 vector_path=vector_path if c.vector_score is not None else None,
+                bm25=c.bm25,
+                cosine=c.cosine,
             )
         return SearchResult(
             path=c.path,
@@ -430,3 +491,21 @@ def timed_search(searcher: Searcher, request: SearchRequest) -> tuple[SearchResp
     start = time.perf_counter()
     response = searcher.search(request)
     return response, (time.perf_counter() - start) * 1000
+
+
+def _date_bounds(request: SearchRequest) -> tuple[str, str] | None:
+    """(after, before) as inclusive ISO days, or None without a range."""
+    if request.after is None and request.before is None:
+        return None
+    return (request.after or date.min).isoformat(), (request.before or date.max).isoformat()
+
+
+def _cosine(query: np.ndarray, blob: bytes | None) -> float | None:
+    """The cosine of a stored (L2-normalised) vector and the query; None without one of its width."""
+    import numpy as np
+
+    if blob is None or len(blob) != query.size * 4:
+        return None
+    row = np.frombuffer(blob, dtype="<f4")
+    norm = float(np.linalg.norm(query))
+    return float(row @ query) / norm if norm > 0 else None

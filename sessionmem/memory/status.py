@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessionmem.memory.calibration import CALIBRATION_KEY
 from sessionmem.memory.files import list_memory_files
 from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta, vec_dims
 
@@ -47,6 +48,7 @@ class IndexStatus:
     cache_max_entries: int | None
     issues: tuple[str, ...] = field(default_factory=tuple)
     endpoint: str | None = None  # where a remote provider's texts go; None for local and FTS-only
+    calibration: dict[str, Any] | None = None  # how vector scores are calibrated (``calibration.py``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class IndexCounts:
     file_issues: dict[str, str] = field(default_factory=dict)  # per path; chunks without vectors too
     vector_issues: dict[str, str] = field(default_factory=dict)  # per path: chunks without vectors only
     vector_dims: int | None = None
+    calibration: dict[str, Any] | None = None
 
 
 def read_counts(reader: Any) -> IndexCounts:
@@ -81,6 +84,7 @@ def read_counts(reader: Any) -> IndexCounts:
         file_issues=file_issues,
         vector_issues=vector_issues,
         vector_dims=vec_dims(reader) or meta.get("vectorDims"),
+        calibration=read_json(reader, CALIBRATION_KEY),
     )
 
 

@@ -318,6 +318,9 @@ def _search_payload(
         payload["fallback"] = dict(response.fallback)
     if response.warnings:
         payload["warnings"] = list(response.warnings)
+    if not response.results and response.held_back is not None:  # never silently empty (DESIGN 15)
+        payload["heldBack"] = response.held_back.to_json()
+        payload["note"] = response.held_back.note()
     return payload
 
 

@@ -28,6 +28,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sessionmem.memory.chunk_context import chunk_context
 from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank
 from sessionmem.memory.files import session_key_of_header
 from sessionmem.memory.session_files import flatten_lines
@@ -119,10 +120,9 @@ def chunk_region(
     for chunk in chunks:
         start = min(max(chunk.start_line, 1), last)
         end = min(max(chunk.end_line, 1), last)
-        jsonl = Chunk(
-            line_map[start - 1], max(line_map[start - 1], line_map[end - 1]), chunk.text, chunk.hash
-        )
-        out.append((jsonl, dates[start - 1] or default_date))
+        day = dates[start - 1] or default_date
+        first, last_line = line_map[start - 1], max(line_map[start - 1], line_map[end - 1])
+        out.append((Chunk(first, last_line, chunk.text, chunk.hash, chunk_context("", day)), day))
     if not out:
         return [], first_line + len(raw_lines), len(data)
     resume_line = out[-1][0].start_line

@@ -37,15 +37,17 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class ScoreExplanation:
-    """Every figure that went into a result's score (DESIGN decision 12)."""
+    """Every figure that went into a result's score, raw and calibrated (DESIGN decisions 12, 15)."""
 
-    text_score: float | None  # normalised BM25, None when not a keyword hit
-    vector_score: float | None  # cosine similarity, None when not a vector hit
-    merged: float  # weighted merge
+    text_score: float | None  # keyword evidence in [0, 1], None when no query term matched
+    vector_score: float | None  # calibrated vector evidence in [0, 1], None without a vector
+    merged: float  # the two merged (noisy-OR); minScore applies to this
     decay_multiplier: float  # 1.0 when decay is off or the result is evergreen
     final: float  # after decay
     mmr_rank: int | None  # position chosen by MMR, None when MMR is off
     vector_path: str | None  # "matrix" | "sqlite-vec" | "brute-force"
+    bm25: float | None = None  # FTS5's raw bm25() rank (lower is better)
+    cosine: float | None = None  # raw cosine similarity
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,9 @@ class SearchResult:
             e = self.explanation
             out["explain"] = {
                 "text": e.text_score,
+                "bm25": e.bm25,
                 "vector": e.vector_score,
+                "cosine": e.cosine,
                 "merged": e.merged,
                 "decay": e.decay_multiplier,
                 "final": e.final,
@@ -95,6 +99,24 @@ class SearchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldBack:
+    """Candidates that scored under the floor: never dropped without saying so (DESIGN decision 15)."""
+
+    count: int
+    best_score: float  # the best of them (calibrated, undecayed)
+    min_score: float  # the floor they missed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "bestScore": round(self.best_score, 6), "minScore": self.min_score}
+
+    def note(self) -> str:
+        return (
+            f"{self.count} {'match' if self.count == 1 else 'matches'} scored below minScore "
+            f"{self.min_score:g} (best {self.best_score:.3f}); search again with a lower minScore to see them"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResponse:
     results: tuple[SearchResult, ...]
     provider: str  # actual provider, "none" in FTS-only mode
@@ -102,3 +124,5 @@ class SearchResponse:
     mode: str  # "hybrid" | "fts-only"
     fallback: dict[str, str] | None = None  # {"from": ..., "reason": ...}
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    held_back: HeldBack | None = None  # candidates under minScore, when a floor applied and any fell
+    calibration: dict[str, Any] | None = None  # with ``explain``: how vector scores were calibrated

@@ -6,8 +6,8 @@ import pytest
 
 from sessionmem.memory.db import connect
 from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.keywords import build_fts_query, extract_keywords, fts_queries, fts_terms
-from sessionmem.memory.schema import FTS_TABLE
+from sessionmem.memory.keywords import build_fts_query, extract_keywords, fts_phrases, fts_terms
+from sessionmem.memory.schema import fts_table_sql
 
 
 def test_english_question_keeps_topic_words_only() -> None:
@@ -43,9 +43,47 @@ def test_japanese_is_split_by_script() -> None:
     assert "会議" in kws and "議事録" in kws and "デプロイ" in kws
 
 
-def test_only_stop_words_short_words_and_digits_give_nothing() -> None:
+def test_only_stop_words_and_short_words_give_nothing() -> None:
     assert extract_keywords("the a an of is") == []
-    assert extract_keywords("ab 12 2024 ... !!") == []
+    assert extract_keywords("ab ... !!") == []
+
+
+def test_numbers_are_kept() -> None:
+    assert extract_keywords("invoice 4521") == ["invoice", "4521"]
+    assert fts_terms("ab 12 2024") == ["12", "2024"]
+    assert "2026" in fts_terms("価格 2026年")
+
+
+@pytest.mark.parametrize(
+    ("query", "term"),
+    [
+        ("status of BILL-4821?", "bill-4821"),
+        ("where is FOO_bar defined", "foo_bar"),
+        ("regression since v2.3.1.", "v2.3.1"),
+        ("the deploy of 2026-01-05", "2026-01-05"),
+        ("commit a828e60 broke it", "a828e60"),
+        ("mail ops@example.com", "ops@example.com"),
+    ],
+)
+def test_identifiers_stay_whole(query: str, term: str) -> None:
+    assert term in fts_terms(query)
+
+
+def test_identifiers_keep_every_part_in_the_fts_query() -> None:
+    """OpenClaw's case: ``FOO_bar baz-1`` lost the 1."""
+    assert build_fts_query("FOO_bar baz-1") == '"foo_bar" AND "baz-1"'
+    assert fts_phrases("e.g. self-care") == [
+        '"self"',
+        '"care"',
+    ]  # "e.g" is no identifier, nor a hyphenated word
+
+
+def test_reporting_verbs_and_cross_language_homographs() -> None:
+    assert fts_terms("what did Caroline say about the move") == ["caroline", "move"]
+    # Spanish and Portuguese stop words that are English content words stay searchable.
+    assert fts_terms("her son sin era hay dime favor logo sim") == [
+        "son", "sin", "era", "hay", "dime", "favor", "logo", "sim",
+    ]  # fmt: skip
 
 
 def test_duplicates_removed_in_order() -> None:
@@ -55,6 +93,21 @@ def test_duplicates_removed_in_order() -> None:
 def test_mixed_spanish_portuguese_stop_words() -> None:
     assert extract_keywords("cuándo es la migración de facturación") == ["migración", "facturación"]
     assert extract_keywords("quando é a migração do faturamento") == ["migração", "faturamento"]
+
+
+@pytest.mark.parametrize(
+    ("query", "terms"),
+    [
+        ("ماذا قررنا بشأن قاعدة البيانات؟", ["قررنا", "قاعدة", "البيانات"]),
+        ("¿Qué dijo usted sobre la base de datos?", ["base", "datos"]),
+        ("O que você disse sobre o banco de dados?", ["banco", "dados"]),
+        ("데이터베이스에 대해 알려줘", ["데이터베이스"]),
+        ("请告诉我数据库的迁移", ["数据", "据库", "迁移"]),
+        ("Qu’est-ce que tu as dit sur la base de données ?", ["base", "données"]),
+    ],
+)
+def test_questions_in_other_languages_keep_their_topic_only(query: str, terms: list[str]) -> None:
+    assert fts_terms(query) == terms
 
 
 def test_french_question_keeps_content_words() -> None:
@@ -103,14 +156,14 @@ def test_thai_text_is_spaced_by_cluster_for_fts() -> None:
 
 def test_thai_word_inside_a_sentence_matches_through_fts5() -> None:
     conn, _ = connect(":memory:", load_vector=False)
-    conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
+    conn.executescript(fts_table_sql("porter"))
     for cid, text in (
         ("hit", "เราตัดสินใจย้ายฐานข้อมูลไปยังเซิร์ฟเวอร์ใหม่"),
         ("miss", "ทีมออกแบบประชุมเรื่องหน้าจอต้อนรับผู้ใช้ใหม่"),
     ):
         conn.execute("INSERT INTO chunks_fts(text, id) VALUES (?, ?)", (fts_text(text), cid))
     for query in ("ฐานข้อมูล", "เซิร์ฟเวอร์"):
-        (match, *_) = fts_queries(query)
+        match = build_fts_query(query)
         assert conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall() == [
             ("hit",)
         ]
@@ -127,7 +180,7 @@ def test_cjk_terms_become_phrases_of_the_indexed_form() -> None:
     q = build_fts_query("金银价格")
     assert q == '"金  银" AND "银  价" AND "价  格"'
     conn, _ = connect(":memory:", load_vector=False)
-    conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
+    conn.executescript(fts_table_sql("porter"))
     for cid, text in (("hit", "今天金银价格上涨"), ("miss", "金价上涨，银行放假")):
         conn.execute("INSERT INTO chunks_fts(text, id) VALUES (?, ?)", (fts_text(text), cid))
     assert conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (q,)).fetchall() == [("hit",)]
@@ -140,13 +193,8 @@ def test_fts_terms_use_korean_stems_and_chinese_pairs() -> None:
 
 def test_stop_word_only_query_falls_back_to_raw_words() -> None:
     assert fts_terms("the") == ["the"]
-    assert fts_queries("the") == ['"the"']
-
-
-def test_and_then_or() -> None:
-    assert fts_queries("when is the billing cutover") == ['"billing" AND "cutover"', '"billing" OR "cutover"']
-    assert fts_queries("cutover") == ['"cutover"']
-    assert fts_queries(" \t ") == []
+    assert fts_phrases("the") == ['"the"']
+    assert fts_phrases(" \t ") == []
 
 
 HOSTILE = [
@@ -176,11 +224,13 @@ HOSTILE = [
 @pytest.mark.parametrize("query", HOSTILE)
 def test_fts_syntax_in_queries_never_raises(query: str) -> None:
     conn, _ = connect(":memory:", load_vector=False)
-    conn.executescript(FTS_TABLE.format(tokenizer="unicode61"))
+    conn.executescript(fts_table_sql("porter"))
     conn.execute(
         "INSERT INTO chunks_fts(text, id, path, source, model, start_line, end_line)"
         " VALUES (?, 'c1', 'MEMORY.md', 'memory', 'fts-only', 1, 1)",
         (fts_text("billing cutover text near and or not"),),
     )
-    for match in fts_queries(query):
+    for match in (build_fts_query(query, operator="AND"), build_fts_query(query, operator="OR")):
+        if match is None:
+            continue
         conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall()

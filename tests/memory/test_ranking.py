@@ -1,4 +1,4 @@
-"""Pure scoring: BM25 normalisation, hybrid merge, decay (DESIGN 13), filters, MMR (DESIGN 7)."""
+"""Pure scoring: calibrated keyword evidence, hybrid merge (DESIGN 15), decay (DESIGN 13), filters, MMR."""
 
 from __future__ import annotations
 
@@ -27,37 +27,62 @@ def cand(cid: str, **kw: object) -> Candidate:
     return Candidate(**base)  # type: ignore[arg-type]
 
 
-# ---------------------------------------------------------------------------- bm25
+# ---------------------------------------------------------------------------- keyword evidence
 
 
-def test_bm25_rank_to_score_matches_reference_points() -> None:
-    assert ranking.bm25_rank_to_score(0) == pytest.approx(1.0)
-    assert ranking.bm25_rank_to_score(1) == pytest.approx(0.5)
-    assert ranking.bm25_rank_to_score(-100) == pytest.approx(100 / 101)
-    assert ranking.bm25_rank_to_score(float("nan")) == pytest.approx(0.001)
-    assert ranking.bm25_rank_to_score(float("-inf")) == pytest.approx(0.001)
+def test_idf_is_fts5s_and_floored() -> None:
+    assert ranking.bm25_idf(100, 1) == pytest.approx(math.log(99.5 / 1.5))
+    assert ranking.bm25_idf(100, 0) > ranking.bm25_idf(100, 1)  # a term no chunk holds is the rarest
+    assert ranking.bm25_idf(10, 8) == pytest.approx(1e-6)  # in most chunks: no evidence, as in FTS5
 
 
-def test_more_negative_rank_scores_higher() -> None:
-    scores = [ranking.bm25_rank_to_score(r) for r in (-0.5, -1, -3, -10)]
-    assert scores == sorted(scores)
-    assert ranking.bm25_rank_to_score(2) < ranking.bm25_rank_to_score(1)
+def test_keyword_score_is_the_share_of_the_query_matched_whatever_the_corpus_size() -> None:
+    # bm25() of a chunk holding the query once, at average length, equals the query's ideal: 0.63
+    for ideal in (0.5, 4.0, 40.0):  # a tiny corpus and a large one give the same score
+        assert ranking.keyword_score(-ideal, ideal, 1.0) == pytest.approx(1 - math.exp(-1.0))
+    half = ranking.keyword_score(-2.0, 4.0, 1.0)
+    assert 0.35 < half < 0.4  # half of the query's weight matched: just passes the default floor alone
+    assert ranking.keyword_score(-0.2, 4.0, 1.0) < 0.1  # only its common words
+    assert ranking.keyword_score(-40.0, 4.0, 1.0) < 1.0  # saturates, never past 1
+    assert ranking.keyword_score(0.0, 4.0, 1.0) == 0.0
+    assert ranking.keyword_score(float("nan"), 4.0, 1.0) == 0.0
+
+
+def test_exact_wording_counts_between_half_and_all() -> None:
+    as_written = ranking.keyword_score(-3.0, 3.0, 1.0)
+    stems_only = ranking.keyword_score(-3.0, 3.0, 0.0)
+    assert stems_only == pytest.approx(as_written / 2)
+
+
+def test_coverage_counts_whole_words_as_written() -> None:
+    terms = ranking.term_patterns(["billing", "cutover", "zebra"])
+    assert ranking.term_coverage(terms, "the billing cutover is on tuesday") == pytest.approx(2 / 3)
+    assert ranking.term_coverage(terms, "cutovers and billings") == 0.0  # whole words only
+    cjk = ranking.term_patterns(["周  会"])
+    assert ranking.term_coverage(cjk, fts_text("与上海团队的周会改到每周四")) == 1.0
+    assert (
+        ranking.term_coverage(ranking.term_patterns(["bill-4821"]), fts_text("Paid BILL-4821 today")) == 1.0
+    )
 
 
 # ---------------------------------------------------------------------------- merge
 
 
-def test_merge_unions_by_id_with_weighted_scores() -> None:
-    kw = [cand("a", text="keyword snippet", text_score=0.8), cand("b", text_score=0.4)]
-    vec = [cand("a", text="vector snippet", vector_score=0.6), cand("c", vector_score=0.9)]
-    merged = {c.id: c for c in ranking.merge_hybrid(kw, vec, vector_weight=0.7, text_weight=0.3)}
-    assert set(merged) == {"a", "b", "c"}
-    assert merged["a"].merged == pytest.approx(0.7 * 0.6 + 0.3 * 0.8)
-    assert merged["b"].merged == pytest.approx(0.3 * 0.4)
-    assert merged["c"].merged == pytest.approx(0.7 * 0.9)
-    assert merged["a"].text == "keyword snippet"
-    assert merged["a"].text_score == 0.8 and merged["a"].vector_score == 0.6
-    assert merged["c"].text_score is None and merged["b"].vector_score is None
+def test_combine_lets_either_strong_side_pass_and_agreement_lift() -> None:
+    both = ranking.combine(0.5, 0.5, vector_weight=0.5, text_weight=0.5)
+    assert both == pytest.approx(0.75)
+    assert ranking.combine(0.6, None, vector_weight=0.5, text_weight=0.5) == pytest.approx(0.6)
+    assert ranking.combine(None, 0.6, vector_weight=0.5, text_weight=0.5) == pytest.approx(0.6)
+    weak = ranking.combine(0.15, 0.15, vector_weight=0.5, text_weight=0.5)
+    assert weak < 0.35 < ranking.combine(0.4, None, vector_weight=0.5, text_weight=0.5)
+
+
+def test_combine_weights_are_relative_and_zero_ignores_a_side() -> None:
+    assert ranking.combine(0.9, 0.3, vector_weight=1.0, text_weight=0.0) == pytest.approx(0.3)
+    assert ranking.combine(0.9, 0.3, vector_weight=0.0, text_weight=1.0) == pytest.approx(0.9)
+    keyword_light = ranking.combine(0.8, None, vector_weight=0.7, text_weight=0.3)
+    assert keyword_light == pytest.approx(1 - 0.2 ** (0.3 / 0.7))
+    assert ranking.combine(None, None, vector_weight=0.5, text_weight=0.5) == 0.0
 
 
 # ---------------------------------------------------------------------------- decay
@@ -117,24 +142,12 @@ def test_old_good_match_outranks_new_poor_match() -> None:
 # ---------------------------------------------------------------------------- filters
 
 
-def test_min_score_strict() -> None:
-    cands = [cand("a", merged=0.5, text_score=0.2), cand("b", merged=0.2)]
-    assert [c.id for c in ranking.filter_min_score(cands, min_score=0.35, text_weight=0.3)] == ["a"]
-
-
-def test_min_score_relaxed_for_keyword_hits_when_nothing_passes() -> None:
-    cands = [
-        cand("kw", merged=0.31, text_score=0.9),
-        cand("kw-low", merged=0.2, text_score=0.6),
-        cand("vec", merged=0.33, vector_score=0.47),
-    ]
-    kept = ranking.filter_min_score(cands, min_score=0.35, text_weight=0.3)
-    assert [c.id for c in kept] == ["kw"]
-
-
-def test_min_score_no_relaxing_without_keyword_hits() -> None:
-    cands = [cand("vec", merged=0.33, vector_score=0.47)]
-    assert ranking.filter_min_score(cands, min_score=0.35, text_weight=0.3) == []
+def test_floor_keeps_what_passes_and_returns_what_it_held_back() -> None:
+    cands = [cand("a", merged=0.5), cand("b", merged=0.2), cand("c", merged=0.35), cand("d", merged=0.1)]
+    kept, held = ranking.apply_floor(cands, min_score=0.35)
+    assert [c.id for c in kept] == ["a", "c"]
+    assert [c.id for c in held] == ["b", "d"]
+    assert ranking.apply_floor([], min_score=0.35) == ([], [])
 
 
 def test_date_range_inclusive_and_undated_excluded() -> None:
@@ -229,19 +242,3 @@ def test_mmr_lambda_one_is_plain_sort_and_keeps_all() -> None:
 def test_mmr_ties_go_to_higher_original_score() -> None:
     cands = [cand("lo", text="same words", merged=0.5), cand("hi", text="same words", merged=0.6)]
     assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.5)] == ["hi", "lo"]
-
-
-def test_keyword_scores_keep_a_full_match_solid_whatever_the_corpus_size() -> None:
-    # bm25() of a term found in half of a tiny corpus is about -1e-6: OpenClaw's r/(1+r) gives 0.000
-    tiny = ranking.keyword_scores([-2e-6, -1e-6])
-    assert tiny == [pytest.approx(1.0), pytest.approx(0.75)]
-    assert all(s >= 0.5 for s in ranking.keyword_scores([-9.0, -3.0, -0.1]))
-
-
-def test_or_matches_are_weighed_by_the_share_of_terms_they_hold() -> None:
-    terms = ["billing", "cutover", "zebra"]
-    assert ranking.term_coverage(terms, "the billing cutover is on tuesday") == pytest.approx(2 / 3)
-    assert ranking.term_coverage(terms, "cutovers and billings") == 0.0  # whole words only
-    assert ranking.term_coverage(["周  会"], fts_text("与上海团队的周会改到每周四")) == 1.0
-    full, partial = ranking.keyword_scores([-3.0, -3.0], [1.0, 1 / 3])
-    assert full == pytest.approx(1.0) and partial == pytest.approx(1 / 3)

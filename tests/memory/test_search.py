@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -13,9 +14,11 @@ import pytest
 from freezegun import freeze_time
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory import schema
+from sessionmem.memory import ranking, schema
+from sessionmem.memory.calibration import CALIBRATION_KEY, Calibration
 from sessionmem.memory.db import VectorSupport, connect
 from sessionmem.memory.ftstext import fts_text
+from sessionmem.memory.indexer import write_json
 from sessionmem.memory.ranking import DECAY_FLOOR
 from sessionmem.memory.search import Searcher, candidate_count
 from sessionmem.memory.types import SearchRequest
@@ -27,12 +30,12 @@ DIMS = 8
 
 
 def make_db(
-    tmp_path: Path, *, dims: int | None = DIMS, tokenizer: str = "unicode61"
+    tmp_path: Path, *, dims: int | None = DIMS, tokenizer: str = "porter"
 ) -> tuple[Any, VectorSupport]:
     """A fresh index file with the real schema; the vec0 table when sqlite-vec loaded."""
     conn, support = connect(tmp_path / "index.sqlite")
     conn.executescript(schema.TABLES)
-    conn.executescript(schema.FTS_TABLE.format(tokenizer=tokenizer))
+    conn.executescript(schema.fts_table_sql(tokenizer))
     if dims is not None and support.loaded:
         conn.execute(schema.vec_table_sql(dims))
     return conn, support
@@ -342,19 +345,45 @@ def test_hybrid_explain_figures_add_up(hybrid_db: tuple[Any, VectorSupport, dict
     for r in resp.results:
         e = r.explanation
         assert e is not None
-        merged = 0.5 * (e.vector_score or 0.0) + 0.5 * (e.text_score or 0.0)  # 0.6/0.6 normalised
+        merged = ranking.combine(e.text_score, e.vector_score, vector_weight=0.5, text_weight=0.5)
         assert e.merged == pytest.approx(merged)
         assert e.final == pytest.approx(e.merged * e.decay_multiplier) == pytest.approx(r.score)
         assert e.decay_multiplier == 1.0 and e.mmr_rank is None
+        # every candidate carries both sides, whichever list found it: here every chunk has a vector
+        assert e.cosine is not None and e.vector_score is not None
+        assert (e.bm25 is None) == (e.text_score is None)
     both = by_path["memory/both.md"].explanation
-    assert both is not None and both.text_score is not None and both.vector_score is not None
-    assert both.vector_score == pytest.approx(float(unit(axis(0, 0.3))[0]), abs=1e-5)
+    assert both is not None and both.text_score is not None and both.bm25 is not None and both.bm25 < 0
+    # no calibration stored with this hand-built index: the raw cosine serves as the vector score
+    assert resp.calibration is None
+    assert both.vector_score == both.cosine == pytest.approx(float(unit(axis(0, 0.3))[0]), abs=1e-5)
     # A small index file loads the in-memory matrix before the first query, and nothing was written
     # since: the matrix must serve (sqlite-vec or brute force here would mean the fast path was lost).
     assert both.vector_path == "matrix"
     vec_only = by_path["memory/vec.md"].explanation
-    assert vec_only is not None and vec_only.text_score is None
+    assert vec_only is not None and vec_only.text_score is None and vec_only.bm25 is None
+    kw_only = by_path["memory/kw.md"].explanation  # found by keyword; its cosine read from its vector
+    assert kw_only is not None and kw_only.cosine == pytest.approx(0.0, abs=1e-6)
     assert [r.score for r in resp.results] == sorted((r.score for r in resp.results), reverse=True)
+
+
+def test_calibrated_vector_scores_are_explained_raw_and_calibrated(
+    hybrid_db: tuple[Any, VectorSupport, dict[str, str]],
+) -> None:
+    conn, support, _ = hybrid_db
+    emb = FixedEmbedder({"invoice cutover": axis(0)})
+    cal = Calibration(emb.provider_key, emb.model, DIMS, centre=0.05, spread=0.02, vectors=35, probes=32)
+    write_json(conn, CALIBRATION_KEY, cal.to_json())
+    resp = Searcher(conn, emb, cfg(minScore=0.0), support).search(
+        SearchRequest("invoice cutover", explain=True)
+    )
+    assert resp.calibration is not None and resp.calibration["centre"] == 0.05
+    for r in resp.results:
+        e = r.explanation
+        assert e is not None and e.cosine is not None
+        assert e.vector_score == pytest.approx(1 - math.exp(-max(0.0, (e.cosine - 0.05) / 0.02) / 10.4))
+    far = next(r for r in resp.results if r.path == "memory/vec.md").explanation
+    assert far is not None and far.vector_score is not None and far.vector_score > far.cosine
 
 
 def test_weights_change_the_winner(hybrid_db: tuple[Any, VectorSupport, dict[str, str]]) -> None:
@@ -367,7 +396,7 @@ def test_weights_change_the_winner(hybrid_db: tuple[Any, VectorSupport, dict[str
 
     assert top(1.0, 0.0) == "memory/vec.md"  # nearest vector
     assert top(0.0, 1.0) in ("memory/kw.md", "memory/both.md")  # keyword only
-    assert top(0.7, 0.3) == "memory/both.md"  # both sides agree
+    assert top(0.5, 0.5) == "memory/both.md"  # both sides agree
 
 
 def test_hybrid_keyword_side_keeps_to_the_model_and_sources(
@@ -389,7 +418,7 @@ def test_hybrid_keyword_side_keeps_to_the_model_and_sources(
     assert "sessions/s.jsonl" in everything and "memory/stale-model.md" not in everything
 
 
-def test_relaxed_floor_keeps_keyword_hits_when_nothing_passes(tmp_path: Path) -> None:
+def test_a_search_with_candidates_under_the_floor_says_so(tmp_path: Path) -> None:
     conn, support = make_db(tmp_path)
     m = FixedEmbedder.model
     add_filler(conn, model=m)
@@ -398,11 +427,15 @@ def test_relaxed_floor_keeps_keyword_hits_when_nothing_passes(tmp_path: Path) ->
     emb = FixedEmbedder({"zeppelin": axis(0)})
     both = Searcher(conn, emb, cfg(), support).search(SearchRequest("zeppelin", explain=True))
     assert set(paths(both)) == {"memory/kw.md", "memory/vec.md"}
-    # nothing reaches 0.9: keyword hits with merged >= min(0.9, textWeight 0.3) stay, vector-only hits go
-    relaxed = Searcher(conn, emb, cfg(minScore=0.9), support).search(SearchRequest("zeppelin", explain=True))
-    (hit,) = relaxed.results
-    assert hit.path == "memory/kw.md" and hit.explanation is not None
-    assert hit.explanation.text_score is not None and 0.3 <= hit.score < 0.9
+    fillers = both.held_back  # the unrelated notes among the candidates, far under the floor
+    assert fillers is not None and fillers.count > 0 and fillers.best_score < 0.35
+    # nothing reaches 0.99: no result, and the response says how many were held back and the best score
+    strict = Searcher(conn, emb, cfg(minScore=0.99), support).search(SearchRequest("zeppelin", explain=True))
+    assert strict.results == ()
+    held = strict.held_back
+    assert held is not None and held.count == fillers.count + 2 and held.min_score == 0.99
+    assert held.best_score == pytest.approx(max(r.score for r in both.results))
+    assert f"{held.count} matches scored below minScore 0.99 (best {held.best_score:.3f})" in held.note()
 
 
 def test_zero_query_vector_skips_vectors_and_says_so(notes: tuple[Any, VectorSupport]) -> None:
@@ -579,9 +612,21 @@ def test_hybrid_date_range_applies_to_vector_hits(tmp_path: Path) -> None:
 
 
 def test_fts_only_honours_an_explicit_min_score(notes: tuple[Any, VectorSupport]) -> None:
-    # "zebra" is in no note: the OR fallback matches 2 of 3 terms, so the hit scores at most 2/3
-    assert paths(fts_search(*notes, "billing cutover zebra")) == ["memory/2026-03-02.md"]
-    assert fts_search(*notes, "billing cutover zebra", min_score=0.7).results == ()
+    # "zebra" is in no note: the note holds two of the query's three terms, and the rarest is missing
+    (hit,) = fts_search(*notes, "billing cutover zebra", explain=True).results
+    assert hit.path == "memory/2026-03-02.md" and hit.score < 0.5
+    empty = fts_search(*notes, "billing cutover zebra", min_score=0.5)
+    assert empty.results == () and empty.held_back is not None and empty.held_back.count >= 1
+
+
+def test_fts_only_holds_back_matches_far_below_the_best(tmp_path: Path) -> None:
+    conn, support = make_db(tmp_path)
+    add_filler(conn)
+    add_chunk(conn, "memory/answer.md", "the zeppelin hangar lease runs until March")
+    add_chunk(conn, "memory/noise.md", "we talked about the weather in March")
+    resp = Searcher(conn, None, cfg(), support).search(SearchRequest("zeppelin hangar lease in March"))
+    assert paths(resp) == ["memory/answer.md"]
+    assert resp.held_back is not None and resp.held_back.count == 1
 
 
 def test_hybrid_disabled_serves_vector_results_only(

@@ -1,0 +1,118 @@
+"""The vector calibration an index measures and keeps (``calibration.py``, DESIGN decision 15): when
+it is measured, what it measures, and that it follows the model and the corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sessionmem.config import MemorySearchConfig
+from sessionmem.errors import EmbeddingError
+from sessionmem.memory import calibration
+from sessionmem.memory.calibration import Calibration, null_statistics
+from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.index import MemoryIndex
+from tests.memory.support import HashEmbedder
+
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo")
+
+
+class CountingEmbedder(HashEmbedder):
+    """The tests' bag-of-words embedder, counting the query embeddings asked for."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+
+def write_notes(workspace: Path, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        words = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(5))
+        (workspace / "memory" / f"note-{i:03d}.md").write_text(f"- note {i}: {words}\n", encoding="utf-8")
+
+
+def open_index(workspace: Path, state: Path, embedder: HashEmbedder) -> MemoryIndex:
+    selection = EmbedderSelection(embedder, "test")
+    return MemoryIndex.open(
+        "main", workspace, MemorySearchConfig(), state_dir=state, selection=selection, watch=False
+    )
+
+
+def test_null_statistics_are_the_median_and_robust_spread() -> None:
+    rng = np.random.default_rng(3)
+    probes = rng.standard_normal((32, 64)).astype(np.float32)
+    chunks = rng.standard_normal((500, 64)).astype(np.float32)
+    probes /= np.linalg.norm(probes, axis=1, keepdims=True)
+    chunks /= np.linalg.norm(chunks, axis=1, keepdims=True)
+    centre, spread = null_statistics(probes, chunks)
+    assert abs(centre) < 0.01 and spread == pytest.approx(1 / 8, rel=0.1)  # random 64-d: sd 1/sqrt(64)
+    # one probe on the corpus's topic (every chunk near it) does not move them
+    chunks[:, :] = chunks * 0.2 + probes[0] * 0.98
+    chunks /= np.linalg.norm(chunks, axis=1, keepdims=True)
+    centre_on_topic, _ = null_statistics(probes, chunks)
+    assert centre_on_topic < 0.2
+
+
+def test_scores_grow_with_distance_from_unrelated_text_and_never_tie_at_the_top() -> None:
+    cal = Calibration("k", "m", 384, centre=0.02, spread=0.06, vectors=100, probes=32)
+    assert cal.score(0.02) == 0.0 and cal.score(-0.3) == 0.0
+    assert cal.score(0.02 + 4.5 * 0.06) == pytest.approx(0.35, abs=0.005)  # the default minScore
+    assert 0 < cal.score(0.5) < cal.score(0.8) < cal.score(0.95) < 1.0
+
+
+def test_an_index_calibrates_once_and_again_when_its_corpus_grows_by_a_fifth(
+    workspace: Path, state: Path
+) -> None:
+    write_notes(workspace, 40)
+    embedder = CountingEmbedder()
+    with open_index(workspace, state, embedder) as index:
+        index.sync()
+        first = index.status().calibration
+        assert first is not None and first["vectors"] == 40 and first["probes"] == len(calibration.PROBES)
+        assert len(embedder.queries) == len(calibration.PROBES)  # one query embedding per probe
+        index.sync()  # nothing changed: nothing measured
+        write_notes(workspace, 5, start=40)  # +12%: the calibration still fits
+        index.sync()
+        assert index.status().calibration == first
+        write_notes(workspace, 10, start=45)  # +37% since it was measured
+        index.sync()
+        again = index.status().calibration
+        assert again is not None and again["vectors"] == 55
+        assert len(embedder.queries) == len(calibration.PROBES)  # the probes' vectors were kept
+
+
+def test_another_model_gets_its_own_calibration(workspace: Path, state: Path) -> None:
+    write_notes(workspace, 20)
+    with open_index(workspace, state, HashEmbedder(dims=64, model="bow-64")) as index:
+        index.sync()
+        small = index.status().calibration
+    with open_index(workspace, state, HashEmbedder(dims=256, model="bow-256")) as index:
+        index.sync()
+        large = index.status().calibration
+    assert small is not None and large is not None
+    assert (small["model"], small["dims"]) == ("bow-64", 64) and (large["model"], large["dims"]) == (
+        "bow-256",
+        256,
+    )
+
+
+def test_a_provider_failing_on_the_probes_leaves_raw_cosines_and_says_so(
+    workspace: Path, state: Path
+) -> None:
+    class NoQueries(HashEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            raise EmbeddingError("query endpoint down")
+
+    write_notes(workspace, 10)
+    with open_index(workspace, state, NoQueries()) as index:
+        index.sync()
+        status = index.status()
+    assert status.calibration is None
+    assert any("not calibrated" in issue and "query endpoint down" in issue for issue in status.issues)
