@@ -7,6 +7,7 @@ adapter maps them to and from OpenAI chat format (:meth:`Message.to_openai`).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,20 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def text_problem(value: object) -> str | None:
+    """Why ``value`` cannot be message or tool-argument text, or None when it can: not a string, or a
+    string with a lone surrogate (no file, transcript line or JSON document can hold one)."""
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    found = _LONE_SURROGATE.search(value)
+    if found is not None:
+        return f"is not valid Unicode: lone surrogate U+{ord(found.group()):04X} at index {found.start()}"
+    return None
 
 
 FLUSH_PROVENANCE = "memory_flush"  # provenance.kind of every message of the silent flush turn

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,12 @@ from sessionmem.errors import MemoryPathError, UnsafeWriteError
 from sessionmem.memory.files import strip_control_chars
 from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
 from sessionmem.memory.paths import normalize_rel_path, writable_memory_path
+from sessionmem.messages import text_problem
 from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
 from sessionmem.safefs import open_under, read_all, replace_under, write_all
 from sessionmem.session.flush import date_stamp, user_zone
-from sessionmem.session.tools import Tool, ToolError
+from sessionmem.session.tool_schema import ArgumentError
+from sessionmem.session.tools import ArgumentConverter, Tool, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,28 @@ def append_text(workspace: Path, rel: str, text: str) -> bool:
 def _clean(text: object) -> tuple[str, int]:
     """Text for a memory file: control characters (NUL included) removed, so one stray byte can never
     make a file unreadable (:func:`sessionmem.memory.files.strip_control_chars`)."""
-    if not isinstance(text, str):
-        raise ToolError(f"text must be a string, not {type(text).__name__}")
+    problem = text_problem(text)
+    if problem is not None:
+        raise ToolError(f"the text to write {problem}")
+    assert isinstance(text, str)
     return strip_control_chars(text)
+
+
+def text_arguments(*required: str, optional: tuple[str, ...] = ()) -> ArgumentConverter:
+    """A tool's argument check: each named argument must be text (:func:`~sessionmem.messages.text_problem`:
+    a string without a lone surrogate); the first that is not is named in the error, before anything is
+    written. ``optional`` ones are checked when given."""
+
+    def convert(args: Mapping[str, Any]) -> dict[str, Any]:
+        for name in (*required, *optional):
+            if name not in args and name in optional:
+                continue
+            problem = text_problem(args.get(name))
+            if problem is not None:
+                raise ArgumentError(f"invalid argument '{name}': {problem}")
+        return dict(args)
+
+    return convert
 
 
 def _removed_note(removed: int) -> str:
@@ -251,12 +272,14 @@ def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
             f"Append a durable note to today's daily log {home.daily_folder}/YYYY-MM-DD.md.",
             _APPEND_SCHEMA,
             memory_append_daily,
+            convert=text_arguments("text"),
         ),
         Tool(
             "memory_write",
             f"Write long-term memory in {home.memory_file} (append, or replace keeping earlier versions).",
             write_schema,
             memory_write,
+            convert=text_arguments("path", "content", optional=("mode",)),
         ),
     ]
 
@@ -284,12 +307,19 @@ def flush_write_tools(writer: MemoryWriter, target: str) -> list[Tool]:
     }
     note = f" During memory flush, this tool may only append to {target}."
     return [
-        Tool("write", "Append content to a memory file." + note, write_schema, write),
+        Tool(
+            "write",
+            "Append content to a memory file." + note,
+            write_schema,
+            write,
+            convert=text_arguments("path", "content"),
+        ),
         Tool(
             "memory_append_daily",
             f"Append a durable note to {target}." + note,
             _APPEND_SCHEMA,
             memory_append_daily,
+            convert=text_arguments("text"),
         ),
     ]
 
