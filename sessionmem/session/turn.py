@@ -12,12 +12,12 @@ the context (verbatim notes beat a summary). An overflow after that, or with not
 prompt alone is over the window), is raised. The step never imports the gate: the gate runs flush turns
 through this module.
 
-Only ``NO_REPLY`` is silence: an answer with no text and no tool call (a stream that ended without a
-chunk) is a :class:`~sessionmem.errors.ModelError` the caller sees. A failed model call does not lose the
-user's message: it is written to the transcript before the error is raised, so the next turn sends it
-again, followed by the new message. The one exception is a message that does not fit the model's window
-even with everything else compacted away: it is not kept (it would make every later turn overflow), and
-the error says so.
+Only ``NO_REPLY`` is silence: an answer with no visible text and no tool call (a stream that ended
+without a chunk, or a reasoning block alone) is a :class:`~sessionmem.errors.ModelError` the caller sees.
+A failed model call does not lose the user's message: it is written to the transcript before the error is
+raised, so the next turn sends it again, followed by the new message. The one exception is a message that
+does not fit the model's window even with everything else compacted away: it is not kept (it would make
+every later turn overflow), and the error says so.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import CompactionResult, ToolCallEvent
 from sessionmem.session.noreply import deliverable_reply, silent_tokens
 from sessionmem.session.projection import usage_fields
+from sessionmem.session.reasoning import strip_reasoning
 from sessionmem.session.state import SessionState, TurnKind
 from sessionmem.session.streaming import PartialCallback, stream_reply
 from sessionmem.session.tools import Tool, dispatch
@@ -189,10 +190,14 @@ async def _call_model(
             continue
         turn.model_calls += 1
         turn.usage = turn.usage + (reply.message.usage or Usage())
-        if turn.kind == "turn" and not reply.message.content.strip() and not reply.message.tool_calls:
+        if (
+            turn.kind == "turn"
+            and not strip_reasoning(reply.message.content)
+            and not reply.message.tool_calls
+        ):
             raise ModelError(
-                f"model {reply.model or state.runner.model.name} returned an empty answer (no text and no "
-                "tool call); only NO_REPLY means silence"
+                f"model {reply.model or state.runner.model.name} returned an empty answer (no visible text "
+                "and no tool call); only NO_REPLY means silence"
             )
         return reply
 
