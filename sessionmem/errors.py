@@ -52,7 +52,12 @@ class ModelError(SessionMemError):
 
 
 class ContextWindowExceeded(ModelError):
-    """The provider rejected the request because the prompt exceeds the model's context window."""
+    """The provider rejected the request because the prompt exceeds the model's context window;
+    ``window`` is the window the provider stated in its error, when it stated one."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, window: int | None = None) -> None:
+        super().__init__(message, status_code=status_code)
+        self.window = window
 
 
 class SessionError(SessionMemError):

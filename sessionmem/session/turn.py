@@ -92,6 +92,11 @@ async def run_model_turn(
     limit = max(1, state.runner.agent.max_tool_iterations)
     if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
         limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
+        if state.projection([prompt]).tokens > state.context_window:
+            # Trigger: the flush an overflow's compaction runs first, the context known to be over the
+            # window (the provider just stated it). Why: sending it whole would overflow once more.
+            # Outcome: it starts on the newest half, as it would after that overflow.
+            turn.trim_to = _flush_trim(state)
     for _ in range(limit):
         try:
             reply = await _call_model(state, turn, tools, system_extra, make_room)
@@ -212,10 +217,17 @@ async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn)
 async def _recover_overflow(
     state: SessionState, turn: ModelTurn, exc: ContextWindowExceeded, make_room: MakeRoom
 ) -> None:
+    # The provider said how large the model's window really is: work within it from now on (the
+    # compaction below already does). Only the session's own model teaches it; a flush model may differ.
+    if (
+        exc.window is not None
+        and model_for(state.runner.model, state.runner.agent, turn.kind) is state.runner.model
+    ):
+        state.learn_context_window(exc.window)
     if not state.runner.agent.compaction.enabled:
         raise exc
     if turn.kind == "flush" and turn.trim_to is None and not turn.rooms_made:
-        turn.trim_to = max(1, state.counter.count_all(state.context) // 2)
+        turn.trim_to = _flush_trim(state)
         return
     if turn.rooms_made >= MAX_ROOM_ATTEMPTS:
         turn.prompt_unfit = True
@@ -239,6 +251,11 @@ async def _recover_overflow(
             status_code=exc.status_code,
         ) from exc
     turn.trim_to = None
+
+
+def _flush_trim(state: SessionState) -> int:
+    """How much of the context a flush that does not fit sends: the newest half."""
+    return max(1, state.counter.count_all(state.context) // 2)
 
 
 def _request(state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str) -> ModelRequest:
