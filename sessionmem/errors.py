@@ -4,6 +4,7 @@ SessionMemError
 ├── ConfigError                 a config file or value is invalid (names the key)
 ├── UsageError                  the API was called the wrong way
 ├── UnsafeWriteError            a write would follow a symlink or a hard link out of its folder
+├── FileWriteError              a file could not be written (a full disk): names it; also an OSError
 ├── ModelError                  the chat model failed (after mapping litellm's errors)
 │   └── ContextWindowExceeded   the provider said the prompt is over its context window
 ├── SessionError
@@ -41,6 +42,23 @@ class UnsafeWriteError(SessionMemError):
         super().__init__(f"refusing to write {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class FileWriteError(SessionMemError, OSError):
+    """A file could not be written, said in words with the file's name ("cannot write memory/x.md: no
+    space left on device"); nothing half-written is left. An :class:`OSError` too (``errno`` kept), so
+    code that catches those still does."""
+
+    def __init__(self, path: str, reason: str, *, error_number: int | None = None, detail: str = "") -> None:
+        message = f"cannot write {path}: {reason}" + (f" ({detail})" if detail else "")
+        OSError.__init__(self, error_number, message)
+        self.path = path
+        self.reason = reason
+        self.detail = detail
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ModelError(SessionMemError):

@@ -147,7 +147,8 @@ async def run_model_turn(
 def append_message(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
     """Write ``message`` to the transcript and the context (and to ``turn``'s messages)."""
     if turn is not None and turn.kind == "flush":  # marked so the /new memory file leaves it out, with
-        meta.setdefault("provenance", flush_provenance(state.flushing))  # its cycle (DESIGN 16)
+        unsaved = bool(state.tools.flush_write_failures)  # its cycle (DESIGN 16), and whether a write
+        meta.setdefault("provenance", flush_provenance(state.flushing, write_failed=unsaved))  # failed
     entry_id = state.transcript.append_message(message, **meta)
     notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
     path = state.transcript.path
