@@ -90,15 +90,22 @@ def paragraph(turn: int) -> str:
     return f"Part {turn}: " + " ".join(f"item{turn}x{i}" for i in range(150))
 
 
+def converse(server: OpenAIServer, tmp_path: Path, workspace: Path, turns: int, error: Any = None) -> Any:
+    """A session on the small provider (saying its window in ``error``'s form) after ``turns`` turns;
+    returns (provider, runner, recorder, session)."""
+    provider = SmallProvider(server, error or context_length_error)
+    runner, recorder = make_runner(litellm_model(server), tmp_path, workspace, Config())
+    session = runner.open(KEY)
+    assert session.context_window == 200_000
+    for turn in range(turns):
+        assert session.run_turn_sync(paragraph(turn)).reply == f"echo: {paragraph(turn)}"
+    return provider, runner, recorder, session
+
+
 def test_a_session_learns_the_real_window_and_stops_overflowing(
     tmp_path: Path, workspace: Path, openai_server: OpenAIServer
 ) -> None:
-    provider = SmallProvider(openai_server)
-    runner, recorder = make_runner(litellm_model(openai_server), tmp_path, workspace, Config())
-    session = runner.open(KEY)
-    assert session.context_window == 200_000
-    for turn in range(14):
-        assert session.run_turn_sync(paragraph(turn)).reply == f"echo: {paragraph(turn)}"
+    provider, runner, recorder, session = converse(openai_server, tmp_path, workspace, 14)
     assert provider.overflows == 1  # once, to learn; never again as the context grew back
     assert session.context_window == REAL_WINDOW
     reasons = [e.reason for e in recorder.events if isinstance(e, CompactionEvent)]
@@ -122,11 +129,7 @@ def anthropic_style(limit: int, used: int) -> Reply:
 def test_the_other_forms_are_learned_through_litellm_too(
     tmp_path: Path, workspace: Path, openai_server: OpenAIServer
 ) -> None:
-    provider = SmallProvider(openai_server, anthropic_style)
-    runner, _ = make_runner(litellm_model(openai_server), tmp_path, workspace, Config())
-    session = runner.open(KEY)
-    for turn in range(10):
-        session.run_turn_sync(paragraph(turn))
+    provider, _, _, session = converse(openai_server, tmp_path, workspace, 10, anthropic_style)
     assert provider.overflows == 1 and session.context_window == REAL_WINDOW
 
 
@@ -141,11 +144,7 @@ def test_a_stated_window_is_carried_by_the_error() -> None:
 def test_the_window_learned_for_a_model_outlives_new_but_not_a_model_change(
     tmp_path: Path, workspace: Path, openai_server: OpenAIServer
 ) -> None:
-    provider = SmallProvider(openai_server)
-    runner, _ = make_runner(litellm_model(openai_server), tmp_path, workspace, Config())
-    session = runner.open(KEY)
-    for turn in range(5):
-        session.run_turn_sync(paragraph(turn))
+    provider, _, _, session = converse(openai_server, tmp_path, workspace, 5)
     session.run_turn_sync("/new")
     assert session.context_window == REAL_WINDOW  # the same model behind the same key: no new overflow
     for turn in range(5, 12):

@@ -104,17 +104,23 @@ def test_a_streamed_reply_never_shows_the_reasoning(pieces: list[str]) -> None:
     assert text == (final or "")
 
 
+def hello_then_silence(session: Any, hello: str, *, streamed: bool) -> None:
+    """Two turns: a greeting answered ``hello`` after a reasoning block, then a thanks answered by a
+    reasoning block and NO_REPLY; what is streamed (when ``streamed``) adds up to what is delivered."""
+    pieces: list[str] = []
+    on_partial = pieces.append if streamed else None
+    assert session.run_turn_sync("hi", on_partial=on_partial).reply == hello
+    assert session.run_turn_sync("thanks", on_partial=on_partial).reply is None
+    assert "".join(pieces) == (hello if streamed else "")
+
+
 @pytest.mark.parametrize("chunk", [0, 1, 4])
 def test_a_turn_after_a_reasoning_block(tmp_path: Path, workspace: Path, chunk: int) -> None:
     answers = ["<think>They say hi.</think>Hello!", "<think>Only thanks; stay quiet.</think>NO_REPLY"]
     model = ScriptedModel(answers, stream_chunk_chars=chunk or 3)
     runner, _ = make_runner(model, tmp_path, workspace, BIG)
     session = runner.open()
-    pieces: list[str] = []
-    on_partial = pieces.append if chunk else None
-    assert session.run_turn_sync("hi", on_partial=on_partial).reply == "Hello!"
-    assert session.run_turn_sync("thanks", on_partial=on_partial).reply is None
-    assert "".join(pieces) == ("Hello!" if chunk else "")
+    hello_then_silence(session, "Hello!", streamed=bool(chunk))
     said = [
         line["message"] for line in transcript_lines(session.transcript.path) if line.get("type") == "message"
     ]
@@ -136,9 +142,4 @@ def test_through_litellm(tmp_path: Path, workspace: Path, openai_server: Any, st
         "openai/test-model", api_base=openai_server.base_url, api_key="sk-test", num_retries=0
     )
     runner, _ = make_runner(model, tmp_path, workspace, BIG)
-    session = runner.open()
-    pieces: list[str] = []
-    on_partial = pieces.append if streamed else None
-    assert session.run_turn_sync("hi", on_partial=on_partial).reply == "Hello there."
-    assert session.run_turn_sync("thanks", on_partial=on_partial).reply is None
-    assert "".join(pieces) == ("Hello there." if streamed else "")
+    hello_then_silence(runner.open(), "Hello there.", streamed=streamed)
