@@ -15,7 +15,8 @@ session's :class:`~sessionmem.session.state.SessionState`:
 5. ``announce.emit``: the ``turn`` event.
 
 A provider context-overflow compacts through the gate and retries (keeping a quarter of the context, then
-nothing; only a prompt that alone is over the window is raised).
+nothing; only a prompt that alone is over the window is raised); when the provider's error states the
+model's real window, the session works within it from then on (:meth:`SessionState.learn_context_window`).
 Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
 ordinary model turn of kind "flush": same loop, its own prompts and tools, output never delivered.
