@@ -4,6 +4,7 @@ SessionMemError
 ├── ConfigError                 a config file or value is invalid (names the key)
 ├── UsageError                  the API was called the wrong way
 ├── UnsafeWriteError            a write would follow a symlink or a hard link out of its folder
+├── FileWriteError              a file could not be written (a full disk): names it; also an OSError
 ├── ModelError                  the chat model failed (after mapping litellm's errors)
 │   └── ContextWindowExceeded   the provider said the prompt is over its context window
 ├── SessionError
@@ -43,6 +44,23 @@ class UnsafeWriteError(SessionMemError):
         self.reason = reason
 
 
+class FileWriteError(SessionMemError, OSError):
+    """A file could not be written, said in words with the file's name ("cannot write memory/x.md: no
+    space left on device"); nothing half-written is left. An :class:`OSError` too (``errno`` kept), so
+    code that catches those still does."""
+
+    def __init__(self, path: str, reason: str, *, error_number: int | None = None, detail: str = "") -> None:
+        message = f"cannot write {path}: {reason}" + (f" ({detail})" if detail else "")
+        OSError.__init__(self, error_number, message)
+        self.path = path
+        self.reason = reason
+        self.detail = detail
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class ModelError(SessionMemError):
     """A chat model call failed."""
 
@@ -52,7 +70,12 @@ class ModelError(SessionMemError):
 
 
 class ContextWindowExceeded(ModelError):
-    """The provider rejected the request because the prompt exceeds the model's context window."""
+    """The provider rejected the request because the prompt exceeds the model's context window;
+    ``window`` is the window the provider stated in its error, when it stated one."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, window: int | None = None) -> None:
+        super().__init__(message, status_code=status_code)
+        self.window = window
 
 
 class SessionError(SessionMemError):

@@ -7,6 +7,7 @@ adapter maps them to and from OpenAI chat format (:meth:`Message.to_openai`).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,20 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def text_problem(value: object) -> str | None:
+    """Why ``value`` cannot be message or tool-argument text, or None when it can: not a string, or a
+    string with a lone surrogate (no file, transcript line or JSON document can hold one)."""
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    found = _LONE_SURROGATE.search(value)
+    if found is not None:
+        return f"is not valid Unicode: lone surrogate U+{ord(found.group()):04X} at index {found.start()}"
+    return None
 
 
 FLUSH_PROVENANCE = "memory_flush"  # provenance.kind of every message of the silent flush turn
@@ -33,11 +48,23 @@ def written_in_a_flush(raw_message: dict[str, Any]) -> bool:
     return provenance_kind(raw_message) == FLUSH_PROVENANCE
 
 
-def flush_provenance(cycle: int | None) -> dict[str, Any]:
+def flush_provenance(cycle: int | None, *, write_failed: bool = False) -> dict[str, Any]:
     """The ``provenance`` of the flush turn's messages: ``{"kind": "memory_flush", "cycle": N}``, ``cycle``
     being the compaction count when the flush started (DESIGN 2), so the transcript says which cycle a
-    completed flush belongs to."""
-    return {"kind": FLUSH_PROVENANCE} if cycle is None else {"kind": FLUSH_PROVENANCE, "cycle": cycle}
+    completed flush belongs to; ``"writeFailed": true`` on the messages after a write of the flush failed
+    (a full disk), so the transcript says the flush did not save its note and does not count."""
+    provenance: dict[str, Any] = {"kind": FLUSH_PROVENANCE}
+    if cycle is not None:
+        provenance["cycle"] = cycle
+    if write_failed:
+        provenance["writeFailed"] = True
+    return provenance
+
+
+def flush_write_failed(raw_message: dict[str, Any]) -> bool:
+    """True for a stored flush message written after one of the flush's writes failed."""
+    provenance = raw_message.get("provenance")
+    return isinstance(provenance, dict) and provenance.get("writeFailed") is True
 
 
 def flush_cycle(raw_message: dict[str, Any]) -> int | None:

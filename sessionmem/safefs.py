@@ -15,18 +15,36 @@ component opened with ``O_NOFOLLOW`` relative to the previous one (``openat``), 
 ever followed below the root; the opened file is then checked (``fstat``): a regular file with a
 single link. Anything else raises :class:`UnsafeWriteError` and nothing is written. The root itself
 (the workspace the user configured) may be a symlink.
+
+Writes are whole or nothing, and a failure says which file and why:
+
+Trigger: the disk fills up (or another write error) in the middle of a write. Why: the kernel writes what
+fits and refuses the rest, which would leave a torn note at the end of a daily log, or a half-written
+file. Outcome: an append (:func:`append_under`, :func:`write_at_end`) is cut back to the size the file
+had (a file it created is removed), a replace (:func:`replace_under`) or a new file
+(:func:`create_new_under`) is written to a temp file first, removed on failure, so the old file stays;
+either way a :class:`~sessionmem.errors.FileWriteError` names the file and the reason ("no space left on
+device").
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from sessionmem.errors import UnsafeWriteError
+from sessionmem.errors import FileWriteError, UnsafeWriteError, os_error_reason
+
+try:
+    import fcntl
+except ImportError:  # Windows: appends are still single writes
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
 
 PRIVATE_FILE_MODE = 0o600
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -139,6 +157,71 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+@contextlib.contextmanager
+def failing_as_write_error(name: str) -> Iterator[None]:
+    """Raise an :class:`OSError` from the block as a :class:`~sessionmem.errors.FileWriteError` naming
+    ``name`` (refusals, :class:`~sessionmem.errors.UnsafeWriteError`, pass through as they are)."""
+    try:
+        yield
+    except FileWriteError:
+        raise
+    except OSError as exc:
+        raise FileWriteError(name, os_error_reason(exc), error_number=exc.errno) from exc
+
+
+def write_at_end(fd: int, data: bytes, size: int, name: str) -> None:
+    """Write ``data`` at the end of ``fd`` (``size`` bytes long before) whole, or cut the file back to
+    ``size`` and raise a :class:`~sessionmem.errors.FileWriteError` naming ``name``. The caller holds the
+    file's lock (no other writer appends in between)."""
+    written = 0
+    try:
+        while written < len(data):
+            n = os.write(fd, data[written:])
+            if n == 0:  # no progress and no error: treat like a full disk rather than loop
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            written += n
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            log.error("could not roll back a partial write to %s", name, exc_info=True)
+        detail = f"{written} of {len(data)} bytes written, rolled back"
+        raise FileWriteError(name, os_error_reason(exc), error_number=exc.errno, detail=detail) from exc
+
+
+def append_under(root: str | os.PathLike[str], rel: str, build: Callable[[bytes], bytes | None]) -> bool:
+    """Append to ``root/rel`` (opened as :func:`open_under` does, created 0600 when missing) the bytes
+    ``build(current content)`` returns, under the file's lock; None appends nothing (returns False).
+    Whole or nothing (:func:`write_at_end`); a file created for an append that failed is removed."""
+    with failing_as_write_error(rel):
+        fd = open_under(root, rel, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a concurrent appender's text is never cut back with ours
+        current = read_all(fd)
+        data = build(current)
+        if data is None:
+            return False
+        try:
+            write_at_end(fd, data, len(current), rel)
+        except FileWriteError:
+            if not current:
+                _remove_if_empty(root, rel, fd)
+            raise
+    finally:
+        os.close(fd)
+    return True
+
+
+def _remove_if_empty(root: str | os.PathLike[str], rel: str, fd: int) -> None:
+    """Remove ``root/rel`` when it is still the empty file open as ``fd`` (created for a failed append)."""
+    parts = _parts(rel)
+    with contextlib.suppress(OSError), folder_under(root, "/".join(parts[:-1]), create=False) as folder:
+        mine, there = os.fstat(fd), os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        if mine.st_size == 0 and (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+            os.unlink(parts[-1], dir_fd=folder)
+
+
 def read_all(fd: int) -> bytes:
     chunks = []
     os.lseek(fd, 0, os.SEEK_SET)
@@ -169,7 +252,7 @@ def replace_under(root: str | os.PathLike[str], rel: str, data: bytes) -> None:
     folder reached without symlinks). An existing symlink or hard-linked file there is refused."""
     parts = _parts(rel)
     name = parts[-1]
-    with folder_under(root, "/".join(parts[:-1])) as folder:
+    with failing_as_write_error(rel), folder_under(root, "/".join(parts[:-1])) as folder:
         with contextlib.suppress(FileNotFoundError):
             st = os.stat(name, dir_fd=folder, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
@@ -197,7 +280,8 @@ def create_new_under(
     """Write ``data`` to a new file ``rel_dir/stem.md`` (or ``stem-2.md``, ``stem-3.md``… when taken),
     never overwriting; returns its path relative to ``root``. The text is written to a temp file and
     hard-linked into place, so a reader never sees a half-written file."""
-    with folder_under(root, rel_dir) as folder:
+    first = f"{rel_dir}/{stem}{suffix}" if rel_dir else f"{stem}{suffix}"
+    with failing_as_write_error(first), folder_under(root, rel_dir) as folder:
         tmp = _write_temp(folder, stem, data)
         try:
             for attempt in range(1, attempts + 1):
@@ -230,7 +314,11 @@ def _place(folder: int, tmp: str, name: str, data: bytes) -> bool:
     except FileExistsError:
         return False
     try:
-        write_all(fd, data)
+        write_at_end(fd, data, 0, name)
+    except FileWriteError:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=folder)
+        raise
     finally:
         os.close(fd)
     return True

@@ -31,6 +31,7 @@ from sessionmem.memory.files import NotMarkdownError, read_markdown
 from sessionmem.memory.paths import check_visible, resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
 
 CitationsMode = Literal["on", "off", "auto"]
@@ -66,8 +67,10 @@ def required_str(args: Mapping[str, Any], name: str) -> str:
     value = args.get(name)
     if value is None:
         raise ArgumentError(name, "is required")
-    if not isinstance(value, str):
-        raise ArgumentError(name, f"must be a string, got {type(value).__name__}")
+    problem = text_problem(value)  # not a string, or a lone surrogate no result could echo back
+    if problem is not None:
+        raise ArgumentError(name, problem)
+    assert isinstance(value, str)
     if not value.strip():
         raise ArgumentError(name, "must not be empty")
     return value.strip()
@@ -335,7 +338,7 @@ def handle_memory_get(
     """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises.
     A path ``visibility`` does not allow is refused like any other refused path."""
     raw_path = args.get("path") if isinstance(args, Mapping) else None
-    shown = raw_path if isinstance(raw_path, str) else ""
+    shown = raw_path if text_problem(raw_path) is None else ""  # echoed back only when it is text
     try:
         if not isinstance(args, Mapping):
             raise ArgumentError("arguments", "must be a JSON object")

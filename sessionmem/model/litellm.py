@@ -8,8 +8,9 @@ response parsing; only the call differs.
 litellm is imported inside the calling methods (it takes seconds to import), after
 :func:`sessionmem.tokens.configure_litellm_environment` so it never fetches its price map.
 litellm's exceptions are translated here and nowhere else: a context-window error (its own class,
-or a 400 whose message talks about the context length) becomes :class:`ContextWindowExceeded`,
-everything else :class:`ModelError` with the HTTP status when there is one.
+or a 400 whose message talks about the context length) becomes :class:`ContextWindowExceeded`, with
+the window the provider stated when its message says it (:func:`stated_window`), everything else
+:class:`ModelError` with the HTTP status when there is one.
 """
 
 from __future__ import annotations
@@ -30,6 +31,29 @@ _CONTEXT_RE = re.compile(
     r"input is too long|exceeds the (model'?s )?(maximum|max)",
     re.IGNORECASE,
 )
+
+# How litellm's providers state the window in a context-overflow error (litellm's exception mapping,
+# ExceptionCheckers.is_error_str_context_window_exceeded, lists these messages); the group is the window.
+_N = r"(\d[\d,_]*)"
+_STATED_WINDOW = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        rf"maximum context length is {_N}",  # OpenAI, vLLM, Azure, most OpenAI-compatible servers
+        rf"maximum context length of {_N}",  # "requested token count exceeds the model's maximum ..."
+        rf"{_N} maximum context length",  # Mistral: "too large for model with 8192 maximum context length"
+        rf"tokens > {_N} maximum",  # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+        rf"while limit is {_N}",  # Cerebras: "Current length is X while limit is Y"
+        rf"maximum input length is {_N}",
+        rf"input tokens, limit is {_N}",  # "Input too long: X input tokens, limit is Y"
+        rf"available context size \({_N} tokens\)",  # llama.cpp
+        rf"maximum number of tokens allowed \({_N}\)",  # Gemini
+        rf"configured limit of {_N}",  # OpenAI: "input tokens exceed the configured limit of N tokens"
+        rf"`max_new_tokens` must be <= {_N}",  # Hugging Face TGI: inputs + max_new_tokens <= N
+        rf"exceed model maximum \({_N}\)",  # Bedrock: "prompt tokens (X) exceed model maximum (Y)"
+        rf"maximum context limit (?:of )?{_N}",
+    )
+]
+MIN_STATED_WINDOW = 256  # a smaller figure is not a context window (a parse of something else)
 
 _STOP_REASONS = {
     "stop": "stop",
@@ -174,8 +198,21 @@ def map_litellm_error(exc: Exception, model: str = "") -> ModelError:
     cls_names = {c.__name__ for c in type(exc).__mro__}
     where = f" ({model})" if model else ""
     if "ContextWindowExceededError" in cls_names or (status in (400, 413, None) and _CONTEXT_RE.search(text)):
-        return ContextWindowExceeded(f"context window exceeded{where}: {text}", status_code=status or 400)
+        return ContextWindowExceeded(
+            f"context window exceeded{where}: {text}", status_code=status or 400, window=stated_window(text)
+        )
     return ModelError(f"model call failed{where}: {type(exc).__name__}: {text}", status_code=status)
+
+
+def stated_window(text: str) -> int | None:
+    """The context window a provider's overflow error states ("maximum context length is 16385 tokens",
+    "prompt is too long: 210000 tokens > 200000 maximum", ...), or None when it states none."""
+    for pattern in _STATED_WINDOW:
+        found = pattern.search(text)
+        if found is not None:
+            value = int(re.sub(r"[,_]", "", found.group(1)))
+            return value if value >= MIN_STATED_WINDOW else None
+    return None
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:

@@ -1,10 +1,14 @@
-"""The sessions a runner holds in memory, and the turns in flight.
+"""The sessions a runner holds in memory, the turns in flight, and the session:start hooks still due.
 
 A gateway opens sessions for as long as it runs; holding every one of them would grow its memory with
 every chat ever seen. :class:`SessionCache` keeps them least recently used first and drops the ones with
 no turn running or queued beyond ``session.maxIdleSessions``. Nothing is lost by dropping one: its store
 entry and transcript are the record, ``runner.open(key)`` reads them again, and a handle a caller kept
 still works (its state reloads under the turn lock) and comes back into the cache at its next turn.
+
+It remembers which of the sessions the runner created still owe their ``session:start`` hook (due at
+their first turn): the debt is kept by key, so a session dropped before its first turn and opened again
+still announces itself, once.
 
 It also counts the turns in flight, so :meth:`SessionRunner.aclose
 <sessionmem.session.runner.SessionRunner.aclose>` can let them finish and refuse new ones. Thread-safe:
@@ -41,6 +45,7 @@ class SessionCache(Generic[S]):
         self._guard = threading.Lock()
         self._in_flight = 0  # turns running or queued, all sessions
         self._closed = False
+        self._start_due: set[str] = set()  # keys created here whose session:start has not fired yet
 
     def get(self, key: str) -> S | None:
         with self._guard:
@@ -57,6 +62,19 @@ class SessionCache(Generic[S]):
             self._sessions.move_to_end(session.key)
             self._evict_idle()
             return kept
+
+    def start_due(self, key: str) -> None:
+        """The runner created ``key``: its ``session:start`` is due at its first turn."""
+        with self._guard:
+            self._start_due.add(key)
+
+    def take_start(self, key: str) -> bool:
+        """True once for a key whose ``session:start`` is due (the caller fires it), then False."""
+        with self._guard:
+            if key not in self._start_due:
+                return False
+            self._start_due.discard(key)
+            return True
 
     def keys(self) -> tuple[str, ...]:
         with self._guard:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sessionmem.errors import UsageError
-from sessionmem.messages import Usage
+from sessionmem.messages import Usage, text_problem
 from sessionmem.session.events import CompactionResult, TurnResult
 from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_threshold
 from sessionmem.session.gate import compact_through_gate
@@ -45,7 +45,6 @@ ALL_COMMANDS = ("/compact", "/status", "/new", "/reset")
 
 _COMPACT = re.compile(r"/compact(?:\s+(?P<rest>.*))?", re.IGNORECASE | re.DOTALL)
 _STATUS = re.compile(r"/status", re.IGNORECASE)
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +212,10 @@ def check_user_text(text: object) -> str:
     naming the problem (nothing has been written yet)."""
     if not isinstance(text, str):
         raise UsageError(f"the message must be a str, not {type(text).__name__}")
-    surrogate = _SURROGATE.search(text)
-    if surrogate is not None:
+    problem = text_problem(text)
+    if problem is not None:
         raise UsageError(
-            f"the message is not valid Unicode: lone surrogate U+{ord(surrogate.group()):04X} at index "
-            f"{surrogate.start()} (decode the input with errors='replace', or join surrogate pairs)"
+            f"the message {problem} (decode the input with errors='replace', or join surrogate pairs)"
         )
     return text
 

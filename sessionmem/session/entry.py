@@ -26,7 +26,10 @@ class SessionEntry(BaseModel):
     chat_type: str | None = Field(default=None, alias="chatType")
     model: str | None = None
     model_provider: str | None = Field(default=None, alias="modelProvider")
-    context_tokens: int | None = Field(default=None, alias="contextTokens")
+    context_tokens: int | None = Field(default=None, alias="contextTokens")  # the window in use
+    # The windows providers stated in overflow errors, by model name (sessionmem's own field; kept
+    # across /new: it is the model's, not the conversation's).
+    learned_context_tokens: dict[str, int] | None = Field(default=None, alias="learnedContextTokens")
     input_tokens: int | None = Field(default=None, alias="inputTokens")
     output_tokens: int | None = Field(default=None, alias="outputTokens")
     cache_read: int | None = Field(default=None, alias="cacheRead")

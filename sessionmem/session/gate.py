@@ -17,6 +17,15 @@ event (``error``), and then counts for its cycle too: the user's turn goes on, a
 retried before every turn of the cycle (each retry would add a failing call to every turn). Only the
 store records such a flush; reconciliation keeps it (:func:`~sessionmem.session.recovery.reconciled`).
 
+A flush whose note could not be written (one of its writes refused by the file system, a full disk: the
+tool told the model so, naming the file) does not count: the model did its part, but the note exists
+nowhere, and only running the flush again can save it. Its messages after the failure are marked
+``writeFailed`` in the transcript, so reconciliation does not count it either; the store is not updated;
+its ``flush`` event carries the error. It runs again at the next turn over the flush threshold (one flush
+call per turn while the disk stays full, writing the note as soon as there is space), and again before
+the compaction that closes its cycle, which then goes ahead: the summary keeps the gist and the transcript
+the conversation.
+
 Several runners and processes on one session key are serialised by the store's turn lock, which the
 runner holds around every turn and reloads the session's state under (:meth:`SessionState.resync`), so
 the decisions here, taken against ``state.entry``, are taken against the store's word. The store is
@@ -166,6 +175,7 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
     prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone, folder=folder)
     prompt = Message.user(prompts.prompt)
     state.tools.flush_target = prompts.relative_path
+    state.tools.flush_write_failures = []
     state.flushing = cycle  # its messages carry the cycle; the gate starts no second flush meanwhile
     writes_before = state.tools.writes
     error = None
@@ -184,7 +194,11 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
         state.flushing = None
     if state.tools.writes > writes_before:
         await state.tools.sync_index("memory-flush")
-    record_flush(state, cycle, prompt.timestamp)
+    unsaved = state.tools.flush_write_failures
+    if unsaved:  # the note is not on disk: the flush does not count (see the module docstring)
+        error = f"the flush's note was not saved ({unsaved[-1]}); the flush runs again"
+    else:
+        record_flush(state, cycle, prompt.timestamp)
     await emit(
         state,
         FlushEvent(

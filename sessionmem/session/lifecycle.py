@@ -7,10 +7,14 @@ A rotation ends the current session and starts a new one under the same session 
 2. the ``command:new`` / ``command:reset`` hooks, awaited, with ``transcript_path`` pointing at the
    *live* transcript (DESIGN 6): the bundled session-memory hook writes ``memory/<date>-<slug>.md``
    from it, its slug asked of the session's own model;
-3. the old transcript is archived as ``<file>.reset.<ISO time with ':' → '-'>``;
-4. a new sessionId and transcript; in the store (one atomic update) the counters start again:
-   ``compactionCount`` 0, no flush record, no token figures;
+3. the store names the new sessionId (one atomic update: the rotation's commit point); the counters
+   start again: ``compactionCount`` 0, no flush record, no token figures;
+4. the old transcript is archived as ``<file>.reset.<ISO time with ':' → '-'>``, and the new one opened;
 5. ``session:end`` (old) and ``session:start`` (new) hooks, then a ``new`` event for ``on_event``.
+
+A process killed at any step loses nothing: before step 3 the session goes on with its conversation (a
+``/new`` typed again redoes the rotation), after it the new session starts and the old conversation is
+in its transcript under its own session id, archived unless the kill came between steps 3 and 4.
 
 A session that :meth:`~sessionmem.session.runner.SessionRunner.open` creates (no store entry yet)
 gets its ``session:start`` (reason ``created``) at the start of its first turn
@@ -213,13 +217,18 @@ async def rotate(
         )
     memory_file = _memory_file(outcomes, runner.workspace)
 
+    # Trigger: the process is killed between archiving the old transcript and updating the store. Why:
+    # the store would still name the old session, whose transcript is gone: reopened, it would start an
+    # empty transcript under the old id, the conversation left only in the archive. Outcome: the store
+    # names the new session first; a kill before the archive leaves the old transcript under its own
+    # name, the conversation still whole and found by the memory index, the new session started.
+    entry = store.update(state.key, lambda current: rotated_entry(current or previous, new_id, new_file))
+    assert entry is not None
     try:
         archived = store.archive_transcript(old_transcript, datetime.now(UTC))
     except OSError as exc:  # the new session must still start; the old file simply keeps its name
         log.warning("could not archive transcript %s: %s", old_transcript.path, exc)
         archived = None
-    entry = store.update(state.key, lambda current: rotated_entry(current or previous, new_id, new_file))
-    assert entry is not None
     # A fresh context, token caches and system prompt (MEMORY.md and daily logs may have changed).
     state.attach(store.open_transcript(state.key, entry, cwd=runner.workspace), entry)
     # A new memory file, or an archive (searched as sessions/<file>.reset.<ts> once the index moves the

@@ -31,23 +31,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sessionmem.errors import MemoryPathError, UnsafeWriteError
+from sessionmem.errors import FileWriteError, MemoryPathError, UnsafeWriteError
 from sessionmem.memory.files import strip_control_chars
 from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
 from sessionmem.memory.paths import normalize_rel_path, writable_memory_path
+from sessionmem.messages import text_problem
 from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
-from sessionmem.safefs import open_under, read_all, replace_under, write_all
+from sessionmem.safefs import append_under, open_under, read_all, replace_under
 from sessionmem.session.flush import date_stamp, user_zone
-from sessionmem.session.tools import Tool, ToolError
+from sessionmem.session.tool_schema import ArgumentError
+from sessionmem.session.tools import ArgumentConverter, Tool, ToolError
 
 log = logging.getLogger(__name__)
 
 WriteListener = Callable[[str, str, int], None]  # (relative path, "append" | "replace", chars)
+FailureListener = Callable[[str, str], None]  # (relative path, what went wrong)
 
 SHRINK_LIMIT = 0.5  # a replace may not drop more than half of MEMORY.md ...
 SHRINK_MIN_CHARS = 400  # ... once it holds at least this much
@@ -55,27 +58,44 @@ SHRINK_MIN_CHARS = 400  # ... once it holds at least this much
 
 def append_text(workspace: Path, rel: str, text: str) -> bool:
     """Append ``text`` to ``workspace/rel`` in one write, separated by a newline; False if already at the
-    end. The file is opened once, without following a symlink (:func:`sessionmem.safefs.open_under`), and
-    read and appended through that one descriptor."""
-    fd = open_under(workspace, rel, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-    try:
-        existing = read_all(fd).decode("utf-8", errors="replace")
+    end. The file is opened once, without following a symlink, and read and appended through that one
+    descriptor, whole or not at all (:func:`sessionmem.safefs.append_under`)."""
+
+    def addition(current: bytes) -> bytes | None:
+        existing = current.decode("utf-8", errors="replace")
         if text.strip() and existing.rstrip().endswith(text.strip()):
-            return False
-        if existing and not existing.endswith("\n") and not text.startswith("\n"):
-            text = "\n" + text
-        write_all(fd, text.encode("utf-8"))
-    finally:
-        os.close(fd)
-    return True
+            return None
+        separator = "\n" if existing and not existing.endswith("\n") and not text.startswith("\n") else ""
+        return (separator + text).encode("utf-8")
+
+    return append_under(workspace, rel, addition)
 
 
 def _clean(text: object) -> tuple[str, int]:
     """Text for a memory file: control characters (NUL included) removed, so one stray byte can never
     make a file unreadable (:func:`sessionmem.memory.files.strip_control_chars`)."""
-    if not isinstance(text, str):
-        raise ToolError(f"text must be a string, not {type(text).__name__}")
+    problem = text_problem(text)
+    if problem is not None:
+        raise ToolError(f"the text to write {problem}")
+    assert isinstance(text, str)
     return strip_control_chars(text)
+
+
+def text_arguments(*required: str, optional: tuple[str, ...] = ()) -> ArgumentConverter:
+    """A tool's argument check: each named argument must be text (:func:`~sessionmem.messages.text_problem`:
+    a string without a lone surrogate); the first that is not is named in the error, before anything is
+    written. ``optional`` ones are checked when given."""
+
+    def convert(args: Mapping[str, Any]) -> dict[str, Any]:
+        for name in (*required, *optional):
+            if name not in args and name in optional:
+                continue
+            problem = text_problem(args.get(name))
+            if problem is not None:
+                raise ArgumentError(f"invalid argument '{name}': {problem}")
+        return dict(args)
+
+    return convert
 
 
 def _removed_note(removed: int) -> str:
@@ -88,7 +108,8 @@ class MemoryWriter:
     """The workspace's memory files, with the rules above; ``on_write`` hears every change.
 
     ``visibility``: what the session may read and write (everything by default, as the owner);
-    ``home``: where its own memory lives (the root files by default)."""
+    ``home``: where its own memory lives (the root files by default); ``on_failure`` hears every write the
+    file system refused (a full disk), which the tool reports to the model as an error naming the file."""
 
     def __init__(
         self,
@@ -96,12 +117,14 @@ class MemoryWriter:
         *,
         timezone_name: str | None = None,
         on_write: WriteListener | None = None,
+        on_failure: FailureListener | None = None,
         visibility: Visibility = EVERYTHING,
         home: MemoryHome = AGENT_HOME,
     ) -> None:
         self.workspace = Path(workspace)
         self.timezone_name = timezone_name
         self.on_write = on_write
+        self.on_failure = on_failure
         self.visibility = visibility
         self.home = home
 
@@ -134,6 +157,8 @@ class MemoryWriter:
                 return f"Already present at the end of {rel}; nothing appended."
         except UnsafeWriteError as exc:
             raise ToolError(str(exc)) from None
+        except FileWriteError as exc:
+            raise self._failed(rel, exc, f"nothing was appended; {rel} is as it was") from None
         self._notify(rel, "append", len(text))
         return f"Appended content to {rel}{_removed_note(removed)}."
 
@@ -155,6 +180,8 @@ class MemoryWriter:
             replace_under(self.workspace, rel, content.encode("utf-8"))
         except UnsafeWriteError as exc:
             raise ToolError(str(exc)) from None
+        except FileWriteError as exc:
+            raise self._failed(rel, exc, f"{rel} is unchanged") from None
         self._notify(rel, "replace", len(content))
         if saved is None:
             return f"Replaced {rel} (it was empty){_removed_note(removed)}."
@@ -183,6 +210,12 @@ class MemoryWriter:
         if not self.visibility.allows(markdown_label(rel)):
             raise ToolError(str(MemoryPathError(rel, refusal(self.visibility))))
         return target
+
+    def _failed(self, rel: str, exc: FileWriteError, outcome: str) -> ToolError:
+        """The tool error for a write the file system refused, reported to ``on_failure`` first."""
+        if self.on_failure is not None:
+            self.on_failure(rel, str(exc))
+        return ToolError(f"{exc}; {outcome}. Nothing else was changed; try again once there is space.")
 
     def _notify(self, rel: str, mode: str, chars: int) -> None:
         if self.on_write is not None:
@@ -251,12 +284,14 @@ def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
             f"Append a durable note to today's daily log {home.daily_folder}/YYYY-MM-DD.md.",
             _APPEND_SCHEMA,
             memory_append_daily,
+            convert=text_arguments("text"),
         ),
         Tool(
             "memory_write",
             f"Write long-term memory in {home.memory_file} (append, or replace keeping earlier versions).",
             write_schema,
             memory_write,
+            convert=text_arguments("path", "content", optional=("mode",)),
         ),
     ]
 
@@ -284,12 +319,19 @@ def flush_write_tools(writer: MemoryWriter, target: str) -> list[Tool]:
     }
     note = f" During memory flush, this tool may only append to {target}."
     return [
-        Tool("write", "Append content to a memory file." + note, write_schema, write),
+        Tool(
+            "write",
+            "Append content to a memory file." + note,
+            write_schema,
+            write,
+            convert=text_arguments("path", "content"),
+        ),
         Tool(
             "memory_append_daily",
             f"Append a durable note to {target}." + note,
             _APPEND_SCHEMA,
             memory_append_daily,
+            convert=text_arguments("text"),
         ),
     ]
 
@@ -312,6 +354,7 @@ class SessionTools:
         self.visibility = reader_visibility(session_key, scope)  # what this session may see
         self.home = home_for(session_key, scope)  # where it writes its own memory
         self.flush_target: str | None = None
+        self.flush_write_failures: list[str] = []  # writes of the running flush the file system refused
         self.writes = 0  # memory files changed by this session's tools
 
         def written(rel: str, mode: str, chars: int) -> None:
@@ -321,10 +364,15 @@ class SessionTools:
                 mark_dirty()
             on_event(MemoryWriteEvent(session_key=session_key, path=rel, mode=mode, chars=chars))  # type: ignore[arg-type]
 
+        def failed(rel: str, problem: str) -> None:
+            if self.flush_target is not None:
+                self.flush_write_failures.append(problem)
+
         self.writer = MemoryWriter(
             runner.workspace,
             timezone_name=agent.user_timezone,
             on_write=written,
+            on_failure=failed,
             visibility=self.visibility,
             home=self.home,
         )

@@ -11,6 +11,9 @@ A model that has nothing to say answers ``NO_REPLY``; the runner then delivers n
   "Done."); a token glued to punctuation before it ("interject.NO_REPLY") stays.
 - :func:`is_silent_prefix`: OpenClaw's test for a streamed partial that may still become the token.
 
+Reasoning blocks (``<think>…</think>``, :mod:`sessionmem.session.reasoning`) are removed first, so
+``<think>…</think>NO_REPLY`` is silence and only the answer after a block is delivered.
+
 The token is configurable (``silentReplyToken``), and heartbeat runs also take ``HEARTBEAT_OK`` as
 silence (:func:`silent_tokens`); every function takes the token(s) to apply.
 
@@ -27,6 +30,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import orjson
+
+from sessionmem.session.reasoning import strip_reasoning
 
 SILENT_REPLY_TOKEN = "NO_REPLY"
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
@@ -130,7 +135,8 @@ class PartialReleaser:
 
     def feed(self, delta: str) -> str:
         self.text += delta
-        visible = self.text[: releasable_length(self.text, self.tokens)]
+        visible = strip_reasoning(self.text, final=False)  # an open reasoning block is held back whole
+        visible = visible[: releasable_length(visible, self.tokens)]
         for token in self.tokens:
             visible = strip_leading_silent_token(visible, token)
         return self._release(visible.lstrip())
@@ -147,9 +153,13 @@ class PartialReleaser:
 
 
 def deliverable_reply(text: str | None, tokens: Sequence[str] = (SILENT_REPLY_TOKEN,)) -> str | None:
-    """What the user should see for a final reply: None when silent, or empty once the tokens glued to
-    its start or ending it are removed."""
-    if text is None or any(is_silent(text, token) for token in tokens):
+    """What the user should see for a final reply: its reasoning blocks removed
+    (:func:`~sessionmem.session.reasoning.strip_reasoning`), then None when silent, or empty once the
+    tokens glued to its start or ending it are removed."""
+    if text is None:
+        return None
+    text = strip_reasoning(text)
+    if any(is_silent(text, token) for token in tokens):
         return None
     for token in tokens:
         text = strip_silent_token(strip_leading_silent_token(text, token), token)

@@ -19,7 +19,7 @@ import orjson
 
 from sessionmem.config import DEFAULT_CONTEXT_TOKENS, AgentConfig
 from sessionmem.messages import Message
-from sessionmem.session.entry import call_figures
+from sessionmem.session.entry import SessionEntry, call_figures
 from sessionmem.session.transcript import Entry, context_from_entries
 from sessionmem.tokens import count_tokens
 
@@ -142,6 +142,14 @@ def resolve_context_window(agent: AgentConfig, model: Any) -> int:
     if from_litellm:
         return from_litellm
     return DEFAULT_CONTEXT_TOKENS
+
+
+def session_window(configured: int, entry: SessionEntry, model: Any) -> int:
+    """The window a session works with: the configured (or looked-up) one, or the smaller window the
+    provider stated for this model in an overflow error (``learnedContextTokens``, see
+    :meth:`~sessionmem.session.state.SessionState.learn_context_window`)."""
+    learned = (entry.learned_context_tokens or {}).get(str(getattr(model, "name", "") or ""))
+    return min(configured, learned) if learned else configured
 
 
 def provider_owns_compaction(agent: AgentConfig, model: Any) -> bool:

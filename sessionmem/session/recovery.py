@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sessionmem.messages import flush_cycle, written_in_a_flush
+from sessionmem.messages import flush_cycle, flush_write_failed, written_in_a_flush
 from sessionmem.session import keys
 from sessionmem.session.entry import SessionEntry, aliased_fields, call_figures, compaction_figures
 from sessionmem.session.transcript import message_from_dict, ms_from_iso, read_entries
@@ -74,9 +74,10 @@ def replay_entries(lines: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], dic
 
     The last flush (DESIGN 16): the flush turn's messages carry ``provenance: {"kind": "memory_flush",
     "cycle": N}``. A flush counts once its turn *completed*: its prompt, then an assistant message with no
-    tool calls (the answer that ends the turn). A flush cut short (a crash in mid-flush) does not count, so
-    it runs again. ``memoryFlushCompactionCount`` is the completed flush's ``cycle``, the compaction count
-    when it started (DESIGN 2), and ``memoryFlushAt`` its prompt's time.
+    tool calls (the answer that ends the turn). A flush cut short (a crash in mid-flush) does not count,
+    so it runs again; nor does one whose answer is marked ``writeFailed`` (its note did not reach the
+    disk). ``memoryFlushCompactionCount`` is the completed flush's ``cycle``, the compaction count when it
+    started (DESIGN 2), and ``memoryFlushAt`` its prompt's time.
 
     Transcripts written before the cycle was recorded: the cycle is the compactions before the prompt,
     less those the flush itself caused. Why less: the prompt is appended only once the model accepts it,
@@ -108,7 +109,8 @@ def replay_entries(lines: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], dic
                 if message.role == "user":
                     started = _flush_start(obj, raw, figures["compactionCount"], compacted_just_before)
                 elif message.role == "assistant" and not message.tool_calls and started is not None:
-                    figures["memoryFlushCompactionCount"], figures["memoryFlushAt"] = started
+                    if not flush_write_failed(raw):  # a flush whose note was not written does not count
+                        figures["memoryFlushCompactionCount"], figures["memoryFlushAt"] = started
                     started = None
             if message.role != "assistant":
                 continue

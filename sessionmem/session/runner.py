@@ -15,7 +15,8 @@ session's :class:`~sessionmem.session.state.SessionState`:
 5. ``announce.emit``: the ``turn`` event.
 
 A provider context-overflow compacts through the gate and retries (keeping a quarter of the context, then
-nothing; only a prompt that alone is over the window is raised).
+nothing; only a prompt that alone is over the window is raised); when the provider's error states the
+model's real window, the session works within it from then on (:meth:`SessionState.learn_context_window`).
 Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
 ordinary model turn of kind "flush": same loop, its own prompts and tools, output never delivered.
@@ -154,10 +155,13 @@ class SessionRunner:
             created = entry.session_id == session_id
         transcript = self.store.open_transcript(key, entry, cwd=self.workspace)
         # Trigger: open() made a new sessions.json entry. Why: open() is sync and hooks are async, and
-        # rotations announce their own new session. Outcome: session:start ("created") fires once, at
-        # the start of the first run_turn; a session reopened from sessions.json does not announce.
+        # rotations announce their own new session. Outcome: session:start ("created") is due at the
+        # first run_turn of the key (whichever handle runs it, even one opened again after the first was
+        # dropped from memory) and fires once; a session reopened from sessions.json does not announce.
+        if created:
+            self.in_memory.start_due(key)
         state = SessionState(self, key, transcript, entry)
-        return self.in_memory.add(Session(self, state, announce_start=created))
+        return self.in_memory.add(Session(self, state))
 
     session = open
 
@@ -245,7 +249,7 @@ class Session:
     a turn share; the attributes below read through to it.
     """
 
-    def __init__(self, runner: SessionRunner, state: SessionState, *, announce_start: bool = False) -> None:
+    def __init__(self, runner: SessionRunner, state: SessionState) -> None:
         self.runner = runner
         self.state = state
         self.in_flight = 0  # turns of this handle running or queued (the runner's lock guards it)
@@ -255,7 +259,6 @@ class Session:
             weakref.WeakKeyDictionary()
         )
         self._holder: asyncio.Task[Any] | None = None  # the task holding this session's turn
-        self._announce_start = announce_start  # session:start ("created") is due at the first turn
 
     @property
     def key(self) -> str:
@@ -353,8 +356,7 @@ class Session:
         self, state: SessionState, text: str, on_partial: PartialCallback | None
     ) -> TurnResult:
         state.events = []
-        if self._announce_start:
-            self._announce_start = False
+        if self.runner.in_memory.take_start(self.key):  # session:start ("created"), once (see open())
             await announce_created(state)
         outcome = await before_turn(state, text)  # stale-session rotation, slash commands
         if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)

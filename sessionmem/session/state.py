@@ -37,6 +37,7 @@ from sessionmem.session.projection import (
     project_tokens,
     provider_owns_compaction,
     resolve_context_window,
+    session_window,
 )
 from sessionmem.session.recovery import reconciled, replay_entries
 from sessionmem.tokens import count_tokens
@@ -97,7 +98,8 @@ class SessionState:
     def __init__(self, runner: RunnerDeps, key: str, transcript: TranscriptLog, entry: SessionEntry) -> None:
         self.runner = runner
         self.key = key
-        self.context_window = resolve_context_window(runner.agent, runner.model)
+        self.configured_window = resolve_context_window(runner.agent, runner.model)
+        self.context_window = self.configured_window  # or what the provider stated (session_window)
         self.events: list[Event] = []  # what the current turn reported (TurnResult.events)
         self.queued: list[Event] = []  # reported by tools mid-call; emitted after the tool call
         self.tools = SessionTools(runner, key, self.queued.append)
@@ -141,7 +143,37 @@ class SessionState:
         stored = self.runner.store.update(self.key, reconcile)
         if stored is not None and stored.session_id == session_id:
             self.entry = stored
+        self.context_window = session_window(self.configured_window, self.entry, self.runner.model)
         self.settled = version
+
+    def learn_context_window(self, tokens: int) -> bool:
+        """The provider stated in an overflow error that the model's window is ``tokens``.
+
+        Trigger: a model whose real window is far below the configured one (a local server started with
+        a small context, a proxy in front of a smaller model). Why: recovering from each overflow keeps
+        the thresholds of the configured window, so the session overflows again every time its context
+        grows back. Outcome: when ``tokens`` is below the window in use, the session works within it
+        from now on (flush, compaction, the kept part all scale with it), and it is recorded in the
+        store entry (``learnedContextTokens`` for this model, ``contextTokens`` the window in use) so a
+        reopened session, and the next one under this key, know it. True when it changed the window.
+        """
+        if tokens >= self.context_window:
+            return False
+        model = str(getattr(self.runner.model, "name", "") or "")
+        session_id = self.entry.session_id
+
+        def learn(current: SessionEntry | None) -> SessionEntry | None:
+            entry = current if current is not None else self.entry
+            if entry.session_id != session_id:
+                return None
+            learned = {**(entry.learned_context_tokens or {}), model: tokens}
+            return entry.touched(learned_context_tokens=learned, context_tokens=tokens)
+
+        stored = self.runner.store.update(self.key, learn)
+        if stored is not None and stored.session_id == session_id:
+            self.entry = stored
+        self.context_window = tokens
+        return True
 
     def reload_context(self) -> None:
         """Rebuild the context from the transcript (after a compaction entry was appended)."""

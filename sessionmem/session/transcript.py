@@ -14,7 +14,6 @@ missing ``\\n`` so the torn fragment stays alone on its line.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import secrets
@@ -31,9 +30,9 @@ try:
 except ImportError:  # Windows: appends are still single writes
     fcntl = None  # type: ignore[assignment]
 
-from sessionmem.errors import TranscriptError, os_error_reason
+from sessionmem.errors import FileWriteError, TranscriptError, os_error_reason
 from sessionmem.messages import Message, ToolCall, Usage
-from sessionmem.safefs import PRIVATE_FILE_MODE
+from sessionmem.safefs import PRIVATE_FILE_MODE, write_at_end
 
 log = logging.getLogger(__name__)
 
@@ -541,33 +540,16 @@ def _append_line(
         # Outcome: the fragment stays alone on its (skipped) line and ours parses.
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
-        _write_all_or_nothing(fd, line, size, path)
+        write_at_end(fd, line, size, str(path))
         return size + len(line)
+    except FileWriteError as exc:
+        # Trigger: the disk filled up (or another write error) part-way through our line. Why: the part
+        # written would be a torn line, and the caller is told the entry was not recorded. Outcome: the
+        # file was cut back to its size before the append (we still hold its lock).
+        raise TranscriptError(
+            f"cannot append to transcript {path}: {exc.reason} ({exc.detail}; the entry was not recorded)"
+        ) from exc
     except OSError as exc:
         raise TranscriptError(f"cannot append to transcript {path}: {os_error_reason(exc)}") from exc
     finally:
         os.close(fd)  # also releases the flock
-
-
-def _write_all_or_nothing(fd: int, data: bytes, size: int, path: Path) -> None:
-    """Write ``data`` at the end of ``fd`` (``size`` bytes long before), or truncate it back to ``size``."""
-    written = 0
-    try:
-        while written < len(data):
-            n = os.write(fd, data[written:])
-            if n == 0:  # no progress and no error: treat like a full disk rather than loop
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            written += n
-    except OSError as exc:
-        # Trigger: the disk filled up (or another write error) part-way through our line. Why: the
-        # part written would be a torn line, and the caller is told the entry was not recorded.
-        # Outcome: the file is cut back to its size before the append (we still hold its lock).
-        try:
-            os.ftruncate(fd, size)
-        except OSError:
-            log.error("could not roll back a partial append to transcript %s", path, exc_info=True)
-        reason = os_error_reason(exc)
-        raise TranscriptError(
-            f"cannot append to transcript {path}: {reason} ({written} of {len(data)} bytes written, "
-            "rolled back; the entry was not recorded)"
-        ) from exc

@@ -12,12 +12,12 @@ the context (verbatim notes beat a summary). An overflow after that, or with not
 prompt alone is over the window), is raised. The step never imports the gate: the gate runs flush turns
 through this module.
 
-Only ``NO_REPLY`` is silence: an answer with no text and no tool call (a stream that ended without a
-chunk) is a :class:`~sessionmem.errors.ModelError` the caller sees. A failed model call does not lose the
-user's message: it is written to the transcript before the error is raised, so the next turn sends it
-again, followed by the new message. The one exception is a message that does not fit the model's window
-even with everything else compacted away: it is not kept (it would make every later turn overflow), and
-the error says so.
+Only ``NO_REPLY`` is silence: an answer with no visible text and no tool call (a stream that ended
+without a chunk, or a reasoning block alone) is a :class:`~sessionmem.errors.ModelError` the caller sees.
+A failed model call does not lose the user's message: it is written to the transcript before the error is
+raised, so the next turn sends it again, followed by the new message. The one exception is a message that
+does not fit the model's window even with everything else compacted away: it is not kept (it would make
+every later turn overflow), and the error says so.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from sessionmem.session.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.events import CompactionResult, ToolCallEvent
 from sessionmem.session.noreply import deliverable_reply, silent_tokens
 from sessionmem.session.projection import usage_fields
+from sessionmem.session.reasoning import strip_reasoning
 from sessionmem.session.state import SessionState, TurnKind
 from sessionmem.session.streaming import PartialCallback, stream_reply
 from sessionmem.session.tools import Tool, dispatch
@@ -91,6 +92,11 @@ async def run_model_turn(
     limit = max(1, state.runner.agent.max_tool_iterations)
     if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
         limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
+        if state.projection([prompt]).tokens > state.context_window:
+            # Trigger: the flush an overflow's compaction runs first, the context known to be over the
+            # window (the provider just stated it). Why: sending it whole would overflow once more.
+            # Outcome: it starts on the newest half, as it would after that overflow.
+            turn.trim_to = _flush_trim(state)
     for _ in range(limit):
         try:
             reply = await _call_model(state, turn, tools, system_extra, make_room)
@@ -141,7 +147,8 @@ async def run_model_turn(
 def append_message(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
     """Write ``message`` to the transcript and the context (and to ``turn``'s messages)."""
     if turn is not None and turn.kind == "flush":  # marked so the /new memory file leaves it out, with
-        meta.setdefault("provenance", flush_provenance(state.flushing))  # its cycle (DESIGN 16)
+        unsaved = bool(state.tools.flush_write_failures)  # its cycle (DESIGN 16), and whether a write
+        meta.setdefault("provenance", flush_provenance(state.flushing, write_failed=unsaved))  # failed
     entry_id = state.transcript.append_message(message, **meta)
     notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
     path = state.transcript.path
@@ -189,10 +196,14 @@ async def _call_model(
             continue
         turn.model_calls += 1
         turn.usage = turn.usage + (reply.message.usage or Usage())
-        if turn.kind == "turn" and not reply.message.content.strip() and not reply.message.tool_calls:
+        if (
+            turn.kind == "turn"
+            and not strip_reasoning(reply.message.content)
+            and not reply.message.tool_calls
+        ):
             raise ModelError(
-                f"model {reply.model or state.runner.model.name} returned an empty answer (no text and no "
-                "tool call); only NO_REPLY means silence"
+                f"model {reply.model or state.runner.model.name} returned an empty answer (no visible text "
+                "and no tool call); only NO_REPLY means silence"
             )
         return reply
 
@@ -207,10 +218,17 @@ async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn)
 async def _recover_overflow(
     state: SessionState, turn: ModelTurn, exc: ContextWindowExceeded, make_room: MakeRoom
 ) -> None:
+    # The provider said how large the model's window really is: work within it from now on (the
+    # compaction below already does). Only the session's own model teaches it; a flush model may differ.
+    if (
+        exc.window is not None
+        and model_for(state.runner.model, state.runner.agent, turn.kind) is state.runner.model
+    ):
+        state.learn_context_window(exc.window)
     if not state.runner.agent.compaction.enabled:
         raise exc
     if turn.kind == "flush" and turn.trim_to is None and not turn.rooms_made:
-        turn.trim_to = max(1, state.counter.count_all(state.context) // 2)
+        turn.trim_to = _flush_trim(state)
         return
     if turn.rooms_made >= MAX_ROOM_ATTEMPTS:
         turn.prompt_unfit = True
@@ -234,6 +252,11 @@ async def _recover_overflow(
             status_code=exc.status_code,
         ) from exc
     turn.trim_to = None
+
+
+def _flush_trim(state: SessionState) -> int:
+    """How much of the context a flush that does not fit sends: the newest half."""
+    return max(1, state.counter.count_all(state.context) // 2)
 
 
 def _request(state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str) -> ModelRequest:

@@ -4,17 +4,11 @@ A write that fails says "no space left on device" and names the file; it leaves 
 and no half-written sessions.json; and once space is back the session goes on with its store reconciled
 with its transcript (DESIGN 16), so a compaction whose store update failed still closes its cycle.
 
-Mounting a tmpfs needs root (CAP_SYS_ADMIN). Without it these tests skip, saying so; with CI=true they
-fail instead, since the machines the project is tested on can mount one.
+The disk is :mod:`tests.support.full_disk`'s ``disk`` fixture (it skips without root, fails in CI).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,62 +23,10 @@ from sessionmem.session.events import CompactionEvent, FlushEvent
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.store import SessionStore
 from sessionmem.session.transcript import Transcript, read_entries
-from tests.conftest import IN_CI
 from tests.scenarios.harness import make_runner, small_config, store_entry
+from tests.support.full_disk import fill, slack
 
 KEY = "agent:main:main"
-PAGE = 4096  # tmpfs hands out whole pages: a new file needs one, an append within the last page none
-
-
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KB tmpfs mounted for this test."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    problem = None
-    if os.geteuid() != 0:
-        problem = "mounting a tmpfs needs root"
-    else:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount_point)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            problem = f"cannot mount a tmpfs: {done.stderr.strip()}"
-    if problem:
-        if IN_CI:
-            pytest.fail(f"the disk-full tests must run in CI: {problem}")
-        pytest.skip(problem)
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Fill the disk up with one file; returns it (remove it to free the space)."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"\0" * PAGE)
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"\0")
-    finally:
-        os.close(fd)
-    with pytest.raises(OSError) as caught:
-        (disk / "probe").write_bytes(b"x")
-    assert caught.value.errno == errno.ENOSPC
-    return filler
-
-
-def slack(path: Path) -> int:
-    """Bytes that still fit in the file's last page (appends up to this need no new page)."""
-    size = path.stat().st_size
-    return (PAGE - size % PAGE) % PAGE
 
 
 def parsed_lines(path: Path) -> int:

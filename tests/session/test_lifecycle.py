@@ -14,7 +14,7 @@ from freezegun import freeze_time
 
 from sessionmem.config import Config, ResetConfig, merge
 from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
-from sessionmem.model.scripted import ScriptedModel, flush_aware
+from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.events import CompactionEvent, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from sessionmem.session.lifecycle import daily_boundary, rotated_entry, stale_reason_at
 from sessionmem.session.store import SessionEntry
@@ -463,6 +463,25 @@ def test_a_created_session_announces_session_start_once_at_its_first_turn(
     assert event.transcript_path == session.transcript.path
     assert event.command_source == "test"
     assert event.session_key == session.key
+
+
+def test_a_created_session_dropped_from_memory_before_its_first_turn_still_announces_once(
+    tmp_path: Path, workspace: Path
+) -> None:
+    registry = HookRegistry()
+    seen = start_spy(registry)
+    config = merge(small_config(), {"session": {"maxIdleSessions": 1}})
+    runner, _ = make_runner(ScriptedModel(responder=echo), tmp_path, workspace, config, hooks=registry)
+    keys = ["agent:main:telegram:direct:ann", "agent:main:telegram:direct:bob"]
+    kept = runner.open(keys[0])
+    runner.open(keys[1])  # the first one, idle, leaves the runner's memory
+    assert runner.sessions_in_memory == (keys[1],)
+    again = runner.open(keys[0])  # read back from sessions.json: no turn yet
+    assert again is not kept
+    again.run_turn_sync("hello")
+    kept.run_turn_sync("and the handle kept from before")
+    runner.open(keys[1]).run_turn_sync("hi")
+    assert [(e.session_key, e.extra["reason"]) for e in seen] == [(keys[0], "created"), (keys[1], "created")]
 
 
 def test_a_session_reopened_from_sessions_json_does_not_announce_a_start(
