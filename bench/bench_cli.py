@@ -155,6 +155,11 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_KEYS}
         env["SESSIONMEM_STATE_DIR"] = str(tmp / "state")
         env.pop("SESSIONMEM_CONFIG", None)
+        # Trigger: a shell with PYTHONDONTWRITEBYTECODE set (some sandboxes and CI images set it). Why: pip
+        # compiles an installed package's byte code, and an editable install writes it on first import, so
+        # a user's cold search reads .pyc files; without them every run compiles ~35 modules (about 45 ms).
+        # Outcome: the children may write byte code, and the warm-up run below writes it.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         cli = [*sessionmem_command(), "--workspace", str(ws)]
         start = time.perf_counter()
         proc = subprocess.run([*cli, "memory", "index"], env=env, capture_output=True, text=True)
