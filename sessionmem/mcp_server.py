@@ -6,13 +6,14 @@ What a client sees:
   the same input schemas and the same JSON results; a result that carries ``error`` is flagged
   ``isError`` so the client's model knows to correct its call;
 - the write tools ``memory_append_daily`` and ``memory_write`` (the runner's own, with their safety
-  rules: appends never rewrite, a replace keeps ``MEMORY.md.bak``) only when the config turns them on
-  (``memory.mcp.writeTools``); a write marks the index dirty so the next search re-reads the file;
+  rules: appends never rewrite, a replace keeps the earlier text under ``.memory-history/``) only when
+  the config turns them on (``memory.mcp.writeTools``); the command indexes a write before it returns,
+  so the next search finds it;
 - a resource ``sessionmem://status``: what ``sessionmem memory status --json`` prints.
 
-Who the client is: the agent's owner, like the command line. It reads as the agent's main session
-(``agent:<id>:main``, a private direct chat): citations follow ``memory.citations`` for a direct
-chat, and nothing is hidden from it that the owner could read on disk.
+Who the client is: the agent's owner, like the command line. It reads with no session key, so nothing
+is hidden from it that the owner could read on disk (with ``memory.scope: peer`` too: every person's
+notes), citations follow ``memory.citations`` for a direct chat, and it writes the root files.
 
 The SDK is an optional extra (``pip install 'sessionmem[mcp]'``), imported only here and only when a
 server is built, so ``import sessionmem`` and the other commands never load it.

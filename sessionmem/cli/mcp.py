@@ -72,19 +72,14 @@ def mcp(ctx: click.Context, port: int | None) -> None:
 
 
 def server_tools(app: Context, index: MemoryIndex) -> MemoryServerTools:
-    """The agent tools as the config asks, read as the agent's main (private) session."""
+    """The agent tools as the config asks, read as the owner (no session key): everything, whatever
+    ``memory.scope``, and citations as in a direct chat."""
     from sessionmem.cli.memory import current_vector_path
     from sessionmem.mcp_server import MemoryServerTools, write_tools
     from sessionmem.memory.tools import MemoryTools
-    from sessionmem.session.keys import default_key
 
     memory = MemoryTools.from_config(
-        app.config,
-        app.agent_id,
-        index=index,
-        workspace=app.workspace,
-        sessions_dir=app.sessions_dir,
-        session_key=default_key(app.agent_id),
+        app.config, app.agent_id, index=index, workspace=app.workspace, sessions_dir=app.sessions_dir
     )
 
     def status() -> dict[str, Any]:

@@ -42,10 +42,10 @@ def home(tmp_path: Path, workspace: Path) -> Path:
     return tmp_path
 
 
-def write_config(home: Path, *, write_tools: bool) -> Path:
+def write_config(home: Path, *, write_tools: bool, scope: str = "agent") -> Path:
     config = {
         "agents": {"defaults": {"memorySearch": {"provider": "none"}}},
-        "memory": {"mcp": {"writeTools": write_tools}},
+        "memory": {"mcp": {"writeTools": write_tools}, "scope": scope},
     }
     path = home / "config.json"
     path.write_text(json.dumps(config))
@@ -118,16 +118,14 @@ def test_stdio_serves_the_agent_tools_with_their_own_schemas_and_results(home: P
     assert [(r["path"], r["startLine"], r["endLine"]) for r in search["results"]] == [
         ("memory/2026-11-10.md", 1, 3)
     ]
-    # The owner reads as the agent's main (private) session: citations as in a direct chat.
+    # The owner reads with no session key: citations as in a direct chat.
     assert search["results"][0]["citation"] == "memory/2026-11-10.md#L1-L3"
 
     # The same result the agent tool gives in process, over the index the server built.
     workspace, state = home / "workspace", home / "state"
     cfg = Config.load(config)
     with MemoryIndex.open("main", workspace, cfg.for_agent("main").memory_search, state_dir=state) as index:
-        tools = MemoryTools.from_config(
-            cfg, "main", index=index, workspace=workspace, session_key="agent:main:main"
-        )
+        tools = MemoryTools.from_config(cfg, "main", index=index, workspace=workspace)
         in_process = tools.call_dict("memory_search", {"query": "billing cutover", "maxResults": 3})
     assert search["results"] == in_process["results"]
 
@@ -137,6 +135,25 @@ def test_stdio_serves_the_agent_tools_with_their_own_schemas_and_results(home: P
     assert got["escape"].is_error is True
     assert refused["text"] == "" and "escapes the workspace" in refused["error"]
     assert SECRET.strip() not in got["escape"].content[0].text
+
+
+def test_with_a_memory_per_person_the_owner_still_reads_every_persons_notes(home: Path) -> None:
+    # memory.scope peer keeps each person's notes from the others' sessions, not from the owner: the
+    # client reads all of the agent's memory, as the command line does.
+    config = write_config(home, write_tools=False, scope="peer")
+    peer_note = home / "workspace" / "memory" / "peers" / "telegram~direct~42" / "2026-11-12.md"
+    peer_note.parent.mkdir(parents=True)
+    peer_note.write_text("# 2026-11-12\n\n- Dana's daughter starts school in Porto in January.\n")
+
+    async def session(client: Client) -> dict[str, Any]:
+        search = await client.call_tool("memory_search", {"query": "school Porto"})
+        read = await client.call_tool("memory_get", {"path": "memory/peers/telegram~direct~42/2026-11-12.md"})
+        return {"search": text_of(search), "read": read}
+
+    got = run(stdio_params(home, config), session)
+    assert [r["path"] for r in got["search"]["results"]] == ["memory/peers/telegram~direct~42/2026-11-12.md"]
+    assert got["read"].is_error is False
+    assert "starts school in Porto" in text_of(got["read"])["text"]
 
 
 def test_stdio_refuses_a_write_when_the_config_does_not_enable_it(home: Path) -> None:
