@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sessionmem.errors import MemoryIndexError
+from sessionmem.memory.transcript_names import header_session_key, is_transcript_name, reset_archive_of
 from sessionmem.privacy import OWNER, markdown_label, transcript_label
 
 # Dependency folders, and the versions a MEMORY.md replace saved (sessionmem.memory.history.HISTORY_DIR):
@@ -303,67 +304,6 @@ class MarkdownSource:
 
 
 SessionEntryBuilder = Callable[[Path], Any]
-
-# ``<live>.jsonl.reset.<ISO 8601 UTC with ':' -> '-'>``, the name ``/new``, ``/reset`` and daily/idle
-# resets give the old transcript (sessionmem.session.lifecycle.archive_name, OpenClaw's format).
-_RESET_ARCHIVE = re.compile(
-    r"^(?P<live>[^/\\\x00]+\.jsonl)\.reset\.\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d{1,9})?Z$"
-)
-_ARCHIVE_MARKERS = (".reset.", ".deleted.")
-
-
-def is_live_transcript_name(name: str) -> bool:
-    """``<name>.jsonl`` that is not hidden and not an archive (``.reset.``/``.deleted.`` inside)."""
-    return (
-        name.endswith(".jsonl")
-        and not name.startswith(".")
-        and not any(marker in name for marker in _ARCHIVE_MARKERS)
-        and not any(ch in name for ch in "/\\\x00")
-    )
-
-
-def reset_archive_of(name: str) -> str | None:
-    """The live transcript name a reset archive was renamed from, or None when ``name`` is not exactly
-    ``<live>.jsonl.reset.<timestamp>``. ``*.jsonl.deleted.*`` (a deleted session) is never an archive
-    to search."""
-    match = _RESET_ARCHIVE.match(name)
-    if match is None or not is_live_transcript_name(match.group("live")):
-        return None
-    return match.group("live")
-
-
-def is_transcript_name(name: str) -> bool:
-    """A transcript the index searches: a live ``*.jsonl`` or a reset archive of one."""
-    return is_live_transcript_name(name) or reset_archive_of(name) is not None
-
-
-HEADER_BYTES = 64 * 1024  # a transcript's header line is well under this
-
-
-def header_session_key(path: str | os.PathLike[str]) -> str | None:
-    """The ``sessionKey`` a transcript's header line names, or None (no header, none named, unreadable).
-
-    The key decides who may see the transcript (:func:`sessionmem.privacy.transcript_label`)."""
-    try:
-        with open(path, "rb") as handle:
-            first = handle.read(HEADER_BYTES).split(b"\n", 1)[0]
-    except OSError:
-        return None
-    return session_key_of_header(first)
-
-
-def session_key_of_header(line: bytes) -> str | None:
-    """The ``sessionKey`` of a transcript's first line when it is the header (``type: "session"``)."""
-    import orjson
-
-    try:
-        header = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(header, dict) or header.get("type") != "session":
-        return None
-    key = header.get("sessionKey")
-    return key if isinstance(key, str) and key.strip() else None
 
 
 class TranscriptSource:

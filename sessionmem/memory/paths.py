@@ -7,7 +7,8 @@
 - ``sessions/<name>.jsonl``, the path a session-transcript hit carries (DESIGN decision 8), or
   ``sessions/<name>.jsonl.reset.<time>``, a transcript archived by ``/new``/``/reset`` (still searched),
   when a sessions directory is known. The name must be exactly one of those two shapes
-  (``files.is_transcript_name``): no folder, no ``..``, no ``.deleted.`` archive, nothing else there.
+  (``transcript_names.is_transcript_name``): no folder, no ``..``, no ``.deleted.`` archive, nothing
+  else there.
 
 A ``..`` segment is refused outright, even one that folds back to an allowed file
 (``memory/../MEMORY.md``): a path the tools hand out never has one, so a ``..`` is a traversal
@@ -34,13 +35,8 @@ from pathlib import Path
 from typing import Literal
 
 from sessionmem.errors import MemoryPathError
-from sessionmem.memory.files import (
-    header_session_key,
-    is_memory_path,
-    is_transcript_name,
-    normalize_extra_paths,
-    normalize_rel_path,
-)
+from sessionmem.memory.files import is_memory_path, normalize_extra_paths, normalize_rel_path
+from sessionmem.memory.transcript_names import header_session_key, is_transcript_name
 from sessionmem.privacy import Visibility, markdown_label, refusal, transcript_label
 
 TargetKind = Literal["memory", "extra", "session"]

@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 
 from sessionmem.memory.redact import redact_secrets
+from sessionmem.memory.transcript_names import is_live_transcript_name
 from sessionmem.messages import written_in_a_flush
 
-ARCHIVE_MARKERS = (".reset.", ".deleted.")
 _NEWLINE_RUN = re.compile(r"\s*\n+\s*")
 _SPACE_RUN = re.compile(r"\s+")
 _LABELS = {"user": "User", "assistant": "Assistant"}
@@ -211,12 +211,9 @@ def session_window(
     return texts, line_map
 
 
-def is_archive_name(name: str) -> bool:
-    return any(marker in name for marker in ARCHIVE_MARKERS)
-
-
 def list_session_files(sessions_dir: str | os.PathLike[str]) -> list[Path]:
-    """The live transcripts in a sessions folder: regular ``*.jsonl`` files, archives excluded, sorted."""
+    """The live transcripts in a sessions folder (regular files whose names pass
+    :func:`~sessionmem.memory.transcript_names.is_live_transcript_name`), sorted."""
     folder = Path(sessions_dir)
     try:
         entries = list(os.scandir(folder))
@@ -225,7 +222,7 @@ def list_session_files(sessions_dir: str | os.PathLike[str]) -> list[Path]:
     found = [
         folder / e.name
         for e in entries
-        if e.name.endswith(".jsonl") and not is_archive_name(e.name) and e.is_file(follow_symlinks=False)
+        if is_live_transcript_name(e.name) and e.is_file(follow_symlinks=False)
     ]
     return sorted(found)
 

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sessionmem.memory.session_files import SessionDeltaTracker, is_archive_name
+from sessionmem.memory.session_files import SessionDeltaTracker
+from sessionmem.memory.transcript_names import is_live_transcript_name
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig, SessionSyncConfig
@@ -76,7 +77,7 @@ class TranscriptDeltaScheduler:
         target = Path(os.path.abspath(path))
         if target.parent != self.sessions_dir:
             return None
-        if not target.name.endswith(".jsonl") or is_archive_name(target.name):
+        if not is_live_transcript_name(target.name):
             return None
         return target
 

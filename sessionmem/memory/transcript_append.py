@@ -30,8 +30,8 @@ from pathlib import Path
 
 from sessionmem.memory.chunk_context import chunk_context
 from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank
-from sessionmem.memory.files import session_key_of_header
 from sessionmem.memory.session_files import flatten_lines
+from sessionmem.memory.transcript_names import session_key_of_header
 from sessionmem.privacy import OWNER, transcript_label
 
 TAIL_PREFIX = "jsonl-tail:v1:"

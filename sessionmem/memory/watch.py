@@ -18,26 +18,34 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from sessionmem.memory.files import IGNORED_DIRS, ROOT_FILES
 
-if TYPE_CHECKING:
-    from sessionmem.memory.index import MemoryIndex
-
 log = logging.getLogger(__name__)
 
 _IGNORED_EVENTS = frozenset({"opened", "closed_no_write"})
+
+
+class WatchedIndex(Protocol):
+    """What the watcher needs of the index it keeps fresh (``MemoryIndex`` is one); the index imports
+    this module, never the other way round."""
+
+    agent_id: str
+
+    def mark_dirty(self) -> None: ...
+
+    def sync(self, *, reason: str) -> object: ...
 
 
 class MemoryWatcher(FileSystemEventHandler):
     """Runs a watchdog observer for one index; ``stop`` cancels a pending sync."""
 
     def __init__(
-        self, index: MemoryIndex, workspace: Path, extra_paths: Sequence[Path], *, debounce_s: float = 1.5
+        self, index: WatchedIndex, workspace: Path, extra_paths: Sequence[Path], *, debounce_s: float = 1.5
     ) -> None:
         self.index = index
         self.workspace = Path(os.path.abspath(workspace))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, TypeGuard
 
 from sessionmem.errors import UsageError
+from sessionmem.memory.transcript_names import is_archive_name
 from sessionmem.privacy import classify_key
 
 ChatType = Literal["direct", "group", "channel"]
@@ -146,11 +147,6 @@ def store_path(state_dir: str | Path, agent_id: str, store: str | Path | None = 
         templated = str(store).replace("{agentId}", validate_agent_id(agent_id))
         return Path(templated).expanduser().absolute()
     return sessions_dir(state_dir, agent_id) / STORE_FILENAME
-
-
-def is_archive_name(name: str) -> bool:
-    """True for rotated transcripts (``<file>.reset.<ts>``, ``<file>.deleted.<ts>``)."""
-    return ".reset." in name or ".deleted." in name
 
 
 def is_transcript_name(name: str, session_id: str) -> bool:

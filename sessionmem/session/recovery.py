@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from sessionmem.memory.transcript_names import is_archive_name
 from sessionmem.messages import flush_cycle, flush_write_failed, written_in_a_flush
 from sessionmem.session import keys
 from sessionmem.session.entry import SessionEntry, aliased_fields, call_figures, compaction_figures
@@ -34,7 +35,7 @@ def entries_from_transcripts(folder: Path, agent_id: str) -> dict[str, SessionEn
     if not folder.is_dir():
         return entries
     for file in sorted(folder.glob("*.jsonl")):
-        if keys.is_archive_name(file.name):
+        if is_archive_name(file.name):
             continue
         header, figures = replay_transcript(file)
         found = header.get("id")

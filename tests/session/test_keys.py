@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.errors import UsageError
+from sessionmem.memory.transcript_names import is_archive_name
 from sessionmem.session import keys
 from sessionmem.session.store import SessionStore
 
@@ -103,6 +104,6 @@ def test_unsafe_agent_ids_are_rejected(tmp_path: Path) -> None:
 
 
 def test_archive_names() -> None:
-    assert keys.is_archive_name("abc.jsonl.reset.2026-11-01T10-00-00.000Z")
-    assert keys.is_archive_name("abc.jsonl.deleted.2026-11-01T10-00-00.000Z")
-    assert not keys.is_archive_name("abc.jsonl")
+    assert is_archive_name("abc.jsonl.reset.2026-11-01T10-00-00.000Z")
+    assert is_archive_name("abc.jsonl.deleted.2026-11-01T10-00-00.000Z")
+    assert not is_archive_name("abc.jsonl")

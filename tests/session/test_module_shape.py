@@ -1,4 +1,5 @@
-"""The session package keeps its shape: no import circle between its modules, and no module reaching
+"""The package keeps its shape: no import circle between its modules, layers that point one way (the
+memory layer never imports the session layer, the CLI or the runner's helpers), and no module reaching
 into another's private names (imported ``_names``, or ``obj._field`` on anything but ``self``/``cls``).
 
 Every import counts, also those inside functions and ``if TYPE_CHECKING:`` blocks: a circle hidden in a
@@ -95,6 +96,27 @@ def test_no_import_circle_between_the_session_modules() -> None:
     assert len(session) > 15
     graph = {name: dependencies(path, modules) & set(session) for name, path in session.items()}
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_no_import_circle_anywhere_in_the_package() -> None:
+    modules = all_modules()
+    assert len(modules) > 60
+    graph = {name: dependencies(path, modules) for name, path in modules.items()}
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_the_memory_layer_knows_nothing_of_sessions() -> None:
+    # DESIGN: session uses memory; memory knows nothing of sessions except transcript files on disk.
+    above = ("sessionmem.session", "sessionmem.cli", "sessionmem.hooks", "sessionmem.replay", "sessionmem.demo")
+    modules = all_modules()
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        if name.startswith("sessionmem.memory")
+        for target in sorted(dependencies(path, modules))
+        if target.startswith(above)
+    ]
+    assert offenders == []
 
 
 def _is_private(name: str) -> bool:
