@@ -42,7 +42,3 @@ _FTS_UNIT = re.compile(f"{CJK_CHAR.pattern}|{THAI_CLUSTER.pattern}")
 def fts_text(text: str) -> str:
     """The document text to store in the FTS5 column (CJK characters and Thai clusters space-separated)."""
     return _FTS_UNIT.sub(lambda m: f" {m.group(0)} ", text)
-
-
-def has_cjk(text: str) -> bool:
-    return CJK_CHAR.search(text) is not None

@@ -346,11 +346,6 @@ def shingles(text: str, size: int = DUPLICATE_SHINGLE) -> frozenset[tuple[str, .
     return frozenset(tuple(words[i : i + size]) for i in range(len(words) - size + 1))
 
 
-def near_duplicates(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]], threshold: float) -> bool:
-    """True when most of the smaller shingle set is in the larger one (containment >= ``threshold``)."""
-    return _contained(len(a & b), len(a), len(b), threshold)
-
-
 def _contained(shared: int, size_a: int, size_b: int, threshold: float) -> bool:
     small = min(size_a, size_b)
     return small >= DUPLICATE_MIN_SHINGLES and shared / small >= threshold

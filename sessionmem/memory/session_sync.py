@@ -97,14 +97,6 @@ class TranscriptDeltaScheduler:
                 self._timer.start()
         return True
 
-    def check_now(self) -> list[Path]:
-        """Run the pending check immediately (instead of at the timer); returns the files found dirty."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-        return self._fire()
-
     @property
     def pending(self) -> bool:
         """A check is scheduled or running."""

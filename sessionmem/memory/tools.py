@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from sessionmem.config import Config
 from sessionmem.errors import MemoryPathError, UsageError
@@ -33,8 +33,6 @@ from sessionmem.memory.recall import memory_recall_section
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
 from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
-
-CitationsMode = Literal["on", "off", "auto"]
 
 SEARCH_TOOL = "memory_search"
 GET_TOOL = "memory_get"

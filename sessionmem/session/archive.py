@@ -31,6 +31,7 @@ from sessionmem.memory.files import strip_control_chars
 from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
 from sessionmem.privacy import chat_folder
 from sessionmem.safefs import create_new_under
+from sessionmem.session.keys import sessions_dir
 from sessionmem.session.slug import as_utc, fallback_slug, generate_slug
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 HOOK_NAME = "session-memory"
 DEFAULT_MESSAGES = 15
-MAX_NAME_ATTEMPTS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +194,7 @@ def session_dirs(event: HookEvent, session_file: Path | None) -> list[Path]:
     extra = event.extra.get("sessions_dir")
     if extra:
         dirs.append(Path(extra))
-    dirs.append(Path(event.state_dir) / "agents" / event.agent_id / "sessions")
+    dirs.append(sessions_dir(event.state_dir, event.agent_id))
     dirs.append(Path(event.workspace) / "sessions")
     return dirs
 

@@ -108,10 +108,6 @@ def is_private(key: str) -> bool:
     return parse_key(key).private
 
 
-def agent_id_of(key: str, default: str = DEFAULT_AGENT_ID) -> str:
-    return parse_key(key).agent_id or default
-
-
 def recovered_key(agent_id: str, session_id: str) -> str:
     """Key given to a transcript found on disk whose session key is unknown."""
     return f"agent:{normalize_key(agent_id)}:recovered:{session_id.lower()}"

@@ -69,11 +69,6 @@ def tool(fn: Handler | None = None, *, name: str | None = None, description: str
     return build(fn) if fn is not None else build
 
 
-def schema_from_signature(func: Handler) -> dict[str, Any]:
-    """The JSON schema of ``func``'s arguments, as :func:`tool` builds it."""
-    return describe(func).parameters
-
-
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     content: str
