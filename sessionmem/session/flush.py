@@ -9,8 +9,8 @@ Differences from OpenClaw, on purpose:
   the flush always comes before threshold compaction;
 - a window too small for the reserves gets a scaled budget (:func:`window_budget`) instead of thresholds
   of 0 that would never flush nor compact;
-- a flush is recorded against the cycle it *started* in (DESIGN 2; the runner writes
-  ``memoryFlushCompactionCount`` at flush start).
+- a flush is recorded against the cycle it *started* in (DESIGN 2), and only once its turn has ended
+  (DESIGN 16): ``memoryFlushCompactionCount`` is written then, by the gate (:mod:`sessionmem.session.gate`).
 """
 
 from __future__ import annotations

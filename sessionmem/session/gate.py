@@ -75,9 +75,7 @@ async def preflight(state: SessionState, pending: Message) -> None:
     gate (which flushes first); else at the flush threshold (or after enough transcript growth) flush."""
     projected = state.projection([pending]).tokens
     cfg = state.runner.agent.compaction
-    guards = state.guards()
-    may_compact = cfg.enabled and not guards["heartbeat"] and not guards["provider_owns_compaction"]
-    if may_compact and projected >= compaction_threshold(state.context_window, cfg) > 0:
+    if state.may_compact() and projected >= compaction_threshold(state.context_window, cfg) > 0:
         await compact_through_gate(state, "threshold")
         return
     decision = should_flush(
@@ -86,7 +84,7 @@ async def preflight(state: SessionState, pending: Message) -> None:
         cfg,
         state.entry.to_json_dict(),
         state.transcript.bytes_since_compaction(),
-        **guards,
+        **state.guards(),
     )
     if decision.skipped:
         await emit(state, FlushSkippedEvent(session_key=state.key, reason=decision.reason))

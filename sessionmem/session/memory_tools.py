@@ -1,14 +1,18 @@
 """Tools that let the agent write its own Markdown memory, scoped to the workspace's memory files.
 
 - ``memory_read(path, from?, lines?)``: read ``MEMORY.md`` or ``memory/**.md`` (offered when the
-  memory_get tool is not, e.g. memory search disabled).
-- ``memory_append_daily(text)``: append to today's ``memory/YYYY-MM-DD.md`` (the user's time zone).
-- ``memory_write(path, content, mode)``: ``MEMORY.md`` only, ``append`` or ``replace``.
+  memory_get tool is not, e.g. memory search disabled); it answers what ``memory_get`` would.
+- ``memory_append_daily(text)``: append to today's daily log (the user's time zone) in the session's
+  home folder (``memory/``, or its own ``memory/peers/<chat>/`` with ``memory.scope: peer``).
+- ``memory_write(path, content, mode)``: the home's ``MEMORY.md`` only, ``append`` or ``replace``.
 
 Safety rules, on purpose:
-- Appends never rewrite: the file is opened ``O_APPEND`` and the text is written in one call, with a
-  newline separator when the file does not end in one (as OpenClaw's flush writer). Appending text that
-  is already at the end of the file is a no-op, so a model re-emitting its note does not duplicate it.
+- Appends never rewrite: the file is opened ``O_APPEND`` without following a symlink, and the text is
+  appended whole or not at all (a write cut short by a full disk is rolled back,
+  :func:`sessionmem.safefs.append_under`), with a newline separator when the file does not end in one
+  (as OpenClaw's flush writer). Appending text that is already at the end of the file is a no-op, so a
+  model re-emitting its note does not duplicate it. A write the file system refuses is a tool error
+  naming the file; in the flush it also keeps the flush from counting (:mod:`sessionmem.session.gate`).
 - ``replace`` of MEMORY.md first saves the current text as a dated version under
   ``.memory-history/MEMORY.md/`` (the newest 20 kept, never indexed; ``sessionmem.memory.history``) and
   then writes the new content atomically (temp file + rename); a replace that would drop more than half
@@ -41,9 +45,21 @@ from sessionmem.memory.files import strip_control_chars
 from sessionmem.memory.history import MAX_VERSIONS, history_folder, save_version
 from sessionmem.memory.paths import normalize_rel_path, writable_memory_path
 from sessionmem.messages import text_problem
-from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility, markdown_label, refusal
+from sessionmem.privacy import (
+    AGENT_HOME,
+    EVERYTHING,
+    MemoryHome,
+    Visibility,
+    home_for,
+    markdown_label,
+    reader_visibility,
+    refusal,
+)
 from sessionmem.safefs import append_under, open_under, read_all, replace_under
+from sessionmem.session import keys
+from sessionmem.session.events import MemoryWriteEvent
 from sessionmem.session.flush import date_stamp, user_zone
+from sessionmem.session.prompt import PromptOptions, build_system_prompt
 from sessionmem.session.tool_schema import ArgumentError
 from sessionmem.session.tools import ArgumentConverter, Tool, ToolError
 
@@ -341,10 +357,6 @@ class SessionTools:
     during the flush only reading tools plus the append-only daily-log writers."""
 
     def __init__(self, runner: Any, session_key: str, on_event: Callable[[Any], None]) -> None:
-        from sessionmem.privacy import home_for, reader_visibility
-        from sessionmem.session import keys
-        from sessionmem.session.events import MemoryWriteEvent
-
         agent = runner.agent
         self.runner = runner
         self.session_key = session_key
@@ -385,11 +397,8 @@ class SessionTools:
         agent = self.runner.agent
         if not agent.memory_search.enabled:
             return None
-        try:
-            from sessionmem.memory.tools import MemoryTools
-        except ImportError:  # the memory layer is optional for the runner
-            return None
         from sessionmem.memory.session_sync import sessions_enabled
+        from sessionmem.memory.tools import MemoryTools
 
         sessions_dir = None  # memory_get opens session hits (DESIGN 8) when transcripts are indexed
         if sessions_enabled(agent.memory_search):
@@ -475,8 +484,6 @@ class SessionTools:
         return {t.name: t for t in tools}
 
     def system_prompt(self) -> str:
-        from sessionmem.session.prompt import PromptOptions, build_system_prompt
-
         agent = self.runner.agent
         options = PromptOptions(
             base=self.runner.system_prompt,
