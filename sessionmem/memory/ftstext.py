@@ -21,12 +21,14 @@ import re
 
 FTS_TEXT_VERSION = 3
 
-# Han (incl. extension A and compatibility), Hiragana, Katakana, Hangul syllables and Jamo: the
-# inside of a character class, for the patterns (here, chunking, ranking) that combine it.
-CJK_CHARS = (
-    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-)
-CJK_CHAR = re.compile(f"[{CJK_CHARS}]")
+# The scripts written without spaces between words, as the insides of character classes, for the
+# patterns (here, chunking, ranking, the query's keywords) that combine them. Han: extension A and the
+# compatibility ideographs too; Katakana: the phonetic extensions too; Hangul: syllables and Jamo.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+HIRAGANA = "\u3040-\u309f"
+KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff"
+HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+CJK_CHARS = HIRAGANA + KATAKANA + HAN + HANGUL
 
 # Thai combining marks (category Mn): MAI HAN-AKAT, the upper and lower vowels, PHINTHU, the tone marks,
 # THANTHAKHAT, NIKHAHIT, YAMAKKAN. Everything else in the block is a base character of its own.
@@ -36,7 +38,7 @@ THAI_CHARS = "\u0e01-\u0e3a\u0e3f-\u0e5b"
 THAI_CLUSTER = re.compile(f"[{THAI_CHARS}][{THAI_MARKS}]*")
 
 # One unit of the FTS form: a CJK character or a Thai cluster (a base with its marks).
-_FTS_UNIT = re.compile(f"{CJK_CHAR.pattern}|{THAI_CLUSTER.pattern}")
+_FTS_UNIT = re.compile(f"[{CJK_CHARS}]|{THAI_CLUSTER.pattern}")
 
 
 def fts_text(text: str) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from sessionmem.memory.ftstext import THAI_CHARS, THAI_CLUSTER, fts_text
+from sessionmem.memory.ftstext import HAN, HANGUL, HIRAGANA, KATAKANA, THAI_CHARS, THAI_CLUSTER, fts_text
 
 # ---------------------------------------------------------------------------- stop words
 
@@ -174,23 +174,21 @@ KOREAN_PARTICLES = (
 
 # ---------------------------------------------------------------------------- scripts
 
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_HIRAGANA = "\u3040-\u309f"
-_KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-_HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+# The scripts as the index splits them (ftstext); a query's half-width katakana counts as Japanese too.
+_KATAKANA = KATAKANA + "\uff66-\uff9f"
 
-_HAS_HAN = re.compile(f"[{_HAN}]")
-_HAS_KANA = re.compile(f"[{_HIRAGANA}{_KATAKANA}]")
-_HAS_HANGUL = re.compile(f"[{_HANGUL}]")
+_HAS_HAN = re.compile(f"[{HAN}]")
+_HAS_KANA = re.compile(f"[{HIRAGANA}{_KATAKANA}]")
+_HAS_HANGUL = re.compile(f"[{HANGUL}]")
 _HAS_THAI = re.compile(f"[{THAI_CHARS}]")
 _THAI_RUN = re.compile(f"[{THAI_CHARS}]+")
 # Vowels written before the consonant they follow in speech: a word never ends on one.
 _THAI_LEADING_VOWELS = frozenset("\u0e40\u0e41\u0e42\u0e43\u0e44")
 # Vowels that close a syllable (ะ า ำ ๅ): a word never starts with one.
 _THAI_FOLLOWING_VOWELS = frozenset("\u0e30\u0e32\u0e33\u0e45")
-_HAN_RUN = re.compile(f"[{_HAN}]+")
+_HAN_RUN = re.compile(f"[{HAN}]+")
 _KATAKANA_RUN = re.compile(f"[{_KATAKANA}]+")
-_HIRAGANA_RUN = re.compile(f"[{_HIRAGANA}]{{2,}}")
+_HIRAGANA_RUN = re.compile(f"[{HIRAGANA}]{{2,}}")
 _ASCII_WORD = re.compile(r"[a-z0-9_]+")
 _ASCII_LETTERS = re.compile(r"[a-z]+")
 _WORD = re.compile(r"\w+")
@@ -199,7 +197,7 @@ _WORD = re.compile(r"\w+")
 # "self-care", "text:billing"), split like any other.
 _IDENTIFIER = re.compile(r"[^\W_]+(?:[-_./:@#+][^\W_]+)+")
 _JOINED_WORDS = re.compile(r"[^\W\d_]+(?:[-:][^\W\d_]+)+")
-_HAS_WIDE = re.compile(f"[{_HAN}{_HIRAGANA}{_KATAKANA}{_HANGUL}{THAI_CHARS}]")
+_HAS_WIDE = re.compile(f"[{HAN}{HIRAGANA}{_KATAKANA}{HANGUL}{THAI_CHARS}]")
 
 
 def _is_separator(ch: str) -> bool:
