@@ -36,9 +36,10 @@ def watcher_threads() -> list[str]:
 def test_closing_lets_the_turn_in_flight_finish_then_refuses_new_ones(
     tmp_path: Path, workspace: Path
 ) -> None:
-    release = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
     async def slow(request: ModelRequest) -> str:
+        started.set()
         await release.wait()
         return "finished"
 
@@ -47,7 +48,7 @@ def test_closing_lets_the_turn_in_flight_finish_then_refuses_new_ones(
 
     async def scenario() -> tuple[str | None, bool]:
         turn = asyncio.create_task(session.run_turn("a long question"))
-        await asyncio.sleep(0.05)
+        await started.wait()  # the turn is in its model call
         closing = asyncio.create_task(runner.aclose())
         await asyncio.sleep(0.1)
         closed_early = closing.done()

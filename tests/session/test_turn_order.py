@@ -119,9 +119,10 @@ def test_a_turn_waits_for_another_process_then_times_out_naming_the_session(
 def test_a_turn_queued_behind_a_slow_one_in_this_process_times_out_too(
     tmp_path: Path, workspace: Path
 ) -> None:
-    release = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
     async def blocked(request: ModelRequest) -> str:
+        started.set()
         await release.wait()
         return "done"
 
@@ -131,7 +132,7 @@ def test_a_turn_queued_behind_a_slow_one_in_this_process_times_out_too(
 
     async def scenario() -> tuple[Any, BaseException | None]:
         first = asyncio.create_task(session.run_turn("first"))
-        await asyncio.sleep(0.05)
+        await started.wait()  # the first turn holds the session, in its model call
         try:
             await session.run_turn("second")
             error = None
