@@ -25,14 +25,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from sessionmem.errors import TranscriptError
 from sessionmem.memory.files import strip_control_chars
 from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
 from sessionmem.privacy import chat_folder
 from sessionmem.safefs import create_new_under
 from sessionmem.session.keys import sessions_dir
 from sessionmem.session.slug import as_utc, fallback_slug, generate_slug
+from sessionmem.session.transcript import read_entries
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookEvent
@@ -121,21 +121,13 @@ def memory_body(
 # ---------------------------------------------------------------------------- transcript lookup
 
 
-def read_transcript_entries(path: Path) -> list[Any]:
-    """Parsed JSONL lines of a transcript; malformed and torn lines skipped; [] if unreadable."""
+def read_transcript_entries(path: Path) -> list[dict[str, Any]]:
+    """The transcript's entries (:func:`~sessionmem.session.transcript.read_entries`: malformed and torn
+    lines skipped); [] if unreadable (the hook saves what it can)."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        return [entry for _, entry in read_entries(path)]
+    except TranscriptError:
         return []
-    entries = []
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            entries.append(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            continue
-    return entries
 
 
 def _strip_reset(name: str) -> str:
