@@ -12,8 +12,10 @@ the context (verbatim notes beat a summary). An overflow after that, or with not
 prompt alone is over the window), is raised. The step never imports the gate: the gate runs flush turns
 through this module.
 
-Only ``NO_REPLY`` is silence: an answer with no visible text and no tool call (a stream that ended
-without a chunk, or a reasoning block alone) is a :class:`~sessionmem.errors.ModelError` the caller sees.
+Only the silent token is silence (``NO_REPLY`` or ``silentReplyToken``, and ``HEARTBEAT_OK`` in heartbeat
+runs: :mod:`sessionmem.session.noreply`): an answer with no visible text and no tool call (a stream that
+ended without a chunk, or a reasoning block alone) is a :class:`~sessionmem.errors.ModelError` the caller
+sees.
 A failed model call does not lose the user's message: it is written to the transcript before the error is
 raised, so the next turn sends it again, followed by the new message. The one exception is a message that
 does not fit the model's window even with everything else compacted away: it is not kept (it would make
