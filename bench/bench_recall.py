@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO_ROOT, find_model, footer, header, parser, table, verdict
 
-from sessionmem.config import MemorySearchConfig
+from sessionmem.config import MemorySearchConfig, deep_merge
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.types import SearchRequest
 
@@ -67,15 +67,7 @@ def settings_for(layout: str, model: Path | None, overrides: dict[str, Any]) -> 
         raw["local"] = {"modelPath": str(model)}
     if layout == "sessions":
         raw["sources"] = ["sessions"]
-    return MemorySearchConfig.model_validate(merge(raw, overrides))
-
-
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = merge(out[key], value) if nested else value
-    return out
+    return MemorySearchConfig.model_validate(deep_merge(raw, overrides))
 
 
 class Backend:

@@ -344,7 +344,7 @@ class Config(_Camel):
         base = self.agents.defaults.model_dump(by_alias=True, exclude_unset=False)
         for entry in self.agents.list:
             if entry.id == agent_id:
-                base = _deep_merge(base, entry.model_dump(by_alias=True, exclude_unset=True))
+                base = deep_merge(base, entry.model_dump(by_alias=True, exclude_unset=True))
         base["id"] = agent_id
         return AgentConfig.model_validate(base)
 
@@ -382,15 +382,17 @@ class Config(_Camel):
 
 def merge(config: Config, overrides: dict[str, Any]) -> Config:
     """Lay a nested dict of overrides (camelCase or snake_case keys) over ``config``."""
-    merged = _deep_merge(config.model_dump(by_alias=True), overrides)
+    merged = deep_merge(config.model_dump(by_alias=True), overrides)
     return Config.from_dict(merged)
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid on ``base``, nested dicts merged key by key (the layering :func:`merge` and
+    :meth:`Config.for_agent` use on config documents)."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
