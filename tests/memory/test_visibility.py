@@ -50,6 +50,15 @@ def fill(workspace: Path, sessions: Path) -> None:
         transcript.append_message(Message.user(text))
 
 
+def stored(index: MemoryIndex, sql: str) -> list[tuple[str, str]]:
+    """Rows of the index file as any SQLite client reads them."""
+    conn = sqlite3.connect(index.path)
+    try:
+        return [(str(a), str(b)) for a, b in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
 def paths(index: MemoryIndex, visibility: object, query: str = "blood type") -> list[str]:
     request = SearchRequest(query, max_results=20, min_score=0.0, visibility=visibility)  # type: ignore[arg-type]
     return [r.path for r in index.search(request).results]
@@ -64,8 +73,8 @@ def test_each_file_records_its_audience(workspace: Path, tmp_path: Path) -> None
         sessions_dir=sessions,
     ) as index:  # fmt: skip
         index.sync()
-        rows = dict(index._reader.execute("SELECT path, audience FROM files"))
-        chunk_audiences = set(index._reader.execute("SELECT path, audience FROM chunks"))
+        rows = dict(stored(index, "SELECT path, audience FROM files"))
+        chunk_audiences = set(stored(index, "SELECT path, audience FROM chunks"))
     assert rows == {
         "MEMORY.md": "owner",
         "memory/notes.md": "shared",
@@ -117,7 +126,7 @@ def test_every_vector_path_leaves_out_what_the_reader_may_not_see(
         router = index._get_searcher()._vectors
         query = minilm.embed_query("what is the owner's blood type")
         allowed = sorted(GROUP.labels or ())
-        audience = dict(index._reader.execute("SELECT id, audience FROM chunks"))
+        audience = dict(stored(index, "SELECT id, audience FROM chunks"))
         router.warm(minilm.model)
         for name in ("matrix", "sqlite-vec", "brute-force"):
             hits = router.serve(
