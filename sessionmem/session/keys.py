@@ -18,7 +18,7 @@ from typing import Literal, TypeGuard
 
 from sessionmem.errors import UsageError
 from sessionmem.memory.transcript_names import is_archive_name
-from sessionmem.privacy import classify_key
+from sessionmem.privacy import KeyShape, classify_key
 
 ChatType = Literal["direct", "group", "channel"]
 PromptMode = Literal["full", "minimal"]
@@ -43,7 +43,8 @@ def default_key(agent_id: str = DEFAULT_AGENT_ID) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SessionKey:
-    """A parsed session key.
+    """A parsed session key: what :func:`sessionmem.privacy.classify_key` reads from it (``shape``), and
+    what the session layer asks of it besides (the system prompt's mode).
 
     ``agent_id`` is None for keys that do not start with ``agent:`` (legacy or hook keys).
     ``rest`` is what follows ``agent:<agentId>:`` (or the whole key when there is no agent prefix).
@@ -51,18 +52,44 @@ class SessionKey:
     unknown forms); ``private`` is true only for the main session and positively direct chats.
     """
 
-    raw: str
-    agent_id: str | None
-    rest: str
-    chat_type: ChatType | None
-    private: bool
-    is_subagent: bool
-    is_cron: bool
-    is_hook: bool
+    shape: KeyShape
+
+    @property
+    def raw(self) -> str:
+        return self.shape.key
+
+    @property
+    def agent_id(self) -> str | None:
+        return self.shape.agent_id
+
+    @property
+    def rest(self) -> str:
+        return self.shape.rest
+
+    @property
+    def chat_type(self) -> ChatType | None:
+        return self.shape.chat_type
+
+    @property
+    def private(self) -> bool:
+        return self.shape.private
 
     @property
     def is_main(self) -> bool:
-        return self.rest == DEFAULT_MAIN_KEY
+        """The agent's main session (a thread of it too), as the privacy rule counts it."""
+        return self.shape.kind == "main"
+
+    @property
+    def is_subagent(self) -> bool:
+        return "subagent" in self.rest.split(":")
+
+    @property
+    def is_cron(self) -> bool:
+        return self.rest.split(":", 1)[0] == "cron"
+
+    @property
+    def is_hook(self) -> bool:
+        return self.rest.split(":", 1)[0] == "hook"
 
     @property
     def prompt_mode(self) -> PromptMode:
@@ -73,18 +100,7 @@ class SessionKey:
 def parse_key(key: str) -> SessionKey:
     """Parse a session key. Unusual shapes parse (and count as shared, never private); an ``agent:`` key
     without an agent id or a rest (``agent::x``, ``agent:main``) raises :class:`UsageError`."""
-    shape = classify_key(key)
-    rest_parts = shape.rest.split(":")
-    return SessionKey(
-        raw=shape.key,
-        agent_id=shape.agent_id,
-        rest=shape.rest,
-        chat_type=shape.chat_type,
-        private=shape.private,
-        is_subagent="subagent" in rest_parts,
-        is_cron=rest_parts[0] == "cron",
-        is_hook=rest_parts[0] == "hook",
-    )
+    return SessionKey(classify_key(key))
 
 
 def is_valid_key(key: object) -> TypeGuard[str]:

@@ -77,6 +77,10 @@ def test_malformed_agent_keys_get_a_clear_error(bad: str) -> None:
 
 def test_main_is_the_main_session() -> None:
     assert keys.parse_key("agent:main:main").is_main
+    # A thread of the main session is the main session, as the privacy rule counts it.
+    assert keys.parse_key("agent:main:main:thread:7").is_main
+    assert keys.parse_key("agent:main:main:thread:7").private
+    assert not keys.parse_key("agent:main:telegram:direct:42").is_main
     assert keys.parse_key("hook:abc").is_hook
 
 
