@@ -184,7 +184,8 @@ def context_state(entries: Sequence[Entry]) -> tuple[list[ContextItem], set[str]
 
 
 def usage_fields(usage: Any, context_window: int, model: Any, session_key: str) -> dict[str, Any]:
-    """sessions.json figures after a call; totalTokens = the last call's prompt tokens (output excluded)."""
+    """The store entry's figures after a call; totalTokens = the last call's prompt tokens (output
+    excluded)."""
     from sessionmem.session.keys import chat_type
 
     return {

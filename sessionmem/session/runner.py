@@ -35,8 +35,8 @@ reads them again). :meth:`SessionRunner.aclose` (``async with``; :meth:`SessionR
 for blocking code) lets the turns in flight finish, refuses new ones, and waits for the memory index's
 background syncs (closing the index too unless ``close_index=False``).
 
-Blocking file work (transcript appends, sessions.json under its lock) runs inline: each is one small
-write. Memory-index syncs run in a worker thread.
+Blocking store work (transcript appends, store updates: for ``sessions.json``, under its lock) runs
+inline: each is one small write. Memory-index syncs run in a worker thread.
 """
 
 from __future__ import annotations
@@ -154,10 +154,10 @@ class SessionRunner:
             assert entry is not None
             created = entry.session_id == session_id
         transcript = self.store.open_transcript(key, entry, cwd=self.workspace)
-        # Trigger: open() made a new sessions.json entry. Why: open() is sync and hooks are async, and
+        # Trigger: open() made a new store entry. Why: open() is sync and hooks are async, and
         # rotations announce their own new session. Outcome: session:start ("created") is due at the
         # first run_turn of the key (whichever handle runs it, even one opened again after the first was
-        # dropped from memory) and fires once; a session reopened from sessions.json does not announce.
+        # dropped from memory) and fires once; a session reopened from the store does not announce.
         if created:
             self.in_memory.start_due(key)
         state = SessionState(self, key, transcript, entry)
