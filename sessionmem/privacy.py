@@ -89,6 +89,16 @@ class KeyShape:
             return "direct"
         return None if self.kind == "other" else self.kind
 
+    @property
+    def folder(self) -> str:
+        """Workspace-relative folder of this chat: ``memory/peers/<name>`` (:func:`chat_folder_name`)."""
+        return f"{PEERS_FOLDER}/{chat_folder_name(self.chat)}"
+
+    @property
+    def label(self) -> str:
+        """The audience label of everything of this chat: ``peer:<name>``."""
+        return PEER_PREFIX + chat_folder_name(self.chat)
+
 
 def classify_key(key: str) -> KeyShape:
     """Parse ``key``; raise :class:`UsageError` for an empty key or a malformed ``agent:`` key."""
@@ -168,12 +178,12 @@ def chat_folder_name(chat: str) -> str:
 
 def chat_folder(key: str) -> str:
     """Workspace-relative folder of the chat behind ``key``: ``memory/peers/<name>``."""
-    return f"{PEERS_FOLDER}/{chat_folder_name(classify_key(key).chat)}"
+    return classify_key(key).folder
 
 
 def chat_label(key: str) -> str:
     """The audience label of everything of the chat behind ``key``."""
-    return PEER_PREFIX + chat_folder_name(classify_key(key).chat)
+    return classify_key(key).label
 
 
 def markdown_label(rel_path: str) -> str:
@@ -251,7 +261,7 @@ def reader_visibility(key: str | None, scope: str = "agent") -> Visibility:
     if key is None:
         return EVERYTHING
     shape = classify_key(key)
-    own = PEER_PREFIX + chat_folder_name(shape.chat)
+    own = shape.label
     reader = "a direct chat" if shape.private else f"a {shape.chat_type or 'shared'} session"
     if scope == "agent":
         return EVERYTHING if shape.private else Visibility(frozenset({SHARED, own}), reader)
@@ -265,10 +275,9 @@ def home_for(key: str, scope: str = "agent") -> MemoryHome:
     if check_scope(scope) == "agent":
         return AGENT_HOME
     shape = classify_key(key)
-    folder = f"{PEERS_FOLDER}/{chat_folder_name(shape.chat)}"
     if shape.kind == "main":
-        return MemoryHome("MEMORY.md", folder)  # the owner keeps the root MEMORY.md
-    return MemoryHome(f"{folder}/MEMORY.md", folder)
+        return MemoryHome("MEMORY.md", shape.folder)  # the owner keeps the root MEMORY.md
+    return MemoryHome(f"{shape.folder}/MEMORY.md", shape.folder)
 
 
 def refusal(visibility: Visibility) -> str:
