@@ -88,6 +88,18 @@ def tool_results(runner: SessionRunner, key: str, *calls: tuple[str, dict[str, A
     return [results[f"c{i}"] for i in range(len(calls))]
 
 
+def result_paths(result: str) -> list[str]:
+    """The paths of a ``memory_search`` tool result's hits, best first."""
+    return [r["path"] for r in json.loads(result)["results"]]
+
+
+def transcript_hit_path(runner: SessionRunner, key: str) -> str:
+    """The path a search hit in ``key``'s current transcript carries: ``sessions/<file>``."""
+    entry = runner.store.get(key)
+    assert entry is not None, key
+    return "sessions/" + Path(entry.session_file or "").name
+
+
 def store_entry(runner: SessionRunner, key: str = "agent:main:main") -> dict[str, Any]:
     data = json.loads(runner.store.path.read_text(encoding="utf-8"))
     return data[key]

@@ -22,7 +22,7 @@ from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, default_summary
 from sessionmem.session.runner import SessionRunner
 from tests.memory.support import FTS_ONLY
-from tests.scenarios.harness import tool_results
+from tests.scenarios.harness import result_paths, tool_results, transcript_hit_path
 
 ANA = "agent:main:telegram:direct:42"
 BEN = "agent:main:telegram:direct:43"
@@ -85,7 +85,7 @@ class People:
         return str(self.model.calls[-1].messages[0].content)
 
     def transcript(self, key: str) -> str:
-        return "sessions/" + Path(self.runner.store.get(key).session_file or "").name
+        return transcript_hit_path(self.runner, key)
 
 
 @pytest.fixture
@@ -93,10 +93,6 @@ def people(tmp_path: Path) -> Iterator[People]:
     p = People(tmp_path)
     yield p
     p.index.close()
-
-
-def found(result: str) -> list[str]:
-    return [r["path"] for r in json.loads(result)["results"]]
 
 
 @freeze_time("2026-11-10 12:00:00", real_asyncio=True)
@@ -134,7 +130,7 @@ def test_two_people_never_see_each_others_notes(people: People) -> None:
         ("memory_get", {"path": people.transcript(ANA)}),
         ("memory_get", {"path": "MEMORY.md"}),
     )
-    assert found(search) == ["memory/shared.md"]
+    assert result_paths(search) == ["memory/shared.md"]
     for refused in (get_file, get_log, get_transcript, get_owner):
         assert "not visible from" in json.loads(refused)["error"]
     # Ben cannot write into Ana's folder either.
@@ -147,9 +143,9 @@ def test_two_people_never_see_each_others_notes(people: People) -> None:
     assert "Ana prefers metric units" in people.prompt(ANA)
     (ana_search,) = people.tools(ANA, ("memory_search", {"query": "metric units", "maxResults": 20}))
     assert {f"{ANA_HOME}/MEMORY.md", f"{ANA_HOME}/2026-11-10.md", "memory/shared.md"} <= set(
-        found(ana_search)
+        result_paths(ana_search)
     )
-    assert not any(path.startswith(BEN_HOME) for path in found(ana_search))
+    assert not any(path.startswith(BEN_HOME) for path in result_paths(ana_search))
 
 
 def test_the_new_hook_saves_a_persons_conversation_where_only_they_find_it(people: People) -> None:
@@ -161,7 +157,7 @@ def test_the_new_hook_saves_a_persons_conversation_where_only_they_find_it(peopl
     search, get = people.tools(
         BEN, ("memory_search", {"query": "locker code 4417"}), ("memory_get", {"path": rel})
     )
-    assert found(search) == [] and "not visible from" in json.loads(get)["error"]
+    assert result_paths(search) == [] and "not visible from" in json.loads(get)["error"]
     (mine,) = people.tools(ANA, ("memory_get", {"path": rel}))
     assert "locker code is 4417" in json.loads(mine)["text"]
 
@@ -171,8 +167,8 @@ def test_the_main_session_keeps_the_owners_memory_and_sees_no_one_elses(people: 
     people.index.sync()
     assert "the owner's own note: quokka" in people.prompt("agent:main:main")
     (search,) = people.tools("agent:main:main", ("memory_search", {"query": "quokka", "maxResults": 20}))
-    assert "MEMORY.md" in found(search)
-    assert not any(path.startswith("memory/peers/telegram") for path in found(search))
+    assert "MEMORY.md" in result_paths(search)
+    assert not any(path.startswith("memory/peers/telegram") for path in result_paths(search))
     (daily,) = people.tools("agent:main:main", ("memory_append_daily", {"text": "- owner's daily note"}))
     assert daily.startswith("Appended content to memory/peers/main/")
 
@@ -187,6 +183,6 @@ def test_a_group_writes_and_reads_only_its_own_folder(tmp_path: Path) -> None:
         assert written.startswith("Appended content to memory/peers/discord~group~7/")
         p.index.sync()
         (search,) = p.tools(ANA, ("memory_search", {"query": "group meets Tuesdays"}))
-        assert found(search) == []
+        assert result_paths(search) == []
     finally:
         p.index.close()

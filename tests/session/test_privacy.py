@@ -22,7 +22,7 @@ from sessionmem.memory.index import MemoryIndex
 from sessionmem.model.scripted import ScriptedModel
 from sessionmem.session.runner import SessionRunner
 from tests.memory.support import FTS_ONLY
-from tests.scenarios.harness import tool_results
+from tests.scenarios.harness import result_paths, tool_results, transcript_hit_path
 
 OWNER_FACT = "quokka salary is 90210"  # in MEMORY.md
 DM_FACT = "quokka diagnosis stays between us"  # said in a direct chat
@@ -96,7 +96,7 @@ class World:
         return call.messages[0].content, {t["function"]["name"] for t in call.tools}
 
     def transcript(self, key: str) -> str:
-        return "sessions/" + Path(self.runner.store.get(key).session_file or "").name
+        return transcript_hit_path(self.runner, key)
 
 
 @pytest.fixture
@@ -104,10 +104,6 @@ def world(tmp_path: Path) -> Iterator[World]:
     w = World(tmp_path)
     yield w
     w.index.close()
-
-
-def search_paths(result: str) -> list[str]:
-    return [r["path"] for r in json.loads(result)["results"]]
 
 
 @pytest.mark.parametrize("key", SHARED_SHAPES)
@@ -153,11 +149,11 @@ def test_search_in_a_group_filters_private_hits_before_the_cut(world: World) -> 
         (peers / f"2026-01-0{i}-quokka.md").write_text("quokka quokka quokka private\n" * 3)
     world.index.sync()
     (owner,) = world.tools(DM, ("memory_search", {"query": "quokka", "maxResults": 20}))
-    assert {"MEMORY.md", world.transcript(DM), world.transcript(OTHER_GROUP)} <= set(search_paths(owner))
+    assert {"MEMORY.md", world.transcript(DM), world.transcript(OTHER_GROUP)} <= set(result_paths(owner))
     (one,) = world.tools(GROUP, ("memory_search", {"query": "quokka", "maxResults": 1}))
-    assert search_paths(one) == ["memory/notes.md"]
+    assert result_paths(one) == ["memory/notes.md"]
     (many,) = world.tools(GROUP, ("memory_search", {"query": "quokka", "maxResults": 20}))
-    assert search_paths(many) == ["memory/notes.md"]
+    assert result_paths(many) == ["memory/notes.md"]
 
 
 def test_the_new_hook_keeps_a_direct_chat_out_of_groups(world: World) -> None:
@@ -168,12 +164,12 @@ def test_the_new_hook_keeps_a_direct_chat_out_of_groups(world: World) -> None:
     rel = hook_file.relative_to(world.workspace).as_posix()
     world.index.sync()
     (found, got) = world.tools(GROUP, ("memory_search", {"query": "hunter2"}), ("memory_get", {"path": rel}))
-    assert search_paths(found) == []
+    assert result_paths(found) == []
     assert "not visible from" in json.loads(got)["error"]
     (found, got) = world.tools(
         "agent:main:main", ("memory_search", {"query": "hunter2"}), ("memory_get", {"path": rel})
     )
-    assert search_paths(found) and "hunter2" in json.loads(got)["text"]
+    assert result_paths(found) and "hunter2" in json.loads(got)["text"]
 
 
 def test_group_with_write_tools_enabled_cannot_touch_memory_md(tmp_path: Path) -> None:
