@@ -22,6 +22,7 @@ undecayed score: it is a relevance threshold, and age is not relevance.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -236,8 +237,14 @@ def snippet(text: str) -> str:
 
 # ---------------------------------------------------------------------------- MMR
 
-# In text order: a CJK run, a Thai run, or a word of any other script (``\w`` less those two).
-_UNIT_RUN = re.compile(f"([{CJK_CHARS}]+)|([{THAI_CHARS}]+)|([^\\W{CJK_CHARS}{THAI_CHARS}]+)")
+
+@functools.cache
+def _unit_run() -> re.Pattern[str]:
+    """In text order: a CJK run, a Thai run, or a word of any other script (``\\w`` less those two).
+
+    Compiled on first use, not at import: its large character classes take about 2 ms to compile, and
+    a search without MMR or transcript hits (every cold ``memory search`` of notes) never needs it."""
+    return re.compile(f"([{CJK_CHARS}]+)|([{THAI_CHARS}]+)|([^\\W{CJK_CHARS}{THAI_CHARS}]+)")
 
 
 def _pairs(units: Sequence[str]) -> Iterable[str]:
@@ -258,7 +265,7 @@ def text_units(text: str) -> list[str]:
     its marks, as ``fts_text`` cuts them) and compared by pairs of clusters, like CJK characters.
     """
     units: list[str] = []
-    for cjk, thai, word in _UNIT_RUN.findall(text.lower()):
+    for cjk, thai, word in _unit_run().findall(text.lower()):
         if cjk:
             units.extend(_pairs(cjk))
         elif thai:
