@@ -361,7 +361,6 @@ class SessionTools:
         self.runner = runner
         self.session_key = session_key
         self.parsed = keys.parse_key(session_key)
-        self.private = self.parsed.private
         scope = runner.config.memory.scope
         self.visibility = reader_visibility(session_key, scope)  # what this session may see
         self.home = home_for(session_key, scope)  # where it writes its own memory
@@ -391,6 +390,11 @@ class SessionTools:
         self.memory = self._memory_bundle()
         enabled = agent.memory_tools
         self.write_enabled = self.private if enabled is None else enabled
+
+    @property
+    def private(self) -> bool:
+        """A private session (the main one, or a positively direct chat: :mod:`sessionmem.privacy`)."""
+        return self.parsed.private
 
     def _memory_bundle(self) -> Any:
         """memory_search / memory_get from sessionmem.memory.tools, when memory search is enabled."""
