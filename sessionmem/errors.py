@@ -3,6 +3,7 @@
 SessionMemError
 ├── ConfigError                 a config file or value is invalid (names the key)
 ├── UsageError                  the API was called the wrong way
+│   └── ToolSchemaError         a @tool function's types have no JSON schema (session.tool_schema)
 ├── UnsafeWriteError            a write would follow a symlink or a hard link out of its folder
 ├── FileWriteError              a file could not be written (a full disk): names it; also an OSError
 ├── ModelError                  the chat model failed (after mapping litellm's errors)
@@ -11,11 +12,21 @@ SessionMemError
 │   ├── SessionNotFound
 │   ├── TranscriptError         a transcript cannot be read or written
 │   ├── StoreLockTimeout        sessions.json stayed locked past the timeout
-│   └── TurnLockTimeout         earlier turns of the session (here or in another process) ran past the timeout
-└── MemoryIndexError            the memory index cannot be built or queried
-    ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
-    ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
-    └── MemoryPathError         a memory path is outside the allowed files (memory_get)
+│   ├── TurnLockTimeout         earlier turns of the session (here or in another process) ran past the timeout
+│   └── CorruptStore            sessions.json cannot be parsed; internal: the store recovers (session.store)
+├── MemoryIndexError            the memory index cannot be built or queried
+│   ├── EmbedderUnavailable     no embedding provider could be created (reason attached)
+│   ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
+│   │   ├── UnusableVectorsError    some inputs got no usable vector, the others did (memory.embed_remote)
+│   │   └── VectorWidthChanged      the provider's vectors changed width (memory.indexer)
+│   ├── MemoryPathError         a memory path is outside the allowed files (memory_get)
+│   └── NotMarkdownError        a memory file is not text (memory.files)
+├── CompactionFailed            the summary call failed; nothing was changed (session.compaction)
+├── ToolError                   raised by a tool to send the model a clean error (session.tools)
+└── ScriptExhausted             a ScriptedModel ran out of steps (model.scripted)
+
+Tool arguments the model got wrong raise ``ArgumentError`` (a ``ValueError``) inside the tool layers; it
+never leaves them: it becomes the tool's error result.
 """
 
 from __future__ import annotations
