@@ -9,7 +9,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessionmem.session.backend import SessionBackend, SessionBackendABC, TranscriptLog
+    from sessionmem.session.backend import (
+        SessionBackend,
+        SessionBackendABC,
+        TranscriptLog,
+        VersionedTranscript,
+    )
     from sessionmem.session.entry import SessionEntry
     from sessionmem.session.keys import default_key, parse_key
     from sessionmem.session.store import SessionStore
