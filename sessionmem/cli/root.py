@@ -19,7 +19,6 @@ Resolution order:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +26,12 @@ from types import MappingProxyType
 
 from sessionmem.config import DEFAULT_AGENT_ID, AgentConfig, Config
 from sessionmem.errors import ConfigError
+from sessionmem.session.keys import is_valid_agent_id, store_path
 
 STATE_DIR_ENV = "SESSIONMEM_STATE_DIR"
 CONFIG_ENV = "SESSIONMEM_CONFIG"
 DEFAULT_STATE_DIR = "~/.sessionmem"
 DEFAULT_CONFIG_NAMES = ("config.json5", "config.json")
-
-# Agent ids become file and folder names ("<state>/agents/<agentId>/..."): no separators, no leading dot
-# (the same rule as sessionmem.session.keys).
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +50,6 @@ class Context:
     def sessions_dir(self) -> Path:
         """Where this agent's sessions.json and transcripts live: the folder of ``session.store`` (``~``
         and ``{agentId}`` expanded), else ``<state>/agents/<agentId>/sessions``."""
-        from sessionmem.session.keys import store_path
-
         return store_path(self.state_dir, self.agent_id, self.config.session.store).parent
 
 
@@ -78,7 +72,7 @@ def resolve(options: GlobalOptions, env: Mapping[str, str] | None = None) -> Con
     else:
         _require_folder(state_dir, f"${STATE_DIR_ENV}" if environ.get(STATE_DIR_ENV) else "the default")
     agent_id = options.agent or DEFAULT_AGENT_ID
-    if not _AGENT_ID.match(agent_id):
+    if not is_valid_agent_id(agent_id):
         raise ConfigError(
             f"agent id {agent_id!r} is not valid: "
             "use letters, digits, '.', '-' and '_' (at most 64, starting with a letter or digit)"

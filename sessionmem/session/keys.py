@@ -138,8 +138,14 @@ def validate_session_id(session_id: str) -> str:
     return session_id
 
 
+def is_valid_agent_id(agent_id: object) -> bool:
+    """An agent id names files and folders (``<state>/agents/<agentId>/``, ``<agentId>.sqlite``): letters,
+    digits, ``.``, ``-`` and ``_``, at most 64, starting with a letter or digit."""
+    return isinstance(agent_id, str) and _AGENT_ID_RE.match(agent_id) is not None
+
+
 def validate_agent_id(agent_id: str) -> str:
-    if not isinstance(agent_id, str) or not _AGENT_ID_RE.match(agent_id):
+    if not is_valid_agent_id(agent_id):
         raise UsageError(
             f"invalid agent id {agent_id!r}: must match {_AGENT_ID_RE.pattern} (case-insensitive)"
         )
