@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sessionmem.config import Config, merge
+from sessionmem.config import Config, MemorySearchConfig, merge
 from sessionmem.memory.embed_local import LocalEmbedder
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
@@ -23,7 +23,7 @@ from tests.memory.support import FTS_ONLY
 GROUP = reader_visibility("agent:main:discord:group:7")
 
 
-def settings(**search: object) -> object:
+def settings(**search: object) -> MemorySearchConfig:
     return (
         merge(
             Config(),
@@ -59,20 +59,26 @@ def stored(index: MemoryIndex, sql: str) -> list[tuple[str, str]]:
         conn.close()
 
 
+def filled_index(workspace: Path, tmp_path: Path, selection: EmbedderSelection = FTS_ONLY) -> MemoryIndex:
+    """The index of a workspace and sessions folder holding every audience (:func:`fill`), synced."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    fill(workspace, sessions)
+    index = MemoryIndex.open(
+        "main", workspace, settings(), state_dir=tmp_path / "state", selection=selection, watch=False,
+        sessions_dir=sessions,
+    )  # fmt: skip
+    index.sync()
+    return index
+
+
 def paths(index: MemoryIndex, visibility: object, query: str = "blood type") -> list[str]:
     request = SearchRequest(query, max_results=20, min_score=0.0, visibility=visibility)  # type: ignore[arg-type]
     return [r.path for r in index.search(request).results]
 
 
 def test_each_file_records_its_audience(workspace: Path, tmp_path: Path) -> None:
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    fill(workspace, sessions)
-    with MemoryIndex.open(
-        "main", workspace, settings(), state_dir=tmp_path / "state", selection=FTS_ONLY, watch=False,
-        sessions_dir=sessions,
-    ) as index:  # fmt: skip
-        index.sync()
+    with filled_index(workspace, tmp_path) as index:
         rows = dict(stored(index, "SELECT path, audience FROM files"))
         chunk_audiences = set(stored(index, "SELECT path, audience FROM chunks"))
     assert rows == {
@@ -89,14 +95,7 @@ def test_each_file_records_its_audience(workspace: Path, tmp_path: Path) -> None
 def test_keyword_search_of_a_group_sees_shared_notes_and_its_own_chat(
     workspace: Path, tmp_path: Path
 ) -> None:
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    fill(workspace, sessions)
-    with MemoryIndex.open(
-        "main", workspace, settings(), state_dir=tmp_path / "state", selection=FTS_ONLY, watch=False,
-        sessions_dir=sessions,
-    ) as index:  # fmt: skip
-        index.sync()
+    with filled_index(workspace, tmp_path) as index:
         assert len(paths(index, EVERYTHING, "blood")) == 6
         assert sorted(paths(index, GROUP, "blood")) == [
             "memory/notes.md",
@@ -112,15 +111,7 @@ def minilm(request: pytest.FixtureRequest) -> LocalEmbedder:
 def test_every_vector_path_leaves_out_what_the_reader_may_not_see(
     workspace: Path, tmp_path: Path, minilm: LocalEmbedder
 ) -> None:
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    fill(workspace, sessions)
-    selection = EmbedderSelection(minilm, "local")
-    with MemoryIndex.open(
-        "main", workspace, settings(), state_dir=tmp_path / "state", selection=selection, watch=False,
-        sessions_dir=sessions,
-    ) as index:  # fmt: skip
-        index.sync()
+    with filled_index(workspace, tmp_path, EmbedderSelection(minilm, "local")) as index:
         assert "MEMORY.md" in paths(index, EVERYTHING)
         assert set(paths(index, GROUP)) <= {"memory/notes.md", "sessions/agent-main-discord-group-7.jsonl"}
         router = index._get_searcher()._vectors
