@@ -145,6 +145,16 @@ class SqliteSessionStore(TranscriptFolderBackend):
 
         return self._run(remove)
 
+    def put_many(self, entries: dict[str, SessionEntry]) -> None:
+        """Store ``entries`` (key -> entry, replacing what those keys held) in one transaction."""
+        rows = [(keys.normalize_key(k), _dump(e), e.updated_at) for k, e in entries.items()]
+
+        def write(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn):
+                conn.executemany(UPSERT, rows)
+
+        self._run(write)
+
     def close(self) -> None:
         """Close this thread's connection (another call opens a new one)."""
         conn = getattr(self._local, "conn", None)
