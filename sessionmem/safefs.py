@@ -33,7 +33,9 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import stat
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -322,3 +324,49 @@ def _place(folder: int, tmp: str, name: str, data: bytes) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+# --- whole files replaced atomically (the session stores, transcripts copied in) ---
+
+_ATOMIC_TEMP_RE = re.compile(r"\.[0-9a-f]{32}\.tmp")
+
+
+def atomic_temp_path(path: Path) -> Path:
+    """A new temp file name for an atomic write of ``path``: ``<name>.<32 hex>.tmp`` beside it."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+
+
+def is_atomic_temp_of(name: str, target: str) -> bool:
+    """True when ``name`` is one of :func:`atomic_temp_path`'s names for a file called ``target``."""
+    return name.startswith(target) and _ATOMIC_TEMP_RE.fullmatch(name, len(target)) is not None
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
+    """Write ``data`` to ``path`` so that readers see the old content or the new, never a mix.
+
+    Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,
+    then fsync the folder so the rename itself survives a power cut.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = atomic_temp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

@@ -117,7 +117,9 @@ def echo_line_json(value: Any) -> None:
 
 
 @contextmanager
-def progress_bar(description: str, *, enabled: bool | None = None) -> Iterator[Progress | None]:
+def progress_bar(
+    description: str, *, enabled: bool | None = None, unit: str = "file"
+) -> Iterator[Progress | None]:
     """A ``progress(done, total)`` callback drawing a tqdm bar on stderr, or ``None``.
 
     The bar is drawn only when stderr is a terminal (``enabled=None``), so logs and pipes get
@@ -130,7 +132,7 @@ def progress_bar(description: str, *, enabled: bool | None = None) -> Iterator[P
         return
     from tqdm import tqdm
 
-    bar = tqdm(total=0, desc=description, unit="file", file=sys.stderr, leave=False, dynamic_ncols=True)
+    bar = tqdm(total=0, desc=description, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)
 
     def update(done: int, total: int) -> None:
         if bar.total != total:

@@ -26,7 +26,9 @@ from types import MappingProxyType
 
 from sessionmem.config import DEFAULT_AGENT_ID, AgentConfig, Config
 from sessionmem.errors import ConfigError
-from sessionmem.session.keys import is_valid_agent_id, store_path
+from sessionmem.session.keys import is_valid_agent_id
+from sessionmem.session.keys import sessions_dir as default_sessions_dir
+from sessionmem.session.stores import parse_store_spec
 
 STATE_DIR_ENV = "SESSIONMEM_STATE_DIR"
 CONFIG_ENV = "SESSIONMEM_CONFIG"
@@ -48,9 +50,10 @@ class Context:
 
     @property
     def sessions_dir(self) -> Path:
-        """Where this agent's sessions.json and transcripts live: the folder of ``session.store`` (``~``
-        and ``{agentId}`` expanded), else ``<state>/agents/<agentId>/sessions``."""
-        return store_path(self.state_dir, self.agent_id, self.config.session.store).parent
+        """Where this agent's transcripts live (and its sessions.json or SQLite file): the folder of
+        ``session.store`` (``~`` and ``{agentId}`` expanded), else ``<state>/agents/<agentId>/sessions``."""
+        spec = parse_store_spec(self.config.session.store, state_dir=self.state_dir, agent_id=self.agent_id)
+        return spec.sessions_dir or default_sessions_dir(self.state_dir, self.agent_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,14 @@ The steps of a turn (the gate, rotation, commands, the runner) talk to the store
   The runner holds it around every turn, command and rotation, and reloads the session's state after
   taking it, so turns of one key are serialised across runners and processes.
 
-One optional capability (a separate protocol, so the seam itself stays as it is):
-:class:`VersionedTranscript`, a transcript that can say cheaply whether anything was appended since a
-given moment. With it, a session that takes the turn lock re-reads its transcript only when another
-runner wrote to it (or a turn of its own failed half-way); without it, at every turn.
+Optional capabilities (separate protocols, so the seam itself stays as it is):
+
+- :class:`VersionedTranscript`, a transcript that can say cheaply whether anything was appended since a
+  given moment. With it, a session that takes the turn lock re-reads its transcript only when another
+  runner wrote to it (or a turn of its own failed half-way); without it, at every turn.
+- :class:`StoredLines` (a transcript) and :class:`TranscriptImport` (a backend): a transcript read and
+  written whole, line by line as stored, so ``sessionmem sessions export/import``
+  (:mod:`sessionmem.session.copy`) moves a store between backends without changing a byte.
 
 Backends: :class:`~sessionmem.session.store.SessionStore` (sessions.json and JSONL transcripts in one
 sessions folder: OpenClaw's format, the default). Outside implementers write a plain class with these
@@ -32,7 +36,7 @@ runner makes inline (an async backend would wrap its client in blocking calls th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
@@ -115,6 +119,26 @@ def transcript_version(transcript: TranscriptLog) -> Hashable | None:
     if isinstance(transcript, VersionedTranscript):
         return transcript.version()
     return None
+
+
+@runtime_checkable
+class StoredLines(Protocol):
+    """Optional capability of a :class:`TranscriptLog`: every stored line, the header first, as the JSON
+    bytes it is stored as (no newline; a torn or unreadable line left out). Without it a copy rebuilds
+    the lines from :meth:`TranscriptLog.entries` (the header is then the target's own)."""
+
+    def stored_lines(self) -> Iterator[bytes]: ...
+
+
+@runtime_checkable
+class TranscriptImport(Protocol):
+    """Optional capability of a :class:`SessionBackend`: the target of a copy between backends."""
+
+    def import_transcript(self, key: str, entry: SessionEntry, lines: Iterable[bytes]) -> SessionEntry:
+        """Store ``lines`` (:meth:`StoredLines.stored_lines` of the source) whole as the transcript of
+        ``key``, replacing any it had; returns ``entry`` as it must be stored here (e.g. ``sessionFile``
+        naming this backend's file). Called before the entry is stored: the transcript is the record."""
+        ...
 
 
 @runtime_checkable

@@ -68,7 +68,7 @@ from sessionmem.session.gate import compact_if_over_threshold, compact_through_g
 from sessionmem.session.memory_tools import SessionTools
 from sessionmem.session.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.state import SessionState
-from sessionmem.session.store import SessionStore
+from sessionmem.session.stores import open_session_store
 from sessionmem.session.streaming import PartialCallback
 from sessionmem.session.tools import Tool
 from sessionmem.session.turn import run_model_turn
@@ -114,10 +114,12 @@ class SessionRunner:
         self.hooks = hooks  # the developer's, added to the discovered ones (hook_registry)
         self._hook_registry: HookRegistry | None = None
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
-        # Where sessions are kept (sessionmem.session.backend): the store given, else sessions.json and the
-        # transcripts at session.store (with ~ and {agentId}), else under state_dir.
+        # Where sessions are kept (sessionmem.session.backend): the store given, else the one session.store
+        # names (sessionmem.session.stores: sessions.json by default, SQLite for a *.sqlite path).
         if store is None:
-            store = SessionStore.for_agent(self.state_dir, self.agent_id, self.config.session.store)
+            store = open_session_store(
+                self.config.session.store, state_dir=self.state_dir, agent_id=self.agent_id
+            )
         self.store: SessionBackend = store
         self._check_index_sessions_dir()
         self.close_index = close_index  # close(): close memory_index too (False: it is shared, keep it open)

@@ -28,33 +28,27 @@ its current cycle twice (:mod:`sessionmem.session.recovery`).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import re
 import threading
-import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 
 import orjson
 from pydantic import ValidationError
 
-from sessionmem.errors import SessionError, TranscriptError, UsageError, os_error_reason
+from sessionmem.errors import SessionError, UsageError, os_error_reason
 from sessionmem.messages import now_ms
-from sessionmem.safefs import PRIVATE_FILE_MODE
+from sessionmem.safefs import atomic_write_bytes, is_atomic_temp_of
 from sessionmem.session import keys
-from sessionmem.session.backend import DEFAULT_TURN_LOCK_TIMEOUT_S, SessionBackendABC, TranscriptLog
 from sessionmem.session.entry import SessionEntry
-from sessionmem.session.filelock import StoreLock, TurnLock
+from sessionmem.session.filelock import StoreLock
+from sessionmem.session.folder import TranscriptFolderBackend
 from sessionmem.session.recovery import entries_from_transcripts
-from sessionmem.session.transcript import Transcript, archive_transcript_file
 
 log = logging.getLogger(__name__)
 
 _ACTIVE = threading.local()  # open transactions of this thread, by store path
-TURN_LOCK_DIR = "locks"  # in the sessions folder: one lock file per session key
 
 
 class CorruptStore(SessionError):
@@ -95,7 +89,7 @@ def serialize_store(entries: dict[str, SessionEntry]) -> bytes:
     return orjson.dumps({k: e.to_json_dict() for k, e in entries.items()}, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-class SessionStore(SessionBackendABC):
+class SessionStore(TranscriptFolderBackend):
     """sessions.json at ``path``, the transcripts beside it. Thread- and process-safe; see the module
     docstring. The default backend of the store seam (:mod:`sessionmem.session.backend`)."""
 
@@ -107,6 +101,7 @@ class SessionStore(SessionBackendABC):
         lock_timeout_s: float = 10.0,
     ) -> None:
         self.path = Path(path)
+        super().__init__(self.path.parent)  # the transcripts live beside sessions.json (as in OpenClaw)
         self.agent_id = agent_id or _agent_id_from_path(self.path)
         self.issues: list[str] = []
         self.recovered = False
@@ -120,99 +115,6 @@ class SessionStore(SessionBackendABC):
         """The agent's store: ``store`` (``session.store``; ``~`` and ``{agentId}`` expanded), else
         ``<state>/agents/<agentId>/sessions/sessions.json`` (:func:`sessionmem.session.keys.store_path`)."""
         return cls(keys.store_path(state_dir, agent_id, store), agent_id=agent_id)
-
-    @property
-    def sessions_dir(self) -> Path:
-        """The folder of the store, where the agent's transcripts live too (OpenClaw keeps them together)."""
-        return self.path.parent
-
-    def transcript_path(self, session_id: str) -> Path:
-        """``<sessions_dir>/<sessionId>.jsonl``: where a new session's transcript goes."""
-        return self.sessions_dir / f"{keys.validate_session_id(session_id)}.jsonl"
-
-    # --- transcripts and the turn lock ---
-
-    def new_session_file(self, session_id: str) -> str:
-        return str(self.transcript_path(session_id))
-
-    def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> Transcript:
-        """The transcript ``entry`` names, in the sessions folder (:meth:`transcript_file`). When it
-        was found there by its name only (the state folder moved), the entry's ``sessionFile`` is
-        updated to say where it is now."""
-        norm = keys.normalize_key(key)
-        path, followed = self._locate(norm, entry)
-        if followed:
-            found = "found there" if path.exists() else "not there either: a new one is started"
-            log.warning(
-                "session %s: transcript %s is not in the sessions folder %s; using %s (%s)",
-                norm,
-                entry.session_file,
-                self.sessions_dir,
-                path.name,
-                found,
-            )
-            self.update(norm, lambda current: _naming(current, entry.session_id, path))
-        return Transcript.open(path, entry.session_id, cwd, session_key=norm)
-
-    def transcript_file(self, key: str, entry: SessionEntry) -> Path:
-        """Where ``entry``'s transcript lives: always directly in :attr:`sessions_dir`, named by its
-        session id (``<sessionId>.jsonl``, or OpenClaw's ``<sessionId>-topic-<id>.jsonl``).
-
-        ``sessionFile`` names the file; a relative value is resolved against the folder. An absolute
-        one in another folder with the session's own name is followed to that name here (the state
-        folder was moved, or the store was copied from another machine): nothing is read or written
-        there. Anything else (another name, a path out of the folder, a symlink out of it) raises
-        :class:`~sessionmem.errors.TranscriptError`, before anything is opened.
-        """
-        return self._locate(keys.normalize_key(key), entry)[0]
-
-    def _locate(self, key: str, entry: SessionEntry) -> tuple[Path, bool]:
-        """:meth:`transcript_file`, and whether it was followed from another folder."""
-        session_id = keys.validate_session_id(entry.session_id)
-        folder = self.sessions_dir
-        real_folder = os.path.realpath(folder)
-        stored = entry.session_file
-
-        def refuse(why: str) -> TranscriptError:
-            return TranscriptError(
-                f"session {key}: its sessionFile {stored!r} {why}; refusing to read or write it. "
-                f"Transcripts live in the sessions folder {folder} as <sessionId>.jsonl: set the "
-                f"entry's sessionFile to {session_id}.jsonl, or remove it"
-            )
-
-        name, elsewhere = f"{session_id}.jsonl", False
-        if stored:
-            given = Path(stored)
-            candidate = given if given.is_absolute() else folder / given
-            if not keys.is_transcript_name(candidate.name, session_id):
-                raise refuse(f"does not name the transcript of session {session_id}")
-            elsewhere = os.path.realpath(candidate.parent) != real_folder
-            if elsewhere and not given.is_absolute():
-                raise refuse(f"is not in the sessions folder {folder}")
-            # Trigger: an absolute sessionFile in another folder, named for this session. Why:
-            # sessions.json stores absolute paths, so a moved or copied state folder leaves every entry
-            # pointing at the old place; using it would recreate the old folder and start the session
-            # empty. Outcome: the same name here, where the transcript moved with sessions.json;
-            # nothing is done at the old path.
-            name = candidate.name
-        target = folder / name
-        real_target = os.path.realpath(target)
-        if real_target != os.path.join(real_folder, name):
-            raise TranscriptError(
-                f"session {key}: its transcript {target} is a symlink to {real_target}, outside the "
-                f"sessions folder; refusing to read or write it (put the file itself in {folder})"
-            )
-        return target, elsewhere
-
-    def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:
-        """Rename the transcript ``<file>.reset.<time>`` (OpenClaw's archive name), beside the live ones."""
-        return archive_transcript_file(transcript.path, when) if transcript.path is not None else None
-
-    def turn_lock(self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S) -> TurnLock:
-        """``flock`` on ``<sessions_dir>/locks/<sha256 of the key>.lock``, a file never deleted."""
-        norm = keys.normalize_key(key)
-        digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
-        return TurnLock(self.sessions_dir / TURN_LOCK_DIR / f"{digest}.lock", norm, timeout_s=timeout_s)
 
     # --- reading ---
 
@@ -343,7 +245,7 @@ class SessionStore(SessionBackendABC):
         """
         try:
             with os.scandir(self.sessions_dir) as found:
-                names = [e.name for e in found if _is_temp_of(e.name, self.path.name)]
+                names = [e.name for e in found if is_atomic_temp_of(e.name, self.path.name)]
         except OSError:  # no folder yet (the lock creates it; a store path may point elsewhere)
             return
         for name in names:
@@ -362,60 +264,9 @@ class SessionStore(SessionBackendABC):
         log.warning("%s", message)
 
 
-def _naming(current: SessionEntry | None, session_id: str, path: Path) -> SessionEntry | None:
-    """``current`` naming ``path`` as its transcript, if it is still that session's entry."""
-    if current is None or current.session_id != session_id:
-        return None
-    return current.with_updates(session_file=str(path))
-
-
 def _agent_id_from_path(path: Path) -> str:
     # <state>/agents/<agentId>/sessions/sessions.json
     parts = path.parts
     if len(parts) >= 4 and parts[-4] == "agents":
         return parts[-3]
     return keys.DEFAULT_AGENT_ID
-
-
-_TEMP_SUFFIX_RE = re.compile(r"\.[0-9a-f]{32}\.tmp")
-
-
-def _temp_path(path: Path) -> Path:
-    """A new temp file name for an atomic write of ``path``: ``<name>.<32 hex>.tmp`` beside it."""
-    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
-
-
-def _is_temp_of(name: str, target: str) -> bool:
-    """True when ``name`` is one of :func:`_temp_path`'s names for a file called ``target``."""
-    return name.startswith(target) and _TEMP_SUFFIX_RE.fullmatch(name, len(target)) is not None
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
-    """Write ``data`` to ``path`` so that readers see the old content or the new, never a mix.
-
-    Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,
-    then fsync the folder so the rename itself survives a power cut.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_path(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)

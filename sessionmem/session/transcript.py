@@ -205,12 +205,13 @@ def read_entries(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Malformed lines (bad JSON, not an object, a torn last line) are skipped, never raised.
     A missing file yields nothing.
     """
-    for no, _end, obj in _read_lines(path):
+    for no, _end, obj, _line in _read_lines(path):
         yield no, obj
 
 
-def _read_lines(path: str | Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """:func:`read_entries` with the byte offset at which each line ends (its newline included)."""
+def _read_lines(path: str | Path) -> Iterator[tuple[int, int, dict[str, Any], bytes]]:
+    """:func:`read_entries` with the byte offset at which each line ends (its newline included), and the
+    line itself (without its newline)."""
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
@@ -228,7 +229,7 @@ def _read_lines(path: str | Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
             log.debug("skipping malformed line %d of %s", no, path)
             continue
         if isinstance(obj, dict):
-            yield no, end, obj
+            yield no, end, obj, line
 
 
 def read_messages(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
@@ -309,7 +310,7 @@ class Transcript:
         leaf: str | None = None
         any_line = False
         compaction_end = 0
-        for no, end, obj in _read_lines(p):
+        for no, end, obj, _line in _read_lines(p):
             any_line = True
             if obj.get("type") == "session":
                 header = header or obj
@@ -406,6 +407,13 @@ class Transcript:
             if entry is not None:
                 out.append(entry)
         return out
+
+    def stored_lines(self) -> Iterator[bytes]:
+        """Every line of the file that holds a JSON object, the header first, byte for byte (without its
+        newline): what a copy to another backend writes (:class:`~sessionmem.session.backend.StoredLines`).
+        Blank, torn and unreadable lines are left out, as every reader skips them."""
+        for _no, _end, _obj, line in _read_lines(self.path):
+            yield line
 
     def context_messages(self) -> list[tuple[str, Message]]:
         """The model context as ``(entry_id, message)`` pairs (:func:`context_from_entries`)."""

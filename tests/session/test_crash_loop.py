@@ -1,6 +1,7 @@
 """The crash loop, short: a conversation with frequent flushes and compactions, its runners killed with
 SIGKILL 20 times at random moments and at the moments that matter (just after a compaction entry, inside
-a flush), reopened and continued. Nothing may be lost, torn, left unflushed or miscounted.
+a flush), reopened and continued, on each store backend. Nothing may be lost, torn, left unflushed or
+miscounted.
 (``bench/bench_crash.py`` runs the long loop and prints the figures.)"""
 
 from __future__ import annotations
@@ -10,14 +11,17 @@ from pathlib import Path
 import pytest
 
 from tests.support.crash_loop import describe, run_crash_loop
+from tests.support.stores import BACKENDS, spec_for
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("runners", [1, 2])
 def test_a_conversation_killed_twenty_times_loses_nothing_and_flushes_every_cycle(
-    tmp_path: Path, runners: int
+    tmp_path: Path, runners: int, backend: str
 ) -> None:
-    report = run_crash_loop(tmp_path, kills=20, runners=runners, seed=7)
+    store = spec_for(backend, tmp_path / "state" / "agents" / "main" / "sessions")
+    report = run_crash_loop(tmp_path, kills=20, runners=runners, seed=7, store=store)
     figures = "\n".join(describe(report))
     assert report.kills >= 20, figures
     assert report.compactions >= 3 and report.flushes_completed >= 3, figures  # the loop did its work

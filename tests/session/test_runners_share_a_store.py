@@ -5,18 +5,12 @@ unsummarised, and one sessionId per new key."""
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sessionmem.config import Config
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.events import FlushEvent
-from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
 from tests.scenarios.harness import flush_prompt_requests, make_runner, small_config, store_entry
 
 KEY = "agent:main:main"
@@ -105,44 +99,4 @@ def test_two_runners_opening_one_new_key_share_one_session_id(
     assert store_entry(runner_a)["sessionId"] == session_a.entry.session_id
 
 
-def _run_one_runner(state: str, workspace: str, barrier: Any, out: Any) -> None:
-    """A child process: open the shared key, wait for the other process, run one big turn."""
-    scripted = model()
-    flushes: list[int] = []
-    runner = SessionRunner(
-        scripted,
-        config=config(),
-        workspace=Path(workspace),
-        state_dir=Path(state),
-        on_event=lambda e: flushes.append(e.compaction_count) if isinstance(e, FlushEvent) else None,
-    )
-    session = runner.open(KEY)
-    barrier.wait(30)  # both processes hold an entry that says "cycle 0, unflushed"
-    session.run_turn_sync(BIG)
-    out.put((len(flush_prompt_requests(scripted.calls)), flushes, session.entry.session_id))
-
-
-@pytest.mark.timeout(120)
-def test_two_processes_flush_one_cycle_once(tmp_path: Path, workspace: Path) -> None:
-    state = tmp_path / "state"
-    ctx = multiprocessing.get_context("fork")
-    barrier, out = ctx.Barrier(2), ctx.Queue()
-    procs = [
-        ctx.Process(target=_run_one_runner, args=(str(state), str(workspace), barrier, out)) for _ in range(2)
-    ]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=100) for _ in procs]
-    for p in procs:
-        p.join(100)
-        assert p.exitcode == 0
-
-    # The turns ran one after the other: the first flushed cycle 0; the second saw that turn (and its
-    # flush) in its context, so it compacted without flushing cycle 0 again, and after its own big turn
-    # flushed cycle 1 before compacting again. Each cycle had one flush.
-    assert sum(prompts for prompts, _, _ in results) == 2
-    assert sorted(cycle for _, flushes, _ in results for cycle in flushes) == [0, 1]
-    assert len({session_id for _, _, session_id in results}) == 1
-    data = json.loads(SessionStore.for_agent(state).path.read_text(encoding="utf-8"))
-    assert data[KEY]["memoryFlushCompactionCount"] == 1
-    assert data[KEY]["compactionCount"] == 2
+# Two runner *processes* flushing one cycle once: tests/session/test_store_contract.py, on every backend.

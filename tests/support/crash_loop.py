@@ -50,9 +50,10 @@ from sessionmem.config import Config, merge
 from sessionmem.messages import ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel
+from sessionmem.session.backend import SessionBackend
 from sessionmem.session.noreply import SILENT_REPLY_TOKEN
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
+from sessionmem.session.stores import open_session_store
 from sessionmem.session.transcript import (
     context_from_entries,
     entry_from_dict,
@@ -66,9 +67,10 @@ SPAN = re.compile(r"([A-Z])(\d+)(?:-(\d+))?")  # in summaries: "turns: A0-16 A18
 FILLER = [f"topic{i}" for i in range(24)]  # the words of the scripted turns
 
 
-def loop_config() -> Config:
-    """A small window: compaction at 2,500 projected tokens, the flush at 1,700; a turn adds about 300."""
-    return merge(
+def loop_config(store: str | None = None) -> Config:
+    """A small window: compaction at 2,500 projected tokens, the flush at 1,700; a turn adds about 300.
+    ``store``: ``session.store`` (None: sessions.json in the state folder)."""
+    config = merge(
         Config(),
         {
             "agents": {
@@ -86,6 +88,7 @@ def loop_config() -> Config:
             "session": {"turnLockTimeoutSeconds": 120},
         },
     )
+    return merge(config, {"session": {"store": store}}) if store is not None else config
 
 
 def turn_text(runner: str, n: int) -> str:
@@ -150,6 +153,7 @@ def respond(request: ModelRequest) -> Any:
 @dataclass(frozen=True)
 class Layout:
     root: Path
+    store_spec: str | None = None  # session.store of the runners (None: sessions.json, the default)
 
     @property
     def state(self) -> Path:
@@ -165,8 +169,8 @@ class Layout:
     def errors(self, runner: str) -> Path:
         return self.root / f"errors-{runner}.txt"
 
-    def store(self) -> SessionStore:
-        return SessionStore.for_agent(self.state)
+    def store(self) -> SessionBackend:
+        return open_session_store(self.store_spec, state_dir=self.state, agent_id="main")
 
 
 def acknowledged(layout: Layout, runner: str) -> list[int]:
@@ -177,15 +181,15 @@ def acknowledged(layout: Layout, runner: str) -> list[int]:
     return [int(n) for n in lines]
 
 
-def run_runner(root: str, runner: str) -> None:
+def run_runner(root: str, runner: str, store_spec: str | None = None) -> None:
     """A child: go on with the conversation from the turn after its last acknowledged one, forever."""
-    layout = Layout(Path(root))
+    layout = Layout(Path(root), store_spec)
     try:
         done = acknowledged(layout, runner)
         n = max(done, default=-1) + 1
         model = ScriptedModel(responder=respond)
         session = SessionRunner(
-            model, config=loop_config(), workspace=layout.workspace, state_dir=layout.state
+            model, config=loop_config(store_spec), workspace=layout.workspace, state_dir=layout.state
         ).open(KEY)
         ack = os.open(layout.acks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         while True:
@@ -200,7 +204,9 @@ def run_runner(root: str, runner: str) -> None:
 
 
 def start_runner(layout: Layout, runner: str) -> Any:
-    process = get_context("fork").Process(target=run_runner, args=(str(layout.root), runner), daemon=True)
+    process = get_context("fork").Process(
+        target=run_runner, args=(str(layout.root), runner, layout.store_spec), daemon=True
+    )
     process.start()
     return process
 
@@ -329,7 +335,7 @@ def check_after_kill(layout: Layout, report: CrashLoopReport, seen_ids: set[str]
             report.store_behind_at_kill += 1
         SessionRunner(
             ScriptedModel(responder=respond),
-            config=loop_config(),
+            config=loop_config(layout.store_spec),
             workspace=layout.workspace,
             state_dir=layout.state,
         ).open(KEY)
@@ -339,7 +345,7 @@ def check_after_kill(layout: Layout, report: CrashLoopReport, seen_ids: set[str]
             report.mismatch_details.append(problem)
 
 
-def _mismatch(store: SessionStore, facts: TranscriptFacts) -> str | None:
+def _mismatch(store: SessionBackend, facts: TranscriptFacts) -> str | None:
     entry = store.get(KEY)
     assert entry is not None
     stored = (entry.compaction_count, entry.memory_flush_compaction_count)
@@ -353,7 +359,13 @@ KILL_MOMENTS = ("random", "after a compaction entry", "inside a flush")
 
 
 def run_crash_loop(
-    root: Path, *, kills: int, runners: int = 1, seed: int = 1, max_delay_s: float = 0.4
+    root: Path,
+    *,
+    kills: int,
+    runners: int = 1,
+    seed: int = 1,
+    max_delay_s: float = 0.4,
+    store: str | None = None,
 ) -> CrashLoopReport:
     """Kill ``runners`` runners ``kills`` times in all; audit; see the module docstring.
 
@@ -362,10 +374,10 @@ def run_crash_loop(
     that line and the store's update, or just past it); a random 0-1 ms after it sees a new flush prompt
     (the runner is inside the flush turn). The parent watches the file by polling its size every 0.5 ms.
     With several runners a random moment kills one of them, a watched moment all of them (the line's
-    writer is whichever holds the turn).
+    writer is whichever holds the turn). ``store``: the runners' ``session.store`` (the backend under test).
     """
     rng = random.Random(seed)
-    layout = Layout(root)
+    layout = Layout(root, store)
     (layout.workspace / "memory").mkdir(parents=True, exist_ok=True)
     names = RUNNER_NAMES[:runners]
     report = CrashLoopReport(runners=runners)

@@ -1,0 +1,80 @@
+"""Which backend ``session.store`` names, and opening it: the one place the runner, the CLI and the MCP
+server turn the setting into a store.
+
+``session.store`` (``~`` and ``{agentId}`` expanded; a relative path is taken from the current folder):
+
+- unset, or a path (``.../sessions.json``, any name not below): sessions.json and JSONL transcripts
+  (:class:`~sessionmem.session.store.SessionStore`, the default, OpenClaw's format);
+- a path ending ``.sqlite``, ``.sqlite3`` or ``.db``, or ``sqlite:///<absolute path>``: one SQLite database
+  per agent, the transcripts beside it (:class:`~sessionmem.session.store_sqlite.SqliteSessionStore`);
+  ``sqlite`` alone: ``sessions.sqlite`` in the default sessions folder;
+- ``postgresql://`` or ``postgres://``: PostgreSQL (not in this build).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sessionmem.errors import UsageError
+from sessionmem.session import keys
+from sessionmem.session.backend import SessionBackend
+
+StoreKind = Literal["sessions.json", "sqlite", "postgresql"]
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """What a ``session.store`` value names: the backend, and its file (``path``) or DSN (``dsn``)."""
+
+    kind: StoreKind
+    path: Path | None = None
+    dsn: str | None = None
+
+    @property
+    def sessions_dir(self) -> Path | None:
+        """The folder of the transcripts (a file backend keeps them beside its store file)."""
+        return self.path.parent if self.path is not None else None
+
+
+def parse_store_spec(spec: str | None, *, state_dir: Path, agent_id: str) -> StoreSpec:
+    """Read a ``session.store`` value (see the module docstring); a malformed one raises UsageError."""
+    text = (spec or "").strip()
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        name = scheme.group(1).lower()
+        if name in ("postgresql", "postgres"):
+            return StoreSpec("postgresql", dsn=text)
+        if name != "sqlite" or not text[len("sqlite://") :].startswith("/"):
+            raise UsageError(
+                f"session.store {spec!r}: not a store this sessionmem knows; use a path (sessions.json, "
+                "or *.sqlite for SQLite), sqlite:///<absolute path>, or a postgresql:// DSN"
+            )
+        return StoreSpec("sqlite", keys.store_path(state_dir, agent_id, text[len("sqlite://") :]))
+    if text.lower() == "sqlite":
+        return StoreSpec("sqlite", keys.sessions_dir(state_dir, agent_id) / "sessions.sqlite")
+    path = keys.store_path(state_dir, agent_id, text or None)
+    return StoreSpec("sqlite" if path.suffix.lower() in SQLITE_SUFFIXES else "sessions.json", path)
+
+
+def open_session_store(spec: str | None, *, state_dir: Path, agent_id: str) -> SessionBackend:
+    """The agent's session store for a ``session.store`` value (None: sessions.json in the default folder)."""
+    where = parse_store_spec(spec, state_dir=state_dir, agent_id=agent_id)
+    if where.kind == "postgresql":
+        raise UsageError(
+            "session.store is a PostgreSQL DSN, but PostgreSQL support needs the postgres backend "
+            "(sessionmem.session.store_postgres), which this build does not have; use a sessions.json "
+            "or *.sqlite path"
+        )
+    assert where.path is not None
+    if where.kind == "sqlite":
+        from sessionmem.session.store_sqlite import SqliteSessionStore
+
+        return SqliteSessionStore(where.path, agent_id=agent_id)
+    from sessionmem.session.store import SessionStore
+
+    return SessionStore(where.path, agent_id=agent_id)
