@@ -25,7 +25,7 @@ BENCH = Path(__file__).resolve().parent
 # Lightest first: the heavy scripts leave the kernel busy for a while after they exit (bench_search
 # an 870 MB index to write back and delete, bench_index a llama.cpp process's memory), and the runner's
 # sub-millisecond figures doubled when bench_runner ran right after them.
-SCRIPTS = ("runner", "store", "delta", "crash", "cli", "index", "recall", "search")
+SCRIPTS = ("runner", "store", "gateway", "delta", "crash", "cli", "index", "recall", "search")
 
 
 def main() -> None:
