@@ -190,7 +190,8 @@ class PostgresTranscript:
                        WHERE agent_id = %s AND session_id = %s AND kind = 'compaction')
                    SELECT coalesce(sum(e.bytes), 0), (SELECT id FROM last) IS NOT NULL
                    FROM sessionmem_transcript_entries e
-                   WHERE e.agent_id = %s AND e.session_id = %s AND e.id > coalesce((SELECT id FROM last), 0)""",
+                   WHERE e.agent_id = %s AND e.session_id = %s
+                     AND e.id > coalesce((SELECT id FROM last), 0)""",
                 (self.agent_id, self._session_id, self.agent_id, self._session_id),
             ).fetchone()
         assert row is not None
