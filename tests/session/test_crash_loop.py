@@ -1,7 +1,9 @@
 """The crash loop, short: a conversation with frequent flushes and compactions, its runners killed with
 SIGKILL 20 times at random moments and at the moments that matter (just after a compaction entry, inside
-a flush), reopened and continued. Nothing may be lost, torn, left unflushed or miscounted.
-(``bench/bench_crash.py`` runs the long loop and prints the figures.)"""
+a flush), reopened and continued. Nothing may be lost, torn, left unflushed or miscounted. On files and on
+PostgreSQL (two runners there: two hosts sharing one database, one killed while the other goes on).
+(``bench/bench_crash.py`` runs the long loop and prints the figures; ``bench/bench_hosts.py --kills``
+the PostgreSQL one.)"""
 
 from __future__ import annotations
 
@@ -13,14 +15,18 @@ from tests.support.crash_loop import describe, run_crash_loop
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("backing", ["files", "postgres"])
 @pytest.mark.parametrize("runners", [1, 2])
 def test_a_conversation_killed_twenty_times_loses_nothing_and_flushes_every_cycle(
-    tmp_path: Path, runners: int
+    tmp_path: Path, runners: int, backing: str, request: pytest.FixtureRequest
 ) -> None:
-    report = run_crash_loop(tmp_path, kills=20, runners=runners, seed=7)
+    dsn = request.getfixturevalue("pg_dsn") if backing == "postgres" else None
+    report = run_crash_loop(tmp_path, kills=20, runners=runners, seed=7, dsn=dsn)
     figures = "\n".join(describe(report))
     assert report.kills >= 20, figures
     assert report.compactions >= 3 and report.flushes_completed >= 3, figures  # the loop did its work
     assert {name: value for name, value in report.problems().items() if value} == {}, (
         f"{figures}\n{report.mismatch_details[:5]}\n{report.runner_errors[:2]}"
     )
+    if backing == "postgres":  # rows are appended whole, the chain from the entry before, by any host
+        assert report.lines_torn == 0 and report.chain_breaks == 0, figures
