@@ -40,7 +40,6 @@ def test_two_processes_on_one_key_lose_no_turn_and_flush_and_compact_each_cycle_
         f"{figures}\n{report.runner_errors[:2]}"
     )
     assert report.compactions >= 4, figures  # the conversation did flush and compact, many times
-    assert report.switches >= turns // 5, figures  # the two hosts' turns did interleave
     layout = Layout(tmp_path, dsn)
     facts = read_lines(layout.transcript_lines())
     entry = layout.store().get(KEY)
@@ -48,6 +47,7 @@ def test_two_processes_on_one_key_lose_no_turn_and_flush_and_compact_each_cycle_
     assert entry.memory_flush_compaction_count == facts.last_completed_flush_cycle
     if backing == "postgres":  # each entry's parentId is the entry before it, whichever host wrote it
         assert report.chain_breaks == 0, figures
+        assert report.switches >= turns // 5, figures  # the hosts took turns (the server queues waiters)
 
 
 def test_turns_of_one_session_queue_in_order_instead_of_failing(tmp_path: Path, workspace: Path) -> None:
