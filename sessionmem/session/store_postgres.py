@@ -168,11 +168,15 @@ class PostgresSessionStore(SessionBackendABC):
     def _parse(self, key: str, text: str) -> SessionEntry:
         try:
             return SessionEntry.model_validate(orjson.loads(text))
-        except (orjson.JSONDecodeError, ValidationError) as exc:
-            raise SessionError(
-                f"PostgreSQL session store {self.where}: the entry of {key} (agent {self.agent_id}) is "
-                f"invalid: {exc}; fix or delete its row in sessionmem_sessions"
-            ) from exc
+        except orjson.JSONDecodeError as exc:  # jsonb holds valid JSON; kept for a hand-edited column type
+            why = str(exc)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            why = f"{'.'.join(str(part) for part in first.get('loc', ())) or 'entry'}: {first.get('msg')}"
+        raise SessionError(
+            f"PostgreSQL session store {self.where}: the entry of {key} (agent {self.agent_id}) is "
+            f"invalid ({why}); fix or delete its row in sessionmem_sessions"
+        )
 
     def get(self, key: str) -> SessionEntry | None:
         norm = keys.normalize_key(key)
