@@ -493,6 +493,7 @@ def run_crash_loop(
     seed: int = 1,
     max_delay_s: float = 0.4,
     dsn: str | None = None,
+    kill_one: bool = False,
 ) -> CrashLoopReport:
     """Kill ``runners`` runners ``kills`` times in all; audit; see the module docstring.
 
@@ -501,7 +502,8 @@ def run_crash_loop(
     that line and the store's update, or just past it); a random 0-1 ms after it sees a new flush prompt
     (the runner is inside the flush turn). The parent watches the file by polling its size every 0.5 ms.
     With several runners a random moment kills one of them, a watched moment all of them (the line's
-    writer is whichever holds the turn).
+    writer is whichever holds the turn), unless ``kill_one``: then one, chosen at random, every time, and
+    the other runner goes on meanwhile (a host dying while the other keeps serving the session).
     """
     rng = random.Random(seed)
     layout = Layout(root, dsn)
@@ -519,7 +521,7 @@ def run_crash_loop(
                 time.sleep(rng.uniform(0.0, max_delay_s))
             else:
                 # The line's writer is whichever runner holds the turn: with several, all are killed.
-                victims = list(names)
+                victims = victims if kill_one else list(names)
                 if moment == "inside a flush":
                     time.sleep(rng.uniform(0.0, 0.001))
             for name in victims:
