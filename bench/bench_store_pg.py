@@ -36,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support.postgres
+from bench_runner import TimedModel
 from common import footer, header, parser, stats, table, verdict
 
 SIZES = (10, 1_000, 10_000)
@@ -104,28 +105,17 @@ class StoreClock:
         self.installed.clear()
 
 
-class TimedModel:
-    """The scripted model, its time taken out of the turn's."""
+class CpuTimedModel(TimedModel):
+    """bench_runner's timed model, plus the model's CPU time by ``time.process_time`` (precise, where
+    getrusage counts in clock ticks), so it can be taken out of each turn's."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.wall = 0.0
-        self.cpu = 0.0
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
-
-    @property
-    def provider(self) -> str:
-        return str(self.inner.provider)
+    cpu = 0.0
 
     async def complete(self, request: Any) -> Any:
-        start, cpu = time.perf_counter(), time.process_time()
+        cpu = time.process_time()
         try:
-            return await self.inner.complete(request)
+            return await super().complete(request)
         finally:
-            self.wall += time.perf_counter() - start
             self.cpu += time.process_time() - cpu
 
 
@@ -206,7 +196,7 @@ def measure(dsn: str, sessions: int, turns: int, root: Path) -> list[TurnCost]:
     def reply(request: Any) -> Any:
         return Message.assistant("Noted, thanks.", usage=Usage(input=1_000, output=5))
 
-    model = TimedModel(ScriptedModel(responder=reply, name="bench-scripted"))
+    model = CpuTimedModel(ScriptedModel(responder=reply, name="bench-scripted"))
     runner = SessionRunner(model, workspace=workspace, state_dir=root / "state", store=store)
     clock = StoreClock()
     for name in ("get", "all", "update", "delete", "open_transcript", "archive_transcript"):
@@ -224,7 +214,7 @@ def measure(dsn: str, sessions: int, turns: int, root: Path) -> list[TurnCost]:
                     await runner.open(key).run_turn("warm up")
                 for n in range(turns):
                     session = runner.open(active[n % len(active)])
-                    model.wall = model.cpu = clock.wall = clock.cpu = 0.0
+                    model.model_s = model.cpu = clock.wall = clock.cpu = 0.0
                     server = server_cpu_s(observer)
                     start, cpu = time.perf_counter(), time.process_time()
                     await session.run_turn(f"turn {n}: what did we decide about the cutover?")
@@ -232,7 +222,7 @@ def measure(dsn: str, sessions: int, turns: int, root: Path) -> list[TurnCost]:
                     after = server_cpu_s(observer)
                     out.append(
                         TurnCost(
-                            (wall - model.wall) * 1000,
+                            (wall - model.model_s) * 1000,
                             (cpu_used - model.cpu) * 1000,
                             clock.wall * 1000,
                             clock.cpu * 1000,
