@@ -7,6 +7,11 @@ same JSON object the JSONL line holds (built by the same functions of
 no torn line to skip), read back in the order of the ``bigserial`` id, whichever host wrote it. The
 header is the transcript's row in ``sessionmem_transcripts``.
 
+Reading is incremental: :meth:`PostgresTranscript.entries` fetches only the rows after the last one
+it read (rows are never changed or removed). That relies on what the runner guarantees anyway: the
+appends to one transcript are serialised (the turn lock), so a row becomes visible only after every row
+with a smaller id has (two concurrent appenders could commit out of id order).
+
 ``parentId`` is the last entry this object appended or read. The runner appends only under the session's
 turn lock and reads the transcript again whenever another host appended (:meth:`version` changed), so the
 chain follows the rows' order.
@@ -62,6 +67,11 @@ class PostgresTranscript:
         self.header = header
         self._ids: set[str] = set()
         self._leaf: str | None = None
+        # The entries read so far and the id of the last row among them: rows are never changed or
+        # removed (archiving marks the transcript), so a later read fetches only the rows after it.
+        self._read: list[Entry] = []
+        self._read_up_to = 0
+        self._lines = 1  # line numbers as in the file: the header is line 1
 
     @classmethod
     def open(
@@ -145,27 +155,31 @@ class PostgresTranscript:
 
     # --- reading ---
 
-    def rows(self) -> list[dict[str, Any]]:
-        """Every entry as stored, in order (the JSONL lines after the header)."""
+    def _rows_after(self, row_id: int) -> list[tuple[int, dict[str, Any]]]:
         with transcript_errors(self._session_id, "read"), self._pool.connection() as conn:
             found = conn.execute(
-                """SELECT entry::text FROM sessionmem_transcript_entries
-                   WHERE agent_id = %s AND session_id = %s ORDER BY id""",
-                (self.agent_id, self._session_id),
+                """SELECT id, entry::text FROM sessionmem_transcript_entries
+                   WHERE agent_id = %s AND session_id = %s AND id > %s ORDER BY id""",
+                (self.agent_id, self._session_id, row_id),
             ).fetchall()
-        return [orjson.loads(text) for (text,) in found]
+        return [(int(found_id), orjson.loads(text)) for found_id, text in found]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every entry as stored, in order (the JSONL lines after the header), read from the database."""
+        return [obj for _, obj in self._rows_after(0)]
 
     def entries(self) -> list[Entry]:
-        """All entries in the order written, by any host (line numbers as in the file: header is 1)."""
-        out = []
-        for no, obj in enumerate(self.rows(), start=2):
-            entry = entry_from_dict(no, obj)
+        """All entries in the order written, by any host (line numbers as in the file: header is 1).
+        Reads only the rows appended since the last call."""
+        for row_id, obj in self._rows_after(self._read_up_to):
+            self._read_up_to = row_id
+            self._lines += 1
+            entry = entry_from_dict(self._lines, obj)
             if entry is not None:
-                out.append(entry)
+                self._read.append(entry)
                 self._ids.add(entry.id)
-        if out:
-            self._leaf = out[-1].id
-        return out
+                self._leaf = entry.id
+        return list(self._read)
 
     def context_messages(self) -> list[tuple[str, Message]]:
         return context_from_entries(self.entries())
