@@ -246,6 +246,7 @@ async def rotate(
         SESSION_END,
         session_entry=previous.to_json_dict(),
         transcript_path=archived,
+        transcript=old_transcript,
         command_source=source,
         extra={"reason": reason, "next_session_id": new_id},
     )
