@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from sessionmem.config import MemorySearchConfig, merge
@@ -30,8 +29,12 @@ from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.backend import SessionBackend, TranscriptLog, VersionedTranscript
 from sessionmem.session.entry import SessionEntry
-from sessionmem.session.store_postgres import PostgresSessionStore
 from tests.scenarios.harness import make_runner, small_config
+from tests.support.postgres import import_psycopg
+
+psycopg = import_psycopg()  # before the store, which needs it: skips (fails in CI) without the extra
+
+from sessionmem.session.store_postgres import PostgresSessionStore  # noqa: E402
 
 KEY = "agent:main:main"
 

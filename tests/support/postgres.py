@@ -12,6 +12,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,19 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 def server_dsn() -> str:
     return os.environ.get(DSN_VARIABLE) or DEFAULT_DSN
+
+
+def import_psycopg() -> Any:
+    """psycopg, for a test module that imports it at its top; without it the module is skipped (failed
+    under ``CI=true``), saying which extra to install."""
+    try:
+        import psycopg
+    except ImportError:
+        why = f"psycopg is not installed (pip install -e '.[postgres]'; server: {DSN_VARIABLE})"
+        if IN_CI:
+            raise
+        pytest.skip(why, allow_module_level=True)
+    return psycopg
 
 
 def unavailable() -> str | None:
