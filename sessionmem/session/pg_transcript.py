@@ -16,8 +16,9 @@ with a smaller id has (two concurrent appenders could commit out of id order).
 turn lock and reads the transcript again whenever another host appended (:meth:`version` changed), so the
 chain follows the rows' order.
 
-Methods are synchronous (the runner calls them inline); ``pool`` is a psycopg connection pool in
-autocommit mode.
+Methods are synchronous (the runner calls them inline); statements go through
+:class:`~sessionmem.session.pg_connections.Connections` (the turn lock's connection while this process
+holds the session's turn).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import orjson
 
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message
+from sessionmem.session.pg_connections import Connections
 from sessionmem.session.transcript import (
     Entry,
     compaction_fields,
@@ -59,8 +61,15 @@ def transcript_errors(session_id: str, what: str) -> Iterator[None]:
 class PostgresTranscript:
     """One session's transcript rows. Open with :meth:`open`."""
 
-    def __init__(self, pool: Any, agent_id: str, session_key: str, session_id: str, header: dict[str, Any]):
-        self._pool = pool
+    def __init__(
+        self,
+        connections: Connections,
+        agent_id: str,
+        session_key: str,
+        session_id: str,
+        header: dict[str, Any],
+    ):
+        self._connections = connections
         self.agent_id = agent_id
         self.session_key = session_key
         self._session_id = session_id
@@ -75,12 +84,12 @@ class PostgresTranscript:
 
     @classmethod
     def open(
-        cls, pool: Any, agent_id: str, session_key: str, session_id: str, cwd: Path | None
+        cls, connections: Connections, agent_id: str, session_key: str, session_id: str, cwd: Path | None
     ) -> PostgresTranscript:
         """The transcript of ``session_id``, created (its header row) when new; two hosts opening one new
         session at once create one header."""
         header = new_header(session_id, cwd, session_key=session_key)
-        with transcript_errors(session_id, "open"), pool.connection() as conn:
+        with transcript_errors(session_id, "open"), connections.connection(session_key) as conn:
             conn.execute(
                 """INSERT INTO sessionmem_transcripts (agent_id, session_id, session_key, header)
                    VALUES (%s, %s, %s, %s::json) ON CONFLICT (agent_id, session_id) DO NOTHING""",
@@ -91,7 +100,7 @@ class PostgresTranscript:
                 (agent_id, session_id),
             ).fetchone()
         stored = orjson.loads(row[0]) if row is not None else header
-        transcript = cls(pool, agent_id, session_key, session_id, stored)
+        transcript = cls(connections, agent_id, session_key, session_id, stored)
         transcript.entries()  # the ids and the chain's end, for the next append
         return transcript
 
@@ -114,7 +123,10 @@ class PostgresTranscript:
     def _append(self, etype: str, fields: dict[str, Any]) -> str:
         eid = new_entry_id(self._ids)
         line = orjson.dumps(new_entry(etype, eid, self._leaf, fields))
-        with transcript_errors(self._session_id, "append to"), self._pool.connection() as conn:
+        with (
+            transcript_errors(self._session_id, "append to"),
+            self._connections.connection(self.session_key) as conn,
+        ):
             conn.execute(
                 """INSERT INTO sessionmem_transcript_entries (agent_id, session_id, kind, entry, bytes)
                    VALUES (%s, %s, %s, %s::json, %s)""",
@@ -156,7 +168,10 @@ class PostgresTranscript:
     # --- reading ---
 
     def _rows_after(self, row_id: int) -> list[tuple[int, dict[str, Any]]]:
-        with transcript_errors(self._session_id, "read"), self._pool.connection() as conn:
+        with (
+            transcript_errors(self._session_id, "read"),
+            self._connections.connection(self.session_key) as conn,
+        ):
             found = conn.execute(
                 """SELECT id, entry::text FROM sessionmem_transcript_entries
                    WHERE agent_id = %s AND session_id = %s AND id > %s ORDER BY id""",
@@ -186,7 +201,10 @@ class PostgresTranscript:
 
     def version(self) -> int:
         """The newest row's id (0 when empty): changes whenever any host appends. One indexed lookup."""
-        with transcript_errors(self._session_id, "read"), self._pool.connection() as conn:
+        with (
+            transcript_errors(self._session_id, "read"),
+            self._connections.connection(self.session_key) as conn,
+        ):
             row = conn.execute(
                 """SELECT coalesce(max(id), 0) FROM sessionmem_transcript_entries
                    WHERE agent_id = %s AND session_id = %s""",
@@ -197,7 +215,10 @@ class PostgresTranscript:
     def bytes_since_compaction(self) -> int:
         """The lines' bytes after the latest compaction entry; without one, the whole transcript, header
         included (what the file's size would be)."""
-        with transcript_errors(self._session_id, "read"), self._pool.connection() as conn:
+        with (
+            transcript_errors(self._session_id, "read"),
+            self._connections.connection(self.session_key) as conn,
+        ):
             row = conn.execute(
                 """WITH last AS (
                        SELECT max(id) AS id FROM sessionmem_transcript_entries

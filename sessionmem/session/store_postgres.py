@@ -9,10 +9,11 @@ connects to one database sees the same sessions, transcripts and counters:
   its result is written before the commit. Two hosts updating one key queue on the row, so the flush's
   claim and the compaction count are made once per cycle whichever host runs the turn;
 - ``turn_lock(key)`` is a session-level ``pg_advisory_lock`` on a 64-bit hash of (agent, key), held on
-  a connection of its own for the whole turn. The server queues waiters in order and frees the lock when
-  its holder's connection ends, a host killed mid-turn included; the wait ends after ``timeout_s`` in
-  :class:`~sessionmem.errors.TurnLockTimeout` (``lock_timeout``). The wait runs in a thread; the common
-  case, a free lock, is taken inline with ``pg_try_advisory_lock``;
+  a connection of its own for the whole turn, through which the turn's statements about that session go
+  (:mod:`sessionmem.session.pg_connections` says why). The server queues waiters in order and frees the
+  lock when its holder's connection ends, a host killed mid-turn included; the wait ends after
+  ``timeout_s`` in :class:`~sessionmem.errors.TurnLockTimeout` (``lock_timeout``). The wait runs in a
+  thread; the common case, a free lock, is taken inline with ``pg_try_advisory_lock``;
 - transcripts are :class:`~sessionmem.session.pg_transcript.PostgresTranscript` rows: ``path``,
   ``sessions_dir`` and ``new_session_file`` are None; a rotation marks the old transcript archived
   (``archived_at``), its rows kept and queryable.
@@ -49,6 +50,7 @@ from sessionmem.session.backend import (
     TranscriptLog,
 )
 from sessionmem.session.entry import SessionEntry
+from sessionmem.session.pg_connections import Connections
 from sessionmem.session.pg_schema import ensure_schema
 from sessionmem.session.pg_transcript import PostgresTranscript
 
@@ -92,6 +94,7 @@ class PostgresSessionStore(SessionBackendABC):
         self.where = where  # host:port/db, for messages
         self._pool = pool
         self._lock_pool = lock_pool
+        self._connections = Connections(pool)
 
     @classmethod
     def connect(
@@ -118,7 +121,7 @@ class PostgresSessionStore(SessionBackendABC):
                     min_size=1,
                     max_size=size,
                     kwargs={"autocommit": True},
-                    configure=_transcript_commits if name == "sessionmem-store" else None,
+                    configure=_transcript_commits,
                     name=name,
                     open=False,
                     timeout=connect_timeout_s,
@@ -152,10 +155,11 @@ class PostgresSessionStore(SessionBackendABC):
         self.close()
 
     @contextlib.contextmanager
-    def _db(self, what: str) -> Iterator[Any]:
-        """A connection of the pool; a database error becomes a :class:`SessionError` naming ``what``."""
+    def _db(self, what: str, key: str | None = None) -> Iterator[Any]:
+        """The connection for a statement about session ``key`` (:class:`Connections`); a database error
+        becomes a :class:`SessionError` naming ``what``."""
         try:
-            with self._pool.connection() as conn:
+            with self._connections.connection(key) as conn:
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             raise SessionError(f"PostgreSQL session store {self.where}: cannot {what}: {exc}") from exc
@@ -181,7 +185,7 @@ class PostgresSessionStore(SessionBackendABC):
 
     def get(self, key: str) -> SessionEntry | None:
         norm = keys.normalize_key(key)
-        with self._db(f"read session {norm}") as conn:
+        with self._db(f"read session {norm}", norm) as conn:
             row = conn.execute(
                 "SELECT entry::text FROM sessionmem_sessions WHERE agent_id = %s AND key = %s",
                 (self.agent_id, norm),
@@ -201,7 +205,7 @@ class PostgresSessionStore(SessionBackendABC):
         docstring). ``fn`` runs again only when another host created the key between our read and our
         insert, then on that host's entry."""
         norm = keys.normalize_key(key)
-        with self._db(f"update session {norm}") as conn:
+        with self._db(f"update session {norm}", norm) as conn:
             while True:
                 with conn.transaction():
                     conn.execute("SET LOCAL synchronous_commit = on")  # see _transcript_commits
@@ -238,7 +242,7 @@ class PostgresSessionStore(SessionBackendABC):
 
     def delete(self, key: str) -> SessionEntry | None:
         norm = keys.normalize_key(key)
-        with self._db(f"delete session {norm}") as conn:
+        with self._db(f"delete session {norm}", norm) as conn:
             row = conn.execute(
                 "DELETE FROM sessionmem_sessions WHERE agent_id = %s AND key = %s RETURNING entry::text",
                 (self.agent_id, norm),
@@ -252,11 +256,14 @@ class PostgresSessionStore(SessionBackendABC):
 
     def open_transcript(self, key: str, entry: SessionEntry, *, cwd: Path) -> PostgresTranscript:
         session_id = keys.validate_session_id(entry.session_id)
-        return PostgresTranscript.open(self._pool, self.agent_id, keys.normalize_key(key), session_id, cwd)
+        return PostgresTranscript.open(
+            self._connections, self.agent_id, keys.normalize_key(key), session_id, cwd
+        )
 
     def archive_transcript(self, transcript: TranscriptLog, when: datetime) -> Path | None:
         """Mark the transcript archived at ``when``; its rows stay. None: no file was made."""
-        with self._db(f"archive the transcript of session {transcript.session_id}") as conn:
+        key = getattr(transcript, "session_key", None)
+        with self._db(f"archive the transcript of session {transcript.session_id}", key) as conn:
             conn.execute(
                 """UPDATE sessionmem_transcripts SET archived_at = %s
                    WHERE agent_id = %s AND session_id = %s AND archived_at IS NULL""",
@@ -275,11 +282,13 @@ class PostgresSessionStore(SessionBackendABC):
 
     def turn_lock(self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S) -> PgTurnLock:
         norm = keys.normalize_key(key)
-        return PgTurnLock(self._lock_pool, turn_lock_id(self.agent_id, norm), norm, self.where, timeout_s)
+        return PgTurnLock(
+            self._lock_pool, self._connections, turn_lock_id(self.agent_id, norm), norm, self.where, timeout_s
+        )
 
 
 def _transcript_commits(conn: Any) -> None:
-    """Each connection of the store's pool commits without waiting for the WAL flush
+    """Each connection of the store's pools commits without waiting for the WAL flush
     (``synchronous_commit = off``), and :meth:`PostgresSessionStore.update` turns it back on for its
     transaction.
 
@@ -298,8 +307,18 @@ class PgTurnLock:
     """``pg_advisory_lock`` around one turn, on a connection of the lock pool (``async with``, or
     ``with`` in threaded code); see :class:`PostgresSessionStore`."""
 
-    def __init__(self, pool: Any, lock_id: int, session_key: str, where: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        pool: Any,
+        connections: Connections,
+        lock_id: int,
+        session_key: str,
+        where: str,
+        timeout_s: float,
+    ) -> None:
         self._pool = pool
+        self._connections = connections
+        self._guard = threading.RLock()  # one statement at a time on the lock's connection
         self.lock_id = lock_id
         self.session_key = session_key
         self.timeout_s = timeout_s
@@ -322,6 +341,8 @@ class PgTurnLock:
             self.release()
             raise
         self._held = bool(row and row[0])
+        if self._held:
+            self._connections.hold(self.session_key, self._conn, self._guard)
         return self._held
 
     def _wait(self, deadline: float) -> None:
@@ -338,6 +359,7 @@ class PgTurnLock:
             conn.execute("SELECT pg_advisory_lock(%s)", (self.lock_id,))
             self._held = True
             conn.execute("SELECT set_config('lock_timeout', '0', false)")
+            self._connections.hold(self.session_key, conn, self._guard)
         except psycopg.errors.LockNotAvailable:
             self.release()
             raise self._timeout() from None
@@ -352,13 +374,15 @@ class PgTurnLock:
         self._conn, self._held = None, False
         if conn is None:
             return
-        try:
-            if held:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (self.lock_id,))
-        except psycopg.Error:
-            conn.close()
-        finally:
-            self._pool.putconn(conn)
+        self._connections.let_go(self.session_key, conn)
+        with self._guard:  # after a statement still running on it from another thread
+            try:
+                if held:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (self.lock_id,))
+            except psycopg.Error:
+                conn.close()
+            finally:
+                self._pool.putconn(conn)
 
     def __enter__(self) -> None:
         deadline = time.monotonic() + self.timeout_s
