@@ -338,3 +338,52 @@ def test_indexing_sessions_with_a_database_store_is_a_config_error_naming_the_li
             else:
                 runner, _ = make_runner(model, tmp_path, workspace, config, store=store, memory_index=index)
                 runner.open(KEY).run_turn_sync("hello")
+
+
+class OvertakenStore(PostgresSessionStore):
+    """A host whose first entry update comes after another host ran ``overtake`` (a turn with a
+    compaction): the moment a restarted host's open() reads the transcript, then reconciles."""
+
+    overtake: Any = None
+
+    def update(self, key: str, fn: Any) -> SessionEntry | None:
+        run, self.overtake = self.overtake, None
+        if run is not None:
+            run()
+        return super().update(key, fn)
+
+
+def test_a_host_opening_while_the_other_compacts_never_sets_the_counts_back(
+    pg_dsn: str, tmp_path: Path, workspace: Path
+) -> None:
+    from tests.support.crash_loop import loop_config, respond, turn_text
+
+    def runner(store: PostgresSessionStore) -> Any:
+        return make_runner(ScriptedModel(responder=respond), tmp_path, workspace, loop_config(), store=store)[
+            0
+        ]
+
+    with PostgresSessionStore.connect(pg_dsn, agent_id="main") as first:
+        busy = runner(first).open(KEY)
+        for n in range(8):
+            busy.run_turn_sync(turn_text("A", n))
+        before = first.get(KEY)
+        assert before is not None and before.compaction_count >= 1
+
+        def compact_meanwhile() -> None:
+            n = 8
+            while first.get(KEY).compaction_count == before.compaction_count:  # type: ignore[union-attr]
+                busy.run_turn_sync(turn_text("A", n))
+                n += 1
+
+        with OvertakenStore.connect(pg_dsn, agent_id="main") as second:
+            second.overtake = compact_meanwhile
+            runner(second).open(KEY)  # reads the transcript, the other host compacts, then it reconciles
+            assert second.overtake is None  # the race happened
+        after = first.get(KEY)
+        compactions = rows(
+            pg_dsn, "SELECT count(*) FROM sessionmem_transcript_entries WHERE kind = 'compaction'"
+        )
+        assert after is not None and after.compaction_count == compactions[0][0] > before.compaction_count
+        assert after.memory_flush_compaction_count is not None  # the flush record not dropped either
+        assert after.memory_flush_compaction_count >= before.compaction_count
