@@ -461,6 +461,9 @@ def check_after_kill(layout: Layout, report: CrashLoopReport, seen_ids: set[str]
     """Under the turn lock: the store as the kill left it, then as a reopened session leaves it."""
     store = layout.store()
     with store.turn_lock(KEY, timeout_s=120):
+        if store.get(KEY) is None:  # killed before any runner created the session: nothing to compare
+            layout.runner().open(KEY)
+            return
         facts = read_lines(layout.transcript_lines())
         seen_ids |= facts.entry_ids
         if _mismatch(store, facts) is not None:
