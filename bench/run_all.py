@@ -25,7 +25,19 @@ BENCH = Path(__file__).resolve().parent
 # Lightest first: the heavy scripts leave the kernel busy for a while after they exit (bench_search
 # an 870 MB index to write back and delete, bench_index a llama.cpp process's memory), and the runner's
 # sub-millisecond figures doubled when bench_runner ran right after them.
-SCRIPTS = ("runner", "store", "gateway", "delta", "crash", "cli", "index", "recall", "search")
+SCRIPTS = (
+    "runner",
+    "store",
+    "gateway",
+    "delta",
+    "crash",
+    "store_pg",
+    "hosts",
+    "cli",
+    "index",
+    "recall",
+    "search",
+)
 
 
 def main() -> None:
@@ -55,6 +67,8 @@ def main() -> None:
             cmd.append("--quick")
         if name in ("index", "recall") and args.model:
             cmd += ["--model", args.model]
+        if name == "hosts" and not args.quick:
+            cmd += ["--turns", "500", "--kills", "100"]  # modest: bench_hosts.py alone runs 200 kills
         os.sync()  # see the module docstring
         t0 = time.perf_counter()
         print(f"running bench_{name}.py ...", file=sys.stderr, flush=True)

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.openai_server", "tests.support.full_disk", "tests.support.stores"]
+pytest_plugins = [
+    "tests.support.openai_server",
+    "tests.support.full_disk",
+    "tests.support.stores",
+    "tests.support.postgres",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GGUF_MODEL = REPO_ROOT.parent / "shared" / "models" / "all-MiniLM-L6-v2.Q8_0.gguf"

@@ -9,8 +9,6 @@ transcripts line for line (:mod:`sessionmem.session.copy`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from sessionmem.cli.output import echo_json, progress_bar, resolved
@@ -65,14 +63,12 @@ def _copy(
     source_at = parse_store_spec(source_spec, state_dir=app.state_dir, agent_id=app.agent_id)
     target_at = parse_store_spec(target_spec, state_dir=app.state_dir, agent_id=app.agent_id)
     if source_at == target_at:
-        raise UsageError(
-            f"the source and the target are the same store ({_name(source_at.path, source_spec)})"
-        )
+        raise UsageError(f"the source and the target are the same store ({source_at.shown})")
     source = open_session_store(source_spec, state_dir=app.state_dir, agent_id=app.agent_id)
     target = open_session_store(target_spec, state_dir=app.state_dir, agent_id=app.agent_id)
     with progress_bar("Copying sessions", unit="session") as progress:
         report = copy_sessions(source, target, cwd=app.workspace, force=force, progress=progress)
-    shown_from, shown_to = _name(source_at.path, source_spec), _name(target_at.path, target_spec)
+    shown_from, shown_to = source_at.shown, target_at.shown
     if as_json:
         echo_json(
             {
@@ -87,7 +83,3 @@ def _copy(
         f"Copied {report.sessions} session(s) ({report.transcript_lines} transcript lines) "
         f"from {shown_from} to {shown_to}"
     )
-
-
-def _name(path: Path | None, spec: str | None) -> str:
-    return str(path) if path is not None else str(spec)

@@ -2,7 +2,9 @@
 
 What it does (reference §4, with DESIGN decision 6):
 
-1. find the ending session's transcript: ``event.transcript_path`` (the live file: the runner emits
+1. find the ending session's transcript: where the store keeps it in a database (the event's
+   ``transcript`` has no ``path``), its entries are read through the store seam; else
+   ``event.transcript_path`` (the live file: the runner emits
    before it archives), else the session entry's ``sessionFile``, else ``<sessionId>.jsonl`` or the
    newest ``<sessionId>-topic-*.jsonl`` in the sessions folder; when that file yields no messages,
    the newest ``<file>.reset.*`` archive of it;
@@ -233,8 +235,12 @@ async def save_session_memory(event: HookEvent) -> Path | None:
     if event.name not in (COMMAND_NEW, COMMAND_RESET):
         return None
     options = SessionMemoryOptions.from_entry(hook_options(event.config, HOOK_NAME))
-    transcript = resolve_transcript(event)
-    content, header = load_recent_content(transcript, options.messages)
+    live = event.transcript
+    if live is not None and live.path is None:  # a database transcript: no file to find
+        entries = [entry.data for entry in live.entries()]
+        content, header = recent_content(entries, options.messages), getattr(live, "header", None)
+    else:
+        content, header = load_recent_content(resolve_transcript(event), options.messages)
     slug = None
     if content and options.llm_slug:
         slug = await generate_slug(event.model, content)

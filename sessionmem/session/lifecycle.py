@@ -5,9 +5,10 @@ A rotation ends the current session and starts a new one under the same session 
 1. the compaction gate: the silent flush runs first when this compaction cycle had none (DESIGN 1),
    so what the model knew is saved before the context goes away;
 2. the ``command:new`` / ``command:reset`` hooks, awaited, with ``transcript_path`` pointing at the
-   *live* transcript (DESIGN 6): the bundled session-memory hook writes
-   ``memory/peers/<chat>/<date>-<slug>.md`` from it (the chat's own folder: DESIGN 14), its slug asked
-   of ``compaction.model`` when one is set, else of the session's model;
+   *live* transcript (DESIGN 6), and ``transcript`` the transcript itself (a database store has no
+   file): the bundled session-memory hook writes ``memory/peers/<chat>/<date>-<slug>.md`` from it
+   (the chat's own folder: DESIGN 14), its slug asked of ``compaction.model`` when one is set, else of
+   the session's model;
 3. the store names the new sessionId (one atomic update: the rotation's commit point); the counters
    start again: ``compactionCount`` 0, no flush record, no token figures;
 4. the old transcript is archived as ``<file>.reset.<ISO time with ':' → '-'>``, and the new one opened;
@@ -213,6 +214,7 @@ async def rotate(
             previous_session_entry=previous.to_json_dict(),
             session_entry={"sessionId": new_id, "sessionFile": new_file},
             transcript_path=old_transcript.path,
+            transcript=old_transcript,
             command_source=source,
             extra={"reason": reason},
         )
@@ -244,6 +246,7 @@ async def rotate(
         SESSION_END,
         session_entry=previous.to_json_dict(),
         transcript_path=archived,
+        transcript=old_transcript,
         command_source=source,
         extra={"reason": reason, "next_session_id": new_id},
     )

@@ -53,7 +53,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import Config
-from sessionmem.errors import TurnLockTimeout, UsageError
+from sessionmem.errors import ConfigError, TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.session import keys
@@ -228,13 +228,25 @@ class SessionRunner:
         return self._hook_registry
 
     def _check_index_sessions_dir(self) -> None:
+        indexes_sessions = "sessions" in self.agent.memory_search.sources
+        ours = self.store.sessions_dir
+        # Trigger: the store keeps transcripts as database rows (PostgreSQL), and the memory index is
+        # asked to index sessions. Why: the index reads transcript files from a folder, so it would
+        # find none of this runner's conversations and memory_search would silently miss them.
+        # Outcome: a configuration error naming the limitation and the way out.
+        if self.memory_index is not None and indexes_sessions and ours is None:
+            raise ConfigError(
+                f'memorySearch.sources of agent {self.agent_id} includes "sessions", but session.store keeps '
+                "transcripts in a database, not in files, and the memory index indexes transcript files "
+                'only: remove "sessions" from memorySearch.sources (the Markdown memory is indexed as '
+                "usual), or use a file store"
+            )
         # Trigger: session.store moves the transcripts, and the memory index was opened without
         # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
         # runner's conversations. Outcome: a warning saying what to pass.
         found = getattr(self.memory_index, "sessions_dir", None)
-        if not isinstance(found, (str, os.PathLike)) or "sessions" not in self.agent.memory_search.sources:
+        if not isinstance(found, (str, os.PathLike)) or not indexes_sessions:
             return
-        ours = self.store.sessions_dir
         if ours is not None and os.path.realpath(found) != os.path.realpath(ours):
             log.warning(
                 "the memory index reads transcripts from %s but this runner writes them to %s "

@@ -126,8 +126,9 @@ class SessionState:
         The transcript is written first, so a process stopped between it and the store (killed, out of
         disk) leaves the store behind: ``compactionCount`` and the last flush's cycle are set from the
         transcript (:func:`~sessionmem.session.recovery.reconciled`) in one ``store.update``, which
-        changes nothing when they agree. Safe without the turn lock: the runner's own updates of these
-        fields set the values the transcript shows, so a reconciliation racing a live turn agrees with it.
+        changes nothing when they agree. Safe without the turn lock: the update reconciles only when the
+        transcript is still as it was read (same version, where the backend tells), so a read that a
+        live turn of another runner has since overtaken never sets the store back.
         """
         version = transcript_version(self.transcript)  # before reading: an append after it shows next time
         entries = self.transcript.entries()
@@ -138,6 +139,13 @@ class SessionState:
         def reconcile(current: SessionEntry | None) -> SessionEntry | None:
             if current is None or current.session_id != session_id:
                 return None  # gone, or rotated by another runner: resync() follows that
+            # Trigger: this read ran without the turn lock (open()), and another runner appended to the
+            # transcript after it, then moved the store on. Why: figures from the older transcript would
+            # set the counts back (a compaction uncounted, the cycle's flush forgotten: flushed again).
+            # Outcome: when the transcript changed since it was read, nothing is reconciled now; the
+            # next turn, under the lock, sees the new version and reloads.
+            if version is not None and transcript_version(self.transcript) != version:
+                return None
             return reconciled(current, figures)
 
         stored = self.runner.store.update(self.key, reconcile)

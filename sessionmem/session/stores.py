@@ -8,7 +8,8 @@ server turn the setting into a store.
 - a path ending ``.sqlite``, ``.sqlite3`` or ``.db``, or ``sqlite:///<absolute path>``: one SQLite database
   per agent, the transcripts beside it (:class:`~sessionmem.session.store_sqlite.SqliteSessionStore`);
   ``sqlite`` alone: ``sessions.sqlite`` in the default sessions folder;
-- ``postgresql://`` or ``postgres://``: PostgreSQL (not in this build).
+- ``postgresql://`` or ``postgres://``: PostgreSQL, sessions and transcripts in the database, shared by
+  several hosts (:class:`~sessionmem.session.store_postgres.PostgresSessionStore`; the ``postgres`` extra).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from sessionmem.errors import UsageError
 from sessionmem.session import keys
@@ -25,6 +27,8 @@ from sessionmem.session.backend import SessionBackend
 StoreKind = Literal["sessions.json", "sqlite", "postgresql"]
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+# A libpq "key=value" connection string (host=... dbname=...): not a path, and not a form we take
+_CONNINFO = re.compile(r"^\s*(host|hostaddr|dbname|user|port|service)\s*=", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,17 @@ class StoreSpec:
     kind: StoreKind
     path: Path | None = None
     dsn: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The store for messages: its file, or the DSN without its password and parameters."""
+        if self.path is not None:
+            return str(self.path)
+        parts = urlsplit(self.dsn or "")
+        host = parts.hostname or "localhost"
+        where = f"{host}:{parts.port}" if parts.port else host
+        user = f"{parts.username}@" if parts.username else ""
+        return f"{parts.scheme}://{user}{where}{parts.path}"
 
     @property
     def sessions_dir(self) -> Path | None:
@@ -55,6 +70,11 @@ def parse_store_spec(spec: str | None, *, state_dir: Path, agent_id: str) -> Sto
                 "or *.sqlite for SQLite), sqlite:///<absolute path>, or a postgresql:// DSN"
             )
         return StoreSpec("sqlite", keys.store_path(state_dir, agent_id, text[len("sqlite://") :]))
+    if _CONNINFO.match(text):
+        raise UsageError(
+            f"session.store {spec!r} is a key=value connection string; write PostgreSQL as a URL: "
+            "postgresql://user@host:port/dbname"
+        )
     if text.lower() == "sqlite":
         return StoreSpec("sqlite", keys.sessions_dir(state_dir, agent_id) / "sessions.sqlite")
     path = keys.store_path(state_dir, agent_id, text or None)
@@ -65,11 +85,10 @@ def open_session_store(spec: str | None, *, state_dir: Path, agent_id: str) -> S
     """The agent's session store for a ``session.store`` value (None: sessions.json in the default folder)."""
     where = parse_store_spec(spec, state_dir=state_dir, agent_id=agent_id)
     if where.kind == "postgresql":
-        raise UsageError(
-            "session.store is a PostgreSQL DSN, but PostgreSQL support needs the postgres backend "
-            "(sessionmem.session.store_postgres), which this build does not have; use a sessions.json "
-            "or *.sqlite path"
-        )
+        from sessionmem.session.store_postgres import PostgresSessionStore
+
+        assert where.dsn is not None
+        return PostgresSessionStore.connect(where.dsn, agent_id=agent_id)
     assert where.path is not None
     if where.kind == "sqlite":
         from sessionmem.session.store_sqlite import SqliteSessionStore

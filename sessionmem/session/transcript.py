@@ -165,6 +165,79 @@ def message_from_dict(data: Any) -> Message | None:
     return None
 
 
+def message_fields(
+    msg: Message,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    stop_reason: str | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The fields of a ``message`` entry for ``msg`` (every transcript backend writes these)."""
+    data = message_to_dict(msg, provider=provider, model=model, stop_reason=stop_reason)
+    if provenance:
+        data["provenance"] = provenance
+    return {"message": data}
+
+
+def compaction_fields(
+    summary: str,
+    first_kept_entry_id: str | None,
+    tokens_before: int,
+    tokens_after: int | None = None,
+    *,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The fields of a ``compaction`` entry (every transcript backend writes these)."""
+    fields: dict[str, Any] = {
+        "summary": summary,
+        "firstKeptEntryId": first_kept_entry_id,
+        "tokensBefore": tokens_before,
+    }
+    if tokens_after is not None:
+        fields["tokensAfter"] = tokens_after
+    if details is not None:
+        fields["details"] = details
+    return fields
+
+
+def new_entry_id(taken: set[str]) -> str:
+    """A new entry id (8 hex) not in ``taken``, added to it."""
+    while True:
+        eid = secrets.token_hex(4)
+        if eid not in taken:
+            taken.add(eid)
+            return eid
+
+
+def new_entry(etype: str, entry_id: str, parent_id: str | None, fields: dict[str, Any]) -> dict[str, Any]:
+    """A transcript entry as stored (one JSONL line, one database row): type, id, parentId, timestamp, then
+    the type's fields."""
+    return {"type": etype, "id": entry_id, "parentId": parent_id, "timestamp": iso_now(), **fields}
+
+
+def new_header(
+    session_id: str,
+    cwd: str | Path | None,
+    *,
+    session_key: str | None = None,
+    parent_session: str | None = None,
+) -> dict[str, Any]:
+    """A transcript's header (the JSONL file's first line; a database keeps it with the transcript)."""
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": TRANSCRIPT_VERSION,
+        "id": session_id,
+        "timestamp": iso_now(),
+        "cwd": str(cwd if cwd is not None else Path.cwd()),
+    }
+    if session_key is not None:
+        header["sessionKey"] = session_key
+    if parent_session is not None:
+        header["parentSession"] = parent_session
+    return header
+
+
 # --- Entries -------------------------------------------------------------------------------------
 
 
@@ -322,17 +395,7 @@ class Transcript:
                 if entry.type == "compaction":
                     compaction_end = end
         if header is None:
-            header = {
-                "type": "session",
-                "version": TRANSCRIPT_VERSION,
-                "id": session_id,
-                "timestamp": iso_now(),
-                "cwd": str(cwd if cwd is not None else Path.cwd()),
-            }
-            if session_key is not None:
-                header["sessionKey"] = session_key
-            if parent_session is not None:
-                header["parentSession"] = parent_session
+            header = new_header(session_id, cwd, session_key=session_key, parent_session=parent_session)
             if not any_line:  # a new (or empty, or wholly unreadable) file gets its header first
                 _append_line(p, header, only_if_empty=True)
         return cls(p, session_id, header, ids, leaf, compaction_end)
@@ -342,16 +405,9 @@ class Transcript:
         """Id of the last entry appended (or read on open)."""
         return self._leaf
 
-    def _new_id(self) -> str:
-        while True:
-            eid = secrets.token_hex(4)
-            if eid not in self._ids:
-                self._ids.add(eid)
-                return eid
-
     def _append(self, etype: str, fields: dict[str, Any]) -> str:
-        eid = self._new_id()
-        entry = {"type": etype, "id": eid, "parentId": self._leaf, "timestamp": iso_now(), **fields}
+        eid = new_entry_id(self._ids)
+        entry = new_entry(etype, eid, self._leaf, fields)
         end = _append_line(self.path, entry, header=self.header)
         self._leaf = eid
         if etype == "compaction":
@@ -369,10 +425,12 @@ class Transcript:
     ) -> str:
         """Append a ``message`` entry; returns its id. ``provenance`` (e.g. ``{"kind": "memory_flush"}``
         for the silent flush turn) is stored on the message so readers can leave such messages out."""
-        data = message_to_dict(msg, provider=provider, model=model, stop_reason=stop_reason)
-        if provenance:
-            data["provenance"] = provenance
-        return self._append("message", {"message": data})
+        return self._append(
+            "message",
+            message_fields(
+                msg, provider=provider, model=model, stop_reason=stop_reason, provenance=provenance
+            ),
+        )
 
     def append_compaction(
         self,
@@ -384,16 +442,10 @@ class Transcript:
         details: dict[str, Any] | None = None,
     ) -> str:
         """Append a ``compaction`` entry; the context is rebuilt from it (see :meth:`context_messages`)."""
-        fields: dict[str, Any] = {
-            "summary": summary,
-            "firstKeptEntryId": first_kept_entry_id,
-            "tokensBefore": tokens_before,
-        }
-        if tokens_after is not None:
-            fields["tokensAfter"] = tokens_after
-        if details is not None:
-            fields["details"] = details
-        return self._append("compaction", fields)
+        return self._append(
+            "compaction",
+            compaction_fields(summary, first_kept_entry_id, tokens_before, tokens_after, details=details),
+        )
 
     def append_custom(self, custom_type: str, data: Any = None) -> str:
         """Append a ``custom`` entry (not part of the model's context), e.g. a flush marker."""

@@ -1,5 +1,6 @@
 """`sessionmem sessions export/import`: every session entry and transcript moved between backends,
-entries equal field by field and transcripts byte for byte (files -> SQLite -> files); a target that
+entries equal field by field and transcripts byte for byte (files -> SQLite -> files, files -> PostgreSQL
+-> files); a target that
 holds sessions refused unless --force; a copy onto itself refused."""
 
 from __future__ import annotations
@@ -74,6 +75,27 @@ def test_files_to_sqlite_to_files_is_identical(state: Path, tmp_path: Path) -> N
     assert set(original) == set(KEYS)
     assert snapshot(sqlite_spec, state) == original
     assert snapshot(copy_spec, state) == original
+
+
+def test_files_to_postgresql_to_files_is_identical(state: Path, tmp_path: Path, pg_dsn: str) -> None:
+    """The move a growing gateway makes: its sessions.json and transcripts into PostgreSQL, and back."""
+    cli_runner = CliRunner()
+    copy_spec = str(tmp_path / "copy" / "sessions.json")
+    first = cli_runner.invoke(cli, ["--state-dir", str(state), "sessions", "export", "--to", pg_dsn])
+    assert first.exit_code == 0, first.output
+    assert "Copied 3 session(s)" in first.output
+    assert "to postgresql://postgres@127.0.0.1:5432/test\n" in first.output  # no password, no options
+
+    pg = open_session_store(pg_dsn, state_dir=state, agent_id="main")
+    assert set(pg.all()) == set(KEYS) and all(e.session_file is None for e in pg.all().values())
+    long = pg.get(KEYS[0])
+    assert long is not None and (long.compaction_count, long.memory_flush_compaction_count) == (1, 0)
+
+    from_pg = config_with_store(tmp_path, "pg", pg_dsn)
+    args = ["--state-dir", str(state), "--config", str(from_pg), "sessions", "export", "--to", copy_spec]
+    second = cli_runner.invoke(cli, args)
+    assert second.exit_code == 0, second.output
+    assert snapshot(copy_spec, state) == snapshot(None, state)
 
 
 def test_import_refuses_a_target_with_sessions_unless_forced(state: Path, tmp_path: Path) -> None:

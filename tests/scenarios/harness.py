@@ -11,7 +11,7 @@ from typing import Any
 from sessionmem.config import Config, merge
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
-from sessionmem.session.events import Event
+from sessionmem.session.events import CompactionEvent, Event, FlushEvent
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.transcript import read_entries
 
@@ -61,6 +61,16 @@ class Recorder:
 
     def kinds(self, *only: str) -> list[str]:
         return [e.kind for e in self.events if not only or e.kind in only]
+
+    def flush_cycles(self) -> list[int]:
+        """The cycles the flushes ran in, checked as a user would: each flushed once, in order, and every
+        compaction closing a cycle that had its flush (DESIGN 1)."""
+        cycles = [e.compaction_count for e in self.events if isinstance(e, FlushEvent)]
+        assert cycles == sorted(set(cycles)), cycles  # once per cycle, in order
+        for event in self.events:
+            if isinstance(event, CompactionEvent):
+                assert event.compaction_count - 1 in cycles, (event.compaction_count, cycles)
+        return cycles
 
 
 def make_runner(

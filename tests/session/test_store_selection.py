@@ -1,6 +1,6 @@
 """session.store picks the backend: unset or a path -> sessions.json (unchanged), *.sqlite / *.sqlite3 /
-*.db / sqlite:///path / sqlite -> SQLite, postgresql:// -> a clear error in this build; the runner, the CLI
-and the memory index's transcript folder all follow it."""
+*.db / sqlite:///path / sqlite -> SQLite, postgresql:// -> PostgreSQL (a key=value conninfo and unknown
+schemes are clear errors); the runner, the CLI and the memory index's transcript folder all follow it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.store import SessionStore
 from sessionmem.session.store_sqlite import SqliteSessionStore
-from sessionmem.session.stores import open_session_store
+from sessionmem.session.stores import open_session_store, parse_store_spec
 from tests.scenarios.harness import small_config
 from tests.support.stores import with_store
 
@@ -62,10 +62,22 @@ def test_home_and_agent_id_are_expanded(tmp_path: Path, monkeypatch: pytest.Monk
     assert opened("sqlite://" + str(tmp_path / "{agentId}.db"), tmp_path, "work")[1] == tmp_path / "work.db"
 
 
-def test_postgresql_and_unknown_schemes_are_clear_errors(tmp_path: Path) -> None:
-    for dsn in ("postgresql://postgres@127.0.0.1:5432/test", "postgres://h/db"):
-        with pytest.raises(UsageError, match="PostgreSQL support needs the postgres backend"):
-            open_session_store(dsn, state_dir=tmp_path, agent_id="main")
+def test_a_postgresql_url_picks_postgresql(tmp_path: Path, pg_dsn: str) -> None:
+    from sessionmem.session.store_postgres import PostgresSessionStore
+
+    assert isinstance(open_session_store(pg_dsn, state_dir=tmp_path, agent_id="main"), PostgresSessionStore)
+    assert not list(tmp_path.iterdir())  # nothing on disk
+    secret = parse_store_spec(
+        "postgresql://gw:s3cret@db.internal:6543/sessions?sslmode=require",
+        state_dir=tmp_path,
+        agent_id="main",
+    )
+    assert secret.shown == "postgresql://gw@db.internal:6543/sessions"  # what messages show: no password
+
+
+def test_a_conninfo_string_and_unknown_schemes_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="key=value connection string; write PostgreSQL as a URL"):
+        open_session_store("host=127.0.0.1 dbname=test", state_dir=tmp_path, agent_id="main")
     with pytest.raises(UsageError, match="'mysql://h/db': not a store this sessionmem knows"):
         open_session_store("mysql://h/db", state_dir=tmp_path, agent_id="main")
     with pytest.raises(UsageError, match="not a store"):

@@ -23,8 +23,15 @@ and starts the runner again. At the end :func:`audit` reads the transcript as a 
   nor in the latest compaction summary (the scripted summariser lists every turn it was given, and
   carries over the turns of the summary before it).
 
-The figures are computed from the files alone, the way a user would look at them, never from the
-runner's events or its own reconciliation code.
+The figures are computed from the files alone (with the PostgreSQL store: the transcript rows, read
+with SQL), the way a user would look at them, never from the runner's events or its own reconciliation
+code.
+
+Backends: a :class:`Layout` keeps the session in the store its ``store_spec`` names (``session.store``:
+None for sessions.json and JSONL files under ``root``, a SQLite file, or a PostgreSQL DSN whose
+``search_path`` names a scratch schema: then in
+:class:`~sessionmem.session.store_postgres.PostgresSessionStore`, the runners acting as two hosts on one
+database). :func:`run_hosts` runs two runners without kills, each for a fixed number of turns.
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -156,6 +164,12 @@ class Layout:
     store_spec: str | None = None  # session.store of the runners (None: sessions.json, the default)
 
     @property
+    def dsn(self) -> str | None:
+        """The PostgreSQL DSN when the store is PostgreSQL (its transcripts are rows, not files)."""
+        spec = self.store_spec or ""
+        return spec if spec.startswith(("postgresql://", "postgres://")) else None
+
+    @property
     def state(self) -> Path:
         return self.root / "state"
 
@@ -170,7 +184,111 @@ class Layout:
         return self.root / f"errors-{runner}.txt"
 
     def store(self) -> SessionBackend:
-        return open_session_store(self.store_spec, state_dir=self.state, agent_id="main")
+        """The session store (for PostgreSQL: this process's own connections, made once per process)."""
+        if self.dsn is None:
+            return open_session_store(self.store_spec, state_dir=self.state, agent_id="main")
+        return _postgres_store(self.dsn, os.getpid())
+
+    def sessions_dir(self) -> Path:
+        """The transcripts' folder of a file backend."""
+        folder = self.store().sessions_dir
+        assert folder is not None, "a file backend keeps its transcripts in a folder"
+        return folder
+
+    def runner(self) -> SessionRunner:
+        """A runner of the loop's conversation on this layout's store."""
+        return SessionRunner(
+            ScriptedModel(responder=respond),
+            config=loop_config(self.store_spec),
+            workspace=self.workspace,
+            state_dir=self.state,
+            store=self.store(),
+        )
+
+    def transcript_lines(self) -> list[bytes]:
+        """The current session's transcript as the lines a user would read: the JSONL file's lines, or
+        the header and the entry rows in id order."""
+        entry = self.store().get(KEY)
+        assert entry is not None, "the session has no store entry"
+        if self.dsn is None:
+            path = self.sessions_dir() / f"{entry.session_id}.jsonl"
+            return path.read_bytes().split(b"\n") if path.exists() else []
+        return _rows(self.dsn, entry.session_id)
+
+    def every_transcript(self) -> Iterator[list[bytes]]:
+        """The lines of every transcript of the store (archived ones too)."""
+        if self.dsn is None:
+            for path in self.sessions_dir().glob("*.jsonl*"):
+                yield path.read_bytes().split(b"\n")
+            return
+        ids = (
+            _reader(self.dsn, os.getpid()).execute("SELECT session_id FROM sessionmem_transcripts").fetchall()
+        )
+        for (session_id,) in ids:
+            yield _rows(self.dsn, session_id)
+
+    def new_lines(self, cursor: tuple[str, int] | None) -> tuple[list[bytes], tuple[str, int] | None]:
+        """Lines appended to the current transcript since ``cursor`` (None: start from now), and the new
+        cursor: (session id, file offset or newest row id)."""
+        entry = self.store().get(KEY)
+        if entry is None:
+            return [], cursor
+        session_id = entry.session_id
+        if self.dsn is None:
+            path = self.sessions_dir() / f"{session_id}.jsonl"
+            size = path.stat().st_size if path.exists() else 0
+            if cursor is None or cursor[0] != session_id:
+                return [], (session_id, size)
+            if size <= cursor[1]:
+                return [], cursor
+            with open(path, "rb") as f:
+                f.seek(cursor[1])
+                return f.read(size - cursor[1]).split(b"\n"), (session_id, size)
+        conn = _reader(self.dsn, os.getpid())
+        after = cursor[1] if cursor is not None and cursor[0] == session_id else None
+        if after is None:
+            row = conn.execute(
+                "SELECT coalesce(max(id), 0) FROM sessionmem_transcript_entries WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+            return [], (session_id, int(row[0]) if row else 0)
+        rows = conn.execute(
+            """SELECT id, entry::text FROM sessionmem_transcript_entries
+               WHERE session_id = %s AND id > %s ORDER BY id""",
+            (session_id, after),
+        ).fetchall()
+        if not rows:
+            return [], cursor
+        return [text.encode() for _, text in rows], (session_id, int(rows[-1][0]))
+
+
+@cache
+def _postgres_store(dsn: str, pid: int) -> SessionBackend:
+    """One store per process (``pid``: a forked child makes its own connections, never its parent's)."""
+    from sessionmem.session.store_postgres import PostgresSessionStore
+
+    return PostgresSessionStore.connect(dsn)
+
+
+@cache
+def _reader(dsn: str, pid: int) -> Any:
+    """This process's connection for reading the transcript rows with plain SQL (not the store's code)."""
+    import psycopg
+
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def _rows(dsn: str, session_id: str) -> list[bytes]:
+    """A PostgreSQL transcript's header and entries, as lines."""
+    conn = _reader(dsn, os.getpid())
+    header = conn.execute(
+        "SELECT header::text FROM sessionmem_transcripts WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    rows = conn.execute(
+        "SELECT entry::text FROM sessionmem_transcript_entries WHERE session_id = %s ORDER BY id",
+        (session_id,),
+    ).fetchall()
+    return [text.encode() for (text,) in ([header] if header else []) + rows]
 
 
 def acknowledged(layout: Layout, runner: str) -> list[int]:
@@ -181,21 +299,21 @@ def acknowledged(layout: Layout, runner: str) -> list[int]:
     return [int(n) for n in lines]
 
 
-def run_runner(root: str, runner: str, store_spec: str | None = None) -> None:
-    """A child: go on with the conversation from the turn after its last acknowledged one, forever."""
-    layout = Layout(Path(root), store_spec)
+def run_runner(layout: Layout, runner: str, turns: int | None = None, barrier: Any = None) -> None:
+    """A child: go on with the conversation from the turn after its last acknowledged one, forever (or
+    until ``turns`` are acknowledged); with ``barrier``, start together with the other runner."""
     try:
         done = acknowledged(layout, runner)
         n = max(done, default=-1) + 1
-        model = ScriptedModel(responder=respond)
-        session = SessionRunner(
-            model, config=loop_config(store_spec), workspace=layout.workspace, state_dir=layout.state
-        ).open(KEY)
+        session = layout.runner().open(KEY)
         ack = os.open(layout.acks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        while True:
+        if barrier is not None:
+            barrier.wait(60)
+        while turns is None or n < turns:
             session.run_turn_sync(turn_text(runner, n))
             os.write(ack, f"{n}\n".encode())
             n += 1
+        os._exit(0)
     except BaseException:
         with open(layout.errors(runner), "a", encoding="utf-8") as out:
             out.write(traceback.format_exc())
@@ -203,9 +321,9 @@ def run_runner(root: str, runner: str, store_spec: str | None = None) -> None:
         os._exit(1)
 
 
-def start_runner(layout: Layout, runner: str) -> Any:
+def start_runner(layout: Layout, runner: str, turns: int | None = None, barrier: Any = None) -> Any:
     process = get_context("fork").Process(
-        target=run_runner, args=(str(layout.root), runner, layout.store_spec), daemon=True
+        target=run_runner, args=(layout, runner, turns, barrier), daemon=True
     )
     process.start()
     return process
@@ -228,13 +346,21 @@ class TranscriptFacts:
     flushes_interrupted: int = 0
     user_turns: set[tuple[str, int]] = field(default_factory=set)
     remembered: set[tuple[str, int]] = field(default_factory=set)  # in the context or the last summary
+    turns_written_twice: int = 0  # a user turn's message in the transcript more than once
+    order_violations: int = 0  # a runner's turn written after one of its later turns
+    chain_breaks: int = 0  # an entry whose parentId is not the entry before it
+    switches: int = 0  # consecutive user turns from different runners: how much the runners interleaved
 
 
 def read_transcript(path: Path) -> TranscriptFacts:
+    return read_lines(path.read_bytes().split(b"\n") if path.exists() else [])
+
+
+def read_lines(lines: Iterable[bytes]) -> TranscriptFacts:
+    """The facts of a transcript's lines, by position."""
     facts = TranscriptFacts()
-    raw = path.read_bytes() if path.exists() else b""
     entries = []
-    for no, line in enumerate(raw.split(b"\n"), start=1):
+    for no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -247,8 +373,14 @@ def read_transcript(path: Path) -> TranscriptFacts:
             entries.append(entry)
     flushed_this_cycle = 0
     flush_started: int | None = None  # the cycle a flush prompt was written in, until the flush completes
+    latest: dict[str, int] = {}  # each runner's latest turn number seen, in transcript order
+    last_runner: str | None = None
+    previous: str | None = None
     for entry in entries:
         facts.entry_ids.add(entry.id)
+        if previous is not None and entry.parent_id != previous:
+            facts.chain_breaks += 1
+        previous = entry.id
         if entry.type == "compaction":
             if flushed_this_cycle == 0:
                 facts.cycles_without_flush += 1
@@ -261,7 +393,14 @@ def read_transcript(path: Path) -> TranscriptFacts:
             continue
         if not written_in_a_flush(raw_message):
             if message.role == "user":
-                facts.user_turns |= {(name, int(n)) for name, n in TAG.findall(message.content)}
+                for name, number in TAG.findall(message.content):
+                    turn = (name, int(number))
+                    facts.turns_written_twice += turn in facts.user_turns
+                    facts.order_violations += latest.get(name, -1) > turn[1]
+                    facts.switches += last_runner is not None and last_runner != name
+                    last_runner = name
+                    latest[name] = max(latest.get(name, -1), turn[1])
+                    facts.user_turns.add(turn)
             continue
         if message.role == "user":  # a flush prompt
             if flush_started is not None:
@@ -281,9 +420,11 @@ def read_transcript(path: Path) -> TranscriptFacts:
 
 
 def transcript_path(layout: Layout) -> Path:
+    """The current transcript file (file layouts only)."""
     entry = layout.store().get(KEY)
-    assert entry is not None, "the session has no store entry"
-    return layout.store().sessions_dir / f"{entry.session_id}.jsonl"
+    sessions = layout.store().sessions_dir
+    assert entry is not None and sessions is not None, "the session has no store entry, or no file"
+    return sessions / f"{entry.session_id}.jsonl"
 
 
 # --- the loop ---------------------------------------------------------------------------------------
@@ -303,6 +444,10 @@ class CrashLoopReport:
     lines_lost: int = 0
     turns_lost: int = 0
     turns_unsummarised: int = 0
+    turns_written_twice: int = 0
+    order_violations: int = 0
+    chain_breaks: int = 0  # reported, not a target: file transcripts' parentId may skip another runner's
+    switches: int = 0  # how often the transcript goes from one runner's turn to the other's
     turns_acknowledged: int = 0
     compactions: int = 0
     flushes_completed: int = 0
@@ -311,8 +456,10 @@ class CrashLoopReport:
     seconds: float = 0.0
 
     def problems(self) -> dict[str, int]:
-        """The figures whose target is 0."""
-        return {
+        """The figures whose target is 0. A turn written twice is one only without kills: a runner killed
+        after writing a turn and before acknowledging it sends that turn again, as a client would."""
+        twice = {"turns written twice": self.turns_written_twice} if self.kills == 0 else {}
+        return twice | {
             "count mismatches after reopen": self.mismatches_after_reopen,
             "cycles compacted without a flush": self.cycles_without_flush,
             "cycles flushed twice": self.cycles_flushed_twice,
@@ -320,6 +467,7 @@ class CrashLoopReport:
             "transcript lines lost": self.lines_lost,
             "acknowledged turns lost": self.turns_lost,
             "turns dropped unsummarised": self.turns_unsummarised,
+            "transcript order violations": self.order_violations,
             "runner errors": len(self.runner_errors),
         }
 
@@ -328,17 +476,14 @@ def check_after_kill(layout: Layout, report: CrashLoopReport, seen_ids: set[str]
     """Under the turn lock: the store as the kill left it, then as a reopened session leaves it."""
     store = layout.store()
     with store.turn_lock(KEY, timeout_s=120):
-        path = transcript_path(layout)
-        facts = read_transcript(path)
+        if store.get(KEY) is None:  # killed before any runner created the session: nothing to compare
+            layout.runner().open(KEY)
+            return
+        facts = read_lines(layout.transcript_lines())
         seen_ids |= facts.entry_ids
         if _mismatch(store, facts) is not None:
             report.store_behind_at_kill += 1
-        SessionRunner(
-            ScriptedModel(responder=respond),
-            config=loop_config(layout.store_spec),
-            workspace=layout.workspace,
-            state_dir=layout.state,
-        ).open(KEY)
+        layout.runner().open(KEY)
         problem = _mismatch(store, facts)
         if problem is not None:
             report.mismatches_after_reopen += 1
@@ -366,6 +511,7 @@ def run_crash_loop(
     seed: int = 1,
     max_delay_s: float = 0.4,
     store: str | None = None,
+    kill_one: bool = False,
 ) -> CrashLoopReport:
     """Kill ``runners`` runners ``kills`` times in all; audit; see the module docstring.
 
@@ -374,7 +520,8 @@ def run_crash_loop(
     that line and the store's update, or just past it); a random 0-1 ms after it sees a new flush prompt
     (the runner is inside the flush turn). The parent watches the file by polling its size every 0.5 ms.
     With several runners a random moment kills one of them, a watched moment all of them (the line's
-    writer is whichever holds the turn). ``store``: the runners' ``session.store`` (the backend under test).
+    writer is whichever holds the turn), unless ``kill_one``: then one, chosen at random, every time, and
+    the other runner goes on meanwhile (a host dying while the other keeps serving the session).
     """
     rng = random.Random(seed)
     layout = Layout(root, store)
@@ -392,7 +539,7 @@ def run_crash_loop(
                 time.sleep(rng.uniform(0.0, max_delay_s))
             else:
                 # The line's writer is whichever runner holds the turn: with several, all are killed.
-                victims = list(names)
+                victims = victims if kill_one else list(names)
                 if moment == "inside a flush":
                     time.sleep(rng.uniform(0.0, 0.001))
             for name in victims:
@@ -411,30 +558,38 @@ def run_crash_loop(
     return report
 
 
+def run_hosts(
+    root: Path, *, turns: int, store: str | None = None, timeout_s: float = 600.0
+) -> CrashLoopReport:
+    """Two runners (child processes: two hosts) on one session key, started together, ``turns`` turns
+    each, as fast as they can, interleaving; then :func:`audit`. No kills."""
+    layout = Layout(root, store)
+    (layout.workspace / "memory").mkdir(parents=True, exist_ok=True)
+    report = CrashLoopReport(runners=2)
+    barrier = get_context("fork").Barrier(2)
+    started = time.monotonic()
+    processes = [start_runner(layout, name, turns, barrier) for name in RUNNER_NAMES]
+    for process in processes:
+        process.join(max(1.0, timeout_s - (time.monotonic() - started)))
+        if process.exitcode != 0:
+            _kill(process, report)
+            report.runner_errors.append(f"a runner ended with status {process.exitcode}")
+    report.seconds = time.monotonic() - started
+    audit(layout, report, set())
+    return report
+
+
 def _wait_for_line(layout: Layout, moment: str, *, timeout_s: float) -> bool:
     """Poll the transcript until a line of the kind ``moment`` names is appended; False on timeout."""
     needle = b'"type":"compaction"' if moment == "after a compaction entry" else b'"kind":"memory_flush"'
     deadline = time.monotonic() + timeout_s
-    path: Path | None = None
-    offset = 0
+    _, cursor = layout.new_lines(None)
     while time.monotonic() < deadline:
-        if path is None:
-            entry = layout.store().get(KEY)
-            if entry is None:
-                time.sleep(0.01)
-                continue
-            path = layout.store().sessions_dir / f"{entry.session_id}.jsonl"
-            offset = path.stat().st_size if path.exists() else 0
-        size = path.stat().st_size if path.exists() else 0
-        if size > offset:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                new = f.read(size - offset)
-            offset = size
-            for line in new.split(b"\n"):
-                if needle in line and (b'"role":"user"' in line or moment == "after a compaction entry"):
-                    return True
-        time.sleep(0.0005)
+        lines, cursor = layout.new_lines(cursor)
+        for line in lines:
+            if needle in line and (b'"role":"user"' in line or moment == "after a compaction entry"):
+                return True
+        time.sleep(0.0005 if layout.dsn is None else 0.002)
     return False
 
 
@@ -452,9 +607,9 @@ def audit(layout: Layout, report: CrashLoopReport, seen_ids: set[str]) -> None:
         errors = layout.errors(name)
         if errors.exists():
             report.runner_errors.append(errors.read_text(encoding="utf-8")[-2000:])
-    facts = read_transcript(transcript_path(layout))
-    for path in layout.store().sessions_dir.glob("*.jsonl*"):
-        report.lines_torn += read_transcript(path).torn_lines
+    facts = read_lines(layout.transcript_lines())
+    for lines in layout.every_transcript():
+        report.lines_torn += read_lines(lines).torn_lines
     acked = {(name, n) for name in RUNNER_NAMES for n in acknowledged(layout, name)}
     report.lines_lost = len(seen_ids - facts.entry_ids)
     report.turns_acknowledged = len(acked)
@@ -462,6 +617,10 @@ def audit(layout: Layout, report: CrashLoopReport, seen_ids: set[str]) -> None:
     report.turns_unsummarised = len(acked - facts.remembered)
     report.cycles_without_flush = facts.cycles_without_flush
     report.cycles_flushed_twice = facts.cycles_flushed_twice
+    report.turns_written_twice = facts.turns_written_twice
+    report.order_violations = facts.order_violations
+    report.chain_breaks = facts.chain_breaks
+    report.switches = facts.switches
     report.compactions = facts.compactions
     report.flushes_completed = facts.flushes_completed
     report.flushes_interrupted = facts.flushes_interrupted
@@ -480,3 +639,4 @@ def describe(report: CrashLoopReport) -> Iterator[str]:
     )
     for name, value in report.problems().items():
         yield f"{name}: {value}"
+    yield f"parentId chain breaks (not a target): {report.chain_breaks}; runner switches: {report.switches}"

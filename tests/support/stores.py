@@ -2,14 +2,14 @@
 
 Adding a backend to the contract suite (``tests/session/test_store_contract.py``), the crash loop and the
 store benchmark's tests is one entry in :data:`BACKENDS` (and, when its storage is damaged differently,
-one branch in :func:`corrupt`). ``store_spec`` gives the ``session.store`` value of a fresh, empty store;
-a backend that needs a server can make its branch a generator that creates and drops a schema.
+one branch in :func:`corrupt`). ``store_spec`` gives the ``session.store`` value of a fresh, empty store
+(for PostgreSQL a scratch schema of the test server, ``tests.support.postgres``); ``file_store_spec`` the
+same for the backends whose transcripts are files (rebuilt from them when damaged, confined to a folder).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,16 @@ from sessionmem.config import Config, merge
 from sessionmem.session.backend import SessionBackend
 from sessionmem.session.stores import open_session_store
 
-BACKENDS = ["sessions.json", "sqlite"]  # the values of session.store's forms that tests run against
+BACKENDS = ["sessions.json", "sqlite", "postgresql"]  # session.store's forms that tests run against
+FILE_BACKENDS = ["sessions.json", "sqlite"]  # those keeping transcripts as files in a sessions folder
+
+
+def is_postgres(spec: str) -> bool:
+    return spec.startswith(("postgresql://", "postgres://"))
 
 
 def spec_for(backend: str, folder: Path) -> str:
-    """The ``session.store`` of an empty store of ``backend`` whose files go in ``folder``."""
+    """The ``session.store`` of an empty file store of ``backend`` whose files go in ``folder``."""
     if backend == "sessions.json":
         return str(folder / "sessions.json")
     if backend == "sqlite":
@@ -31,10 +36,22 @@ def spec_for(backend: str, folder: Path) -> str:
     raise ValueError(f"no store spec for backend {backend!r}")
 
 
+def _fresh_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgresql":  # a scratch schema of the test server, dropped after the test
+        return str(request.getfixturevalue("pg_dsn"))
+    return spec_for(request.param, tmp_path / "state" / "agents" / "main" / "sessions")
+
+
 @pytest.fixture(params=BACKENDS)
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """``session.store`` of a fresh store, once per backend."""
-    yield spec_for(request.param, tmp_path / "state" / "agents" / "main" / "sessions")
+    return _fresh_spec(request, tmp_path)
+
+
+@pytest.fixture(params=FILE_BACKENDS)
+def file_store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """``session.store`` of a fresh store, once per backend that keeps transcripts in files."""
+    return _fresh_spec(request, tmp_path)
 
 
 def open_store(spec: str, state_dir: Path) -> SessionBackend:
