@@ -51,6 +51,16 @@ EntryUpdate = Callable[[SessionEntry | None], SessionEntry | None]
 """``update``'s function: the stored entry (None when the key has none) -> the entry to store (None: no
 change)."""
 
+
+def updated_entry(fn: EntryUpdate, current: SessionEntry | None) -> SessionEntry | None:
+    """``fn(current)`` as every backend's ``update`` applies it: the entry to store, or None (no change);
+    anything else is the caller's mistake, refused before a byte is written."""
+    new = fn(current)
+    if new is not None and not isinstance(new, SessionEntry):
+        raise UsageError(f"update function must return a SessionEntry or None, not {type(new).__name__}")
+    return new
+
+
 DEFAULT_TURN_LOCK_TIMEOUT_S = 120.0  # a turn with a flush and a compaction makes several model calls
 
 

@@ -37,10 +37,11 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from sessionmem.errors import SessionError, UsageError, os_error_reason
+from sessionmem.errors import SessionError, os_error_reason
 from sessionmem.messages import now_ms
 from sessionmem.safefs import atomic_write_bytes, is_atomic_temp_of
 from sessionmem.session import keys
+from sessionmem.session.backend import updated_entry
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.filelock import StoreLock
 from sessionmem.session.folder import TranscriptFolderBackend
@@ -180,13 +181,9 @@ class SessionStore(TranscriptFolderBackend):
         norm = keys.normalize_key(key)
         with self.transaction() as entries:
             current = entries.get(norm)
-            new = fn(current.model_copy(deep=True) if current is not None else None)
+            new = updated_entry(fn, current.model_copy(deep=True) if current is not None else None)
             if new is None:
                 return current
-            if not isinstance(new, SessionEntry):
-                raise UsageError(
-                    f"update function must return a SessionEntry or None, not {type(new).__name__}"
-                )
             entries[norm] = new
             return new
 

@@ -48,6 +48,7 @@ from sessionmem.session.backend import (
     EntryUpdate,
     SessionBackendABC,
     TranscriptLog,
+    updated_entry,
 )
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.pg_connections import Connections
@@ -216,13 +217,9 @@ class PostgresSessionStore(SessionBackendABC):
                         (self.agent_id, norm),
                     ).fetchone()
                     current = self._parse(norm, row[0]) if row is not None else None
-                    new = fn(current)
+                    new = updated_entry(fn, current)
                     if new is None:
                         return current
-                    if not isinstance(new, SessionEntry):
-                        raise UsageError(
-                            f"update function must return a SessionEntry or None, not {type(new).__name__}"
-                        )
                     payload = orjson.dumps(new.to_json_dict()).decode()
                     if current is not None:
                         conn.execute(

@@ -38,10 +38,11 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from sessionmem.errors import SessionError, StoreLockTimeout, UsageError
+from sessionmem.errors import SessionError, StoreLockTimeout
 from sessionmem.messages import now_ms
 from sessionmem.safefs import atomic_temp_path, create_private
 from sessionmem.session import keys
+from sessionmem.session.backend import updated_entry
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.filelock import StoreLock
 from sessionmem.session.folder import TranscriptFolderBackend
@@ -121,13 +122,9 @@ class SqliteSessionStore(TranscriptFolderBackend):
         def write(conn: sqlite3.Connection) -> SessionEntry | None:
             with self._transaction(conn):
                 current = _row(conn, norm)
-                new = fn(current)
+                new = updated_entry(fn, current)
                 if new is None:
                     return current
-                if not isinstance(new, SessionEntry):
-                    raise UsageError(
-                        f"update function must return a SessionEntry or None, not {type(new).__name__}"
-                    )
                 conn.execute(UPSERT, (norm, _dump(new), new.updated_at))
                 return new
 
