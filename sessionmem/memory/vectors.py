@@ -22,12 +22,12 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from sessionmem.memory.db import VectorSupport, connect, write_token
+from sessionmem.memory.db import VectorSupport
+from sessionmem.memory.store import as_store
 from sessionmem.memory.types import VectorPath
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class _MatrixState:
     """One loaded snapshot; replaced whole, so a reader never sees half of a reload."""
 
     model: str
-    token: tuple[int, int]  # the searching connection's write token when the snapshot was taken
+    token: object  # the searching connection's write token when the snapshot was taken
     ids: list[str]
     sources: np.ndarray  # object array parallel to ids
     dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
@@ -189,12 +189,12 @@ class MatrixVectors:
     name = "matrix"
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self._conn = as_store(conn)
         self._state: _MatrixState | None = None
         self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
 
-    def write_token(self) -> tuple[int, int]:
-        return write_token(self._conn)
+    def write_token(self) -> object:
+        return self._conn.write_token()
 
     @property
     def generation(self) -> int:
@@ -229,7 +229,7 @@ class MatrixVectors:
     def install(
         self,
         model: str,
-        token: tuple[int, int],
+        token: object,
         loaded: Loaded,
         *,
         generation: int | None = None,
@@ -303,11 +303,10 @@ class SqliteVecVectors:
     name = "sqlite-vec"
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self._conn = as_store(conn)
 
     def table_exists(self) -> bool:
-        row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
-        return row is not None
+        return self._conn.vec_dims() is not None
 
     def knn(
         self,
@@ -445,6 +444,7 @@ class VectorRouter:
         sync_reload_rows: int = SYNC_RELOAD_ROWS,
         load_hold_s: float = LOAD_HOLD_S,
     ) -> None:
+        conn = as_store(conn)
         self.matrix = MatrixVectors(conn)
         self.sqlite_vec = SqliteVecVectors(conn)
         self.brute_force = BruteForceVectors(conn)
@@ -454,7 +454,7 @@ class VectorRouter:
         self._sync_reload_rows = sync_reload_rows
         self._load_hold_s = load_hold_s
         self._go = threading.Event()  # set: the background load may start reading
-        self._db_path = _database_file(conn)
+        self._open = conn.opener()  # a second connection for background loads (None: in-memory)
         self._reload: threading.Thread | None = None
         self._reload_error: str | None = None
         self.last_path: VectorPath | None = None
@@ -499,7 +499,7 @@ class VectorRouter:
             self._go.set()  # a second query since the load was asked for: read now
             return
         (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
-        if self._db_path is None or int(rows) <= self._sync_reload_rows:
+        if self._open is None or int(rows) <= self._sync_reload_rows:
             try:
                 self.matrix.load(model)
             except MemoryError:  # pragma: no cover - only on machines short of memory
@@ -515,15 +515,15 @@ class VectorRouter:
         )
         self._reload.start()
 
-    def _reload_in_background(self, model: str, token: tuple[int, int], generation: int) -> None:
+    def _reload_in_background(self, model: str, token: object, generation: int) -> None:
         """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers),
         once the next query asks or ``load_hold_s`` passed; not at all if invalidated meanwhile."""
-        assert self._db_path is not None
+        assert self._open is not None
         self._go.wait(self._load_hold_s)
         if generation != self.matrix.generation:
             return  # an index write since the query that asked: install() would refuse this load
         try:
-            conn, _ = connect(self._db_path, load_vector=False)
+            conn = self._open()
             try:
                 loaded = read_matrix(conn, model)
             finally:
@@ -563,11 +563,3 @@ class VectorRouter:
     ) -> Hits:
         path = self.prepare(model)
         return self.serve(path, query_vec, k, model=model, sources=sources, dates=dates, audiences=audiences)
-
-
-def _database_file(conn: Any) -> Path | None:
-    """The main database's file, or None for an in-memory or temporary database."""
-    for row in conn.execute("PRAGMA database_list").fetchall():
-        if row[1] == "main":
-            return Path(row[2]) if row[2] else None
-    return None
