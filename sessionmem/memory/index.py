@@ -294,8 +294,11 @@ class MemoryIndex:
         return opener()
 
     def _remove_dead_scratch(self) -> None:
-        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone)."""
-        removed = remove_dead_scratch(self._file)
+        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone).
+        (PostgreSQL leaves none: a rebuild killed mid-way is a transaction the server rolls back.)"""
+        if not isinstance(self.path, Path):
+            return
+        removed = remove_dead_scratch(self.path)
         if removed:
             log.info(
                 "memory index %s: removed %d scratch files of an unfinished rebuild", self.path, len(removed)
