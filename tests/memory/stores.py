@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.db import connect
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.sqlite_store import SqliteStore
 from sessionmem.memory.store import IndexStore, KeywordFilters
 
+STORES = ("sqlite", "postgresql")
 PG_DSN_VAR = "SESSIONMEM_TEST_PG_DSN"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -56,6 +59,23 @@ class StoreUnderTest:
         if self.path is None:
             return settings
         return settings.model_copy(update={"store": settings.store.model_copy(update={"path": self.path})})
+
+
+@contextlib.contextmanager
+def store_under_test(kind: str) -> Iterator[StoreUnderTest]:
+    """``kind``'s store for one test or module: PostgreSQL in a fresh schema, dropped on exit. Without a
+    server the test skips naming ``SESSIONMEM_TEST_PG_DSN``; with ``CI=true`` it fails instead."""
+    if kind == "sqlite":
+        yield StoreUnderTest("sqlite")
+        return
+    problem = pg_problem()
+    if problem is not None:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(f"PostgreSQL tests must run in CI: {problem}")
+        pytest.skip(f"{problem}; set {PG_DSN_VAR} to a server to run them")
+    with pg_schema() as schema:
+        sep = "&" if "?" in pg_dsn() else "?"
+        yield StoreUnderTest("postgresql", f"{pg_dsn()}{sep}schema={schema}")
 
 
 @contextlib.contextmanager
