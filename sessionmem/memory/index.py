@@ -406,6 +406,12 @@ class MemoryIndex:
             check_open=self._check_open,
         )
 
+    def sync_lock(self) -> Any:
+        """The lock every sync of this index holds, across processes (a file lock beside a SQLite file)
+        and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
+        searches."""
+        return self._file_lock
+
     def _check_open(self) -> None:
         if self._closed:
             raise MemoryIndexError(f"memory index {self.path} is closed")
