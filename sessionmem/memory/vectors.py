@@ -433,6 +433,10 @@ class VectorRouter:
     ``load_hold_s`` passes), so it never competes with the query that started it and a process
     that exits after one query never reads the vectors. The matrix serves as soon as it is
     installed. ``preload=False`` never loads on its own: only ``warm()`` does.
+
+    In PostgreSQL (no pgvector) the only other path, brute force, reads every vector over the
+    connection for each query, as much as a load: so a stale matrix there is always loaded before
+    answering, at any size.
     """
 
     def __init__(
@@ -451,7 +455,7 @@ class VectorRouter:
         self._conn = conn
         self._support = vector_support
         self._preload = preload
-        self._sync_reload_rows = sync_reload_rows
+        self._sync_reload_rows = sync_reload_rows if conn.kind == "sqlite" else 2**62
         self._load_hold_s = load_hold_s
         self._go = threading.Event()  # set: the background load may start reading
         self._open = conn.opener()  # a second connection for background loads (None: in-memory)
