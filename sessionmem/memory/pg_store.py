@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,7 +36,14 @@ from sessionmem.errors import ConfigError, MemoryIndexError
 from sessionmem.memory import ranking
 from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.fts_search import KeywordIndex
-from sessionmem.memory.fts_tokens import Tokenizer, phrase_count, phrase_text, tsquery_literal, tsvector_literal
+from sessionmem.memory.fts_tokens import (
+    Tokenizer,
+    phrase_count,
+    phrase_text,
+    quote_lexeme,
+    tsquery_literal,
+    tsvector_literal,
+)
 from sessionmem.memory.schema import CHUNK_COLUMNS, META_KEY, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
 from sessionmem.memory.store import KeywordFilters
 
@@ -347,6 +355,32 @@ def check_owner(store: PgStore, agent_id: str) -> None:
         )
 
 
+# ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n
+# (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
+# ``width_bucket`` over the midpoints between those values turns a rank back into tf, in SQL.
+_RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n in range(257)]
+_TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
+
+
+def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
+    """The WHERE conditions (on ``chunks c``) and parameters of ``filters``."""
+    sql = ""
+    params: list[Any] = []
+    if filters.model is not None:
+        sql += " AND c.model = %s"
+        params.append(filters.model)
+    if filters.sources:
+        sql += " AND c.source = ANY(%s)"
+        params.append(list(filters.sources))
+    if filters.dates is not None:
+        sql += " AND c.date IS NOT NULL AND c.date >= %s AND c.date <= %s"
+        params += list(filters.dates)
+    if filters.audiences is not None:
+        sql += " AND c.audience = ANY(%s)"
+        params.append(list(filters.audiences))
+    return sql, params
+
+
 class PgKeywordIndex(KeywordIndex):
     """Keyword search on the tsvector column, ranked with FTS5's BM25 (see the module docstring)."""
 
@@ -380,45 +414,84 @@ class PgKeywordIndex(KeywordIndex):
         return self._stats
 
     def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
+        """FTS5's BM25 over the chunks matching any phrase, best ``limit`` first.
+
+        The server ranks by the one-token phrases: a lexeme's count in a chunk is read from ``ts_rank``
+        (``_TF_THRESHOLDS``; no lexeme list is expanded), the BM25 sum is computed in SQL and only the
+        best ``limit`` rows come back. A phrase of several tokens (an identifier, CJK) is counted from
+        its lexemes' positions, read only for the chunks holding such a phrase, and those chunks are
+        ranked with both parts. The result is exact: a chunk holding no such phrase scores its
+        one-token part, which no chunk outside the server's best ``limit`` exceeds."""
         tokens = self._tokens(phrases)
         query = tsquery_literal(tokens)
         if not query or limit <= 0:
             return {}
-        sql = (
-            "SELECT c.rowid, c.fts_len, u.lexeme, u.positions FROM chunks c"
-            " CROSS JOIN LATERAL unnest(c.fts) u WHERE c.fts @@ %s::tsquery AND u.lexeme = ANY(%s)"
+        rows_total, avg = self._rows_and_length()
+        idfs = [ranking.bm25_idf(rows_total, self.hits(p)) for p in phrases]
+        where, where_params = _filter_sql(filters)
+        singles = [i for i, t in enumerate(tokens) if len(t) == 1]
+        multis = [i for i, t in enumerate(tokens) if len(t) > 1]
+        # -(sum over one-token phrases of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg)))
+        tf_sql = "width_bucket(ts_rank('{1,1,1,1}', c.fts, %s::tsquery)::float8, %s::float8[])"
+        norm = "%s * (1 - %s + %s * c.fts_len / %s)"
+        terms = [f"%s * t{i} * %s / (t{i} + {norm})" for i in singles]
+        part = f"-({' + '.join(terms)})" if terms else "0.0"
+        tf_cols = "".join(f", {tf_sql} AS t{i}" for i in singles)
+        tf_params: list[Any] = [v for i in singles for v in (quote_lexeme(tokens[i][0]), _TF_THRESHOLDS)]
+        part_params: list[Any] = [
+            v for i in singles for v in (idfs[i], BM25_K1 + 1, BM25_K1, BM25_B, BM25_B, avg or 1.0)
+        ]
+        inner = f"SELECT c.rowid, c.fts_len{tf_cols} FROM chunks c WHERE c.fts @@ %s::tsquery{where}"
+        sql = f"SELECT rowid, {part} AS rank FROM ({inner}) c ORDER BY rank, rowid LIMIT %s"
+        params = [*part_params, *tf_params, query, *where_params, limit]
+        ranked = {int(r[0]): float(r[1]) for r in self._store.conn.execute(sql, params)}
+        if multis and ranked:
+            ranked.update(self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters))
+        best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
+        return {rowid: rank for rank, rowid in best}
+
+    def _with_phrases(
+        self,
+        tokens: list[list[str]],
+        multis: list[int],
+        idfs: list[float],
+        avg: float,
+        part: str,
+        part_params: list[Any],
+        tf_params: list[Any],
+        filters: KeywordFilters,
+    ) -> dict[int, float]:
+        """{rowid: whole rank} of the chunks holding a phrase of several tokens: the one-token part from
+        the server, each such phrase's count from its lexemes' positions."""
+        where, where_params = _filter_sql(filters)
+        lexemes = sorted({t for i in multis for t in tokens[i]})
+        tf_cols = "".join(
+            f", width_bucket(ts_rank('{{1,1,1,1}}', c.fts, %s::tsquery)::float8, %s::float8[]) AS t{i}"
+            for i, t in enumerate(tokens)
+            if len(t) == 1
         )
-        params: list[Any] = [query, sorted({t for phrase in tokens for t in phrase})]
-        if filters.model is not None:
-            sql += " AND c.model = %s"
-            params.append(filters.model)
-        if filters.sources:
-            sql += " AND c.source = ANY(%s)"
-            params.append(list(filters.sources))
-        if filters.dates is not None:
-            sql += " AND c.date IS NOT NULL AND c.date >= %s AND c.date <= %s"
-            params += list(filters.dates)
-        if filters.audiences is not None:
-            sql += " AND c.audience = ANY(%s)"
-            params.append(list(filters.audiences))
-        docs: dict[int, tuple[int, dict[str, list[int]]]] = {}
-        for rowid, length, lexeme, positions in self._store.conn.execute(sql, params):
-            docs.setdefault(int(rowid), (int(length), {}))[1][lexeme] = positions or []
-        if not docs:
-            return {}
-        rows, avg = self._rows_and_length()
-        idfs = [ranking.bm25_idf(rows, self.hits(p)) for p in phrases]
-        ranked = []
-        for rowid, (length, positions) in docs.items():
+        inner = (
+            f"SELECT c.rowid, c.fts_len, c.fts{tf_cols} FROM chunks c WHERE c.fts @@ %s::tsquery{where}"
+        )
+        sql = (
+            f"SELECT c.rowid, c.fts_len, {part}, u.lexeme, u.positions FROM ({inner}) c"
+            " CROSS JOIN LATERAL unnest(c.fts) u WHERE u.lexeme = ANY(%s)"
+        )
+        multi_query = tsquery_literal([tokens[i] for i in multis])
+        params = [*part_params, *tf_params, multi_query, *where_params, lexemes]
+        found: dict[int, tuple[int, float, dict[str, list[int]]]] = {}
+        for rowid, length, rank, lexeme, positions in self._store.conn.execute(sql, params):
+            found.setdefault(int(rowid), (int(length), float(rank), {}))[2][lexeme] = positions or []
+        out = {}
+        for rowid, (length, rank, positions) in found.items():
             norm = BM25_K1 * (1 - BM25_B + BM25_B * (length / avg if avg else 1.0))
-            score = 0.0
-            for idf, phrase in zip(idfs, tokens, strict=True):
-                tf = phrase_count(phrase, positions)
+            score = -rank
+            for i in multis:
+                tf = phrase_count(tokens[i], positions)
                 if tf:
-                    score += idf * tf * (BM25_K1 + 1) / (tf + norm)
-            ranked.append((-score, rowid))
-        ranked.sort()
-        return {rowid: rank for rank, rowid in ranked[:limit]}
+                    score += idfs[i] * tf * (BM25_K1 + 1) / (tf + norm)
+            out[rowid] = -score
+        return out
 
     def texts(self, rowids: Iterable[int]) -> dict[int, str]:
         wanted = list(rowids)
