@@ -157,6 +157,7 @@ class PgStore:
         self._tokenizer: Tokenizer | None = None
         self._keywords: PgKeywordIndex | None = None
         self._lock = AdvisoryLock(self)
+        self._snapshot_lock = threading.RLock()
 
     @classmethod
     def connect(cls, target: PgTarget, tokenizer: str, *, create: bool = False) -> PgStore:
@@ -220,6 +221,23 @@ class PgStore:
                 self.conn.execute(
                     "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = %s", (GENERATION_KEY,)
                 )
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[PgStore]:
+        """One REPEATABLE READ, READ ONLY transaction: a search straddling another host's commit reads
+        the rows its keyword ranks named (a rebuild gives every chunk a new rowid). Searches through
+        this connection take turns (its statements did already)."""
+        from psycopg.pq import TransactionStatus
+
+        with self._snapshot_lock:
+            if self.conn.info.transaction_status != TransactionStatus.IDLE:
+                yield self
+                return
+            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield self
+            finally:
+                self.conn.execute("ROLLBACK")
 
     def write_token(self) -> object:
         row = self.conn.execute("SELECT value FROM meta WHERE key = %s", (GENERATION_KEY,)).fetchone()

@@ -191,9 +191,10 @@ class Searcher:
         warnings: list[str] = []
         results: list[SearchResult] = []
         held_back = None
-        if query:
-            results, held_back = self._run(request, query, warnings)
-        cal = self.calibration if request.explain else None
+        with self._conn.snapshot():  # keyword ranks and the rows they name from one state of the index
+            if query:
+                results, held_back = self._run(request, query, warnings)
+            cal = self.calibration if request.explain else None
         return SearchResponse(
             results=tuple(results),
             provider=self._embedder.provider if self._embedder is not None else "none",

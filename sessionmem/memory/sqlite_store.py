@@ -75,6 +75,9 @@ class SqliteStore:
     def write_token(self) -> object:
         return db.write_token(self.conn)
 
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
     def schema_problem(self) -> str | None:
         from sessionmem.memory.indexer import schema_problem
 

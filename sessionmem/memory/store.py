@@ -96,6 +96,11 @@ class IndexStore(Protocol):
         """Changes whenever any connection (any host) commits a write to the index."""
         ...
 
+    def snapshot(self) -> AbstractContextManager[Any]:
+        """The reads inside see one state of the index (one search: its keyword ranks and the rows they
+        name). SQLite: each statement its own, as before; PostgreSQL: one read-only transaction."""
+        ...
+
     # -- schema ---------------------------------------------------------------------------------
     def schema_problem(self) -> str | None:
         """Why the stored schema cannot be used as it is (another version or shape), or None."""
