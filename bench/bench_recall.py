@@ -197,7 +197,9 @@ def main() -> None:
     limit = 40 if args.quick else None
     header("Recall on LoCoMo's development split (bench_recall.py)", args)
     print(f"- data: {data.name}, 5 conversations, questions with evidence; top 10 asked; k = {KS}")
-    print(f"- index store: {'PostgreSQL ' + pg_target(args.store, 'bench').display if args.store else 'SQLite'}")
+    print(
+        f"- index store: {'PostgreSQL ' + pg_target(args.store, 'bench').display if args.store else 'SQLite'}"
+    )
     if overrides:
         print(f"- overrides (NOT the product defaults): `{json.dumps(overrides)}`")
     if "minilm" in configs and model is None:

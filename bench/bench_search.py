@@ -366,7 +366,9 @@ def main() -> None:
     rows = []
     for r in results:
         m = stats(r["vec_matrix"]).p50
-        ratios = [f"{stats(r[k]).p50 / m:.1f}x" if k in r else "-" for k in ("vec_sqlite-vec", "vec_brute-force")]
+        ratios = [
+            f"{stats(r[k]).p50 / m:.1f}x" if k in r else "-" for k in ("vec_sqlite-vec", "vec_brute-force")
+        ]
         h95 = stats(r["hybrid_matrix"]).p95
         rows.append(
             [

@@ -12,7 +12,7 @@ query's phrase is the same token sequence, and BM25 counts the same document len
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sessionmem.memory.db import sqlite_module
 from sessionmem.memory.schema import FTS_TOKENIZERS
@@ -73,7 +73,7 @@ def tsquery_literal(phrases: Sequence[Sequence[str]]) -> str:
     return " | ".join(f"({p})" for p in parts)
 
 
-def phrase_count(tokens: Sequence[str], positions: dict[str, Sequence[int]]) -> int:
+def phrase_count(tokens: Sequence[str], positions: Mapping[str, Sequence[int]]) -> int:
     """How often ``tokens`` stand side by side in a document whose lexemes have ``positions``."""
     if not tokens:
         return 0

@@ -62,7 +62,6 @@ from sessionmem.memory.rebuild import (
 from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
 from sessionmem.memory.sqlite_store import SqliteStore
-from sessionmem.memory.store import is_postgres_dsn
 from sessionmem.memory.status import (
     IndexCounts,
     IndexStatus,
@@ -70,6 +69,7 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
+from sessionmem.memory.store import is_postgres_dsn
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -288,7 +288,7 @@ class MemoryIndex:
         self._reader = store.opener()()
 
     def _open_reader(self) -> Any:
-        """A second connection for searches (WAL in SQLite, MVCC in PostgreSQL: they never wait for a sync)."""
+        """A second connection for searches (WAL in SQLite, MVCC in PostgreSQL: never waiting for a sync)."""
         opener = self._conn.opener()
         assert opener is not None
         return opener()

@@ -85,7 +85,9 @@ _UPSERT_FILE = (
     " ON CONFLICT(path) DO UPDATE SET source = excluded.source, hash = excluded.hash,"
     " mtime_ns = excluded.mtime_ns, size = excluded.size, date = excluded.date, audience = excluded.audience"
 )
-_UPSERT_META = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+_UPSERT_META = (
+    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+)
 _VEC_DIMS = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
 
 

@@ -94,7 +94,9 @@ def pg_target(raw: str, agent_id: str) -> PgTarget:
     schema = next((v for k, v in query if k == "schema"), f"memory_{agent_id}")
     rest = [(k, v) for k, v in query if k != "schema"]
     if not schema or len(schema) > 63 or "\x00" in schema:
-        raise ConfigError(f"memorySearch.store.path: schema {schema!r} is not a usable PostgreSQL schema name")
+        raise ConfigError(
+            f"memorySearch.store.path: schema {schema!r} is not a usable PostgreSQL schema name"
+        )
     dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment))
     return PgTarget(dsn, schema)
 
@@ -276,7 +278,8 @@ class PgStore:
                 if statement.strip():
                     self.conn.execute(statement)
             self.conn.execute(
-                "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta(key, value) VALUES (%s, %s)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (SCHEMA_VERSION_KEY, str(SCHEMA_VERSION)),
             )
             self.conn.execute(
@@ -331,7 +334,8 @@ class PgStore:
                 == (embedder.provider, embedder.model, embedder.provider_key)
             ):
                 self.conn.execute(
-                    "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at)"
+                    "INSERT INTO embedding_cache"
+                    "(provider, model, provider_key, hash, embedding, dims, updated_at)"
                     " SELECT %s, %s, %s, hash, embedding, length(embedding) / 4, updated_at FROM chunks"
                     " WHERE model = %s AND embedding IS NOT NULL ON CONFLICT DO NOTHING",
                     (embedder.provider, embedder.model, embedder.provider_key, embedder.model),
@@ -464,7 +468,9 @@ class PgKeywordIndex(KeywordIndex):
         params = [*part_params, *tf_params, query, *where_params, limit]
         ranked = {int(r[0]): float(r[1]) for r in self._store.conn.execute(sql, params)}
         if multis and ranked:
-            ranked.update(self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters))
+            ranked.update(
+                self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters)
+            )
         best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
         return {rowid: rank for rank, rowid in best}
 
@@ -488,9 +494,7 @@ class PgKeywordIndex(KeywordIndex):
             for i, t in enumerate(tokens)
             if len(t) == 1
         )
-        inner = (
-            f"SELECT c.rowid, c.fts_len, c.fts{tf_cols} FROM chunks c WHERE c.fts @@ %s::tsquery{where}"
-        )
+        inner = f"SELECT c.rowid, c.fts_len, c.fts{tf_cols} FROM chunks c WHERE c.fts @@ %s::tsquery{where}"
         sql = (
             f"SELECT c.rowid, c.fts_len, {part}, u.lexeme, u.positions FROM ({inner}) c"
             " CROSS JOIN LATERAL unnest(c.fts) u WHERE u.lexeme = ANY(%s)"

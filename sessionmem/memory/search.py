@@ -81,7 +81,7 @@ def candidate_count(max_results: int, multiplier: int) -> int:
 class _IndexShape:
     """What the keyword filters and scores need to know, valid until the next write (``token``)."""
 
-    token: tuple[int, int]
+    token: object  # the store's write token (``IndexStore.write_token``)
     total_rows: int
     sources: frozenset[str]
     audiences: frozenset[str]

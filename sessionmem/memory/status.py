@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.calibration import CALIBRATION_KEY
 from sessionmem.memory.files import list_memory_files
-from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta, vec_dims
+from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -22,7 +22,7 @@ serves them. The Markdown workspace is the truth; a store is derived and can alw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -154,16 +154,8 @@ class IndexStore(Protocol):
 def as_store(conn: Any) -> IndexStore:
     """``conn`` itself when it is a store; a plain SQLite connection wrapped as a ``SqliteStore``."""
     if hasattr(conn, "keywords"):
-        return conn  # type: ignore[no-any-return]
+        return conn
     from sessionmem.memory.sqlite_store import SqliteStore
 
     return SqliteStore(conn)
 
-
-def iter_rows(cursor: Any, size: int) -> Iterator[list[Any]]:
-    """A cursor's rows in batches of ``size``."""
-    while True:
-        batch = cursor.fetchmany(size)
-        if not batch:
-            return
-        yield batch

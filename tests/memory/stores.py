@@ -49,7 +49,7 @@ def pg_problem() -> str | None:
 
 @dataclass(frozen=True)
 class StoreUnderTest:
-    """``kind`` "sqlite" or "postgresql"; ``path`` the ``memorySearch.store.path`` to use (None: default file)."""
+    """``kind`` "sqlite" or "postgresql"; ``path`` the ``memorySearch.store.path`` (None: the default)."""
 
     kind: str
     path: str | None = None
@@ -59,6 +59,9 @@ class StoreUnderTest:
         if self.path is None:
             return settings
         return settings.model_copy(update={"store": settings.store.model_copy(update={"path": self.path})})
+
+
+SQLITE = StoreUnderTest("sqlite")
 
 
 @contextlib.contextmanager
@@ -111,7 +114,7 @@ def rows(index: MemoryIndex, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def keyword_rows(index: MemoryIndex, path: str) -> int:
-    """How many keyword-index rows ``path`` has (FTS5 rows in SQLite; chunks with a tsvector in PostgreSQL)."""
+    """How many keyword rows ``path`` has (FTS5 rows in SQLite; chunks with a tsvector in PostgreSQL)."""
     if isinstance(index.path, Path):
         return int(rows(index, "SELECT COUNT(*) FROM chunks_fts WHERE path = ?", path)[0][0])
     return int(rows(index, "SELECT COUNT(*) FROM chunks WHERE path = ? AND fts IS NOT NULL", path)[0][0])
@@ -127,7 +130,8 @@ def keyword_paths(index: MemoryIndex, phrase: str) -> list[tuple[str, int, int]]
         found = {
             r[0]: (r[1], r[2], r[3])
             for r in store.execute(
-                f"SELECT rowid, path, start_line, end_line FROM chunks WHERE rowid IN ({','.join('?' * len(ranks))})",
+                "SELECT rowid, path, start_line, end_line FROM chunks"
+                f" WHERE rowid IN ({','.join('?' * len(ranks))})",
                 list(ranks),
             ).fetchall()
         }

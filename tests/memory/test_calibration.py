@@ -15,7 +15,7 @@ from sessionmem.memory import calibration
 from sessionmem.memory.calibration import Calibration, null_statistics
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from tests.memory.stores import StoreUnderTest
+from tests.memory.stores import SQLITE, StoreUnderTest
 from tests.memory.support import HashEmbedder
 
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo")
@@ -40,11 +40,16 @@ def write_notes(workspace: Path, count: int, start: int = 0) -> None:
 
 
 def open_index(
-    workspace: Path, state: Path, embedder: HashEmbedder, store: StoreUnderTest = StoreUnderTest("sqlite")
+    workspace: Path, state: Path, embedder: HashEmbedder, store: StoreUnderTest = SQLITE
 ) -> MemoryIndex:
     selection = EmbedderSelection(embedder, "test")
     return MemoryIndex.open(
-        "main", workspace, store.settings(MemorySearchConfig()), state_dir=state, selection=selection, watch=False
+        "main",
+        workspace,
+        store.settings(MemorySearchConfig()),
+        state_dir=state,
+        selection=selection,
+        watch=False,
     )
 
 
@@ -91,7 +96,9 @@ def test_an_index_calibrates_once_and_again_when_its_corpus_grows_by_a_fifth(
         assert len(embedder.queries) == len(calibration.PROBES)  # the probes' vectors were kept
 
 
-def test_another_model_gets_its_own_calibration(workspace: Path, state: Path, index_store: StoreUnderTest) -> None:
+def test_another_model_gets_its_own_calibration(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> None:
     write_notes(workspace, 20)
     with open_index(workspace, state, HashEmbedder(dims=64, model="bow-64"), index_store) as index:
         index.sync()

@@ -306,7 +306,9 @@ def test_meta_without_the_fts_text_form_means_a_rebuild() -> None:
     assert meta_mismatch(dict(desired), desired) == []
 
 
-def test_index_with_old_fts_text_is_rebuilt_once_from_the_cache(workspace: Path, open_sqlite_index: Any) -> None:
+def test_index_with_old_fts_text_is_rebuilt_once_from_the_cache(
+    workspace: Path, open_sqlite_index: Any
+) -> None:
     open_index = open_sqlite_index
     # An index written before Thai support: the FTS column holds Thai unspaced, the meta has no ftsText.
     write(workspace / "memory" / "th.md", "# การตัดสินใจ\n\nเราตัดสินใจย้ายฐานข้อมูลไปยังเซิร์ฟเวอร์ใหม่\n")

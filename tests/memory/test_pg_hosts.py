@@ -146,11 +146,14 @@ def test_a_second_syncer_says_it_waits_and_searches_never_wait(
     workspace: Path, tmp_path: Path, pg: StoreUnderTest, caplog: pytest.LogCaptureFixture
 ) -> None:
     fill(workspace)
-    with MemoryIndex.open(
-        "main", workspace, config(pg), state_dir=tmp_path / "a", selection=FTS_ONLY, watch=False
-    ) as holder, MemoryIndex.open(
-        "main", workspace, config(pg), state_dir=tmp_path / "b", selection=FTS_ONLY, watch=False
-    ) as other:
+    with (
+        MemoryIndex.open(
+            "main", workspace, config(pg), state_dir=tmp_path / "a", selection=FTS_ONLY, watch=False
+        ) as holder,
+        MemoryIndex.open(
+            "main", workspace, config(pg), state_dir=tmp_path / "b", selection=FTS_ONLY, watch=False
+        ) as other,
+    ):
         holder.sync()
         (workspace / "memory" / "late.md").write_text("- a late note about quokkas\n")
         done = threading.Event()
@@ -160,7 +163,9 @@ def test_a_second_syncer_says_it_waits_and_searches_never_wait(
                 thread.start()
                 time.sleep(0.5)
                 assert not done.is_set(), "the second syncer waits for the lock"
-                assert len(other.search(SearchRequest("everynote marker", max_results=NOTES)).results) == NOTES
+                assert (
+                    len(other.search(SearchRequest("everynote marker", max_results=NOTES)).results) == NOTES
+                )
             thread.join(timeout=30)
         assert done.is_set()
         assert [r.path for r in other.search(SearchRequest("quokkas")).results] == ["memory/late.md"]
@@ -193,7 +198,9 @@ def test_agent_id_in_the_dsn_gives_each_agent_its_own_schema(workspace: Path, tm
         found = {}
         for agent in ("main", "ops"):
             settings = StoreUnderTest("postgresql", dsn).settings(MemorySearchConfig())
-            with MemoryIndex.open(agent, workspace, settings, state_dir=tmp_path, selection=FTS_ONLY) as index:
+            with MemoryIndex.open(
+                agent, workspace, settings, state_dir=tmp_path, selection=FTS_ONLY
+            ) as index:
                 index.sync()
                 found[agent] = index.status().store_path
         import psycopg

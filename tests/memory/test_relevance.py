@@ -22,7 +22,7 @@ from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.tools import MemoryTools
 from sessionmem.memory.types import SearchRequest, SearchResponse
-from tests.memory.stores import STORES, StoreUnderTest, store_under_test
+from tests.memory.stores import SQLITE, STORES, StoreUnderTest, store_under_test
 
 NOTES = {
     "MEMORY.md": "# Memory\n\n- Allergic to peanuts; vegetarian since 2019.\n",
@@ -65,7 +65,7 @@ def open_index(
     state: Path,
     settings: MemorySearchConfig,
     selection: EmbedderSelection | None = None,
-    store: StoreUnderTest = StoreUnderTest("sqlite"),
+    store: StoreUnderTest = SQLITE,
 ) -> MemoryIndex:
     index = MemoryIndex.open(
         "main", workspace, store.settings(settings), state_dir=state, selection=selection, watch=False

@@ -19,10 +19,8 @@ from sessionmem.memory.types import SearchRequest, VectorPath
 from sessionmem.messages import Message
 from sessionmem.privacy import EVERYTHING, reader_visibility
 from sessionmem.session.transcript import Transcript
-from tests.memory.stores import StoreUnderTest, rows
+from tests.memory.stores import SQLITE, StoreUnderTest, rows
 from tests.memory.support import FTS_ONLY
-
-SQLITE = StoreUnderTest("sqlite")
 
 GROUP = reader_visibility("agent:main:discord:group:7")
 
