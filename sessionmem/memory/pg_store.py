@@ -58,7 +58,7 @@ GENERATION_KEY = "write_generation"
 BM25_K1 = 1.2  # FTS5's bm25() defaults
 BM25_B = 0.75
 _LOCK_PREFIX = "sessionmem.memory:"
-_NO_PGVECTOR = "PostgreSQL store: vectors are bytea rows served by the in-process matrix (no pgvector path)"
+_NO_PGVECTOR = "vectors in PostgreSQL bytea rows, served by the in-process matrix (no pgvector path)"
 
 
 @dataclass(frozen=True, slots=True)
