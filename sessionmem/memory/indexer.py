@@ -764,18 +764,23 @@ class Indexer:
                 ]
                 kept = self._delete_path(entry.rel_path, from_line=prepared.from_line, keep=set(ids))
                 seen: set[str] = set(kept)
+                rows: list[tuple[Any, ...]] = []
+                texts: list[str] = []
                 for cid, (chunk, date) in zip(ids, prepared.chunks, strict=True):
                     if cid in seen:
                         continue  # identical chunk twice in one file: keep one (OpenClaw's ON CONFLICT)
                     seen.add(cid)
-                    blob = vectors.get(chunk.hash)
-                    self.conn.insert_chunk(
+                    rows.append(
                         (cid, entry.rel_path, entry.source, chunk.start_line, chunk.end_line, chunk.hash,
-                         model, chunk.text, blob, date, now, prepared.audience),
-                        fts_text(indexed_text(chunk.context, chunk.text)) if self.fts else None,
+                         model, chunk.text, vectors.get(chunk.hash), date, now, prepared.audience)
                     )  # fmt: skip
-                    if blob is not None and self.vectors:
-                        self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (cid, blob))
+                    texts.append(fts_text(indexed_text(chunk.context, chunk.text)))
+                self.conn.insert_chunks(rows, texts if self.fts else None)
+                if self.vectors:
+                    self.conn.executemany(
+                        "INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)",
+                        [(row[0], row[8]) for row in rows if row[8] is not None],
+                    )
                 self.report.chunks_written += len(seen) - len(kept)
                 self._note_vectors(entry.rel_path, prepared, rejected)
                 self.conn.execute(

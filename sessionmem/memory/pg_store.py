@@ -295,20 +295,40 @@ class PgStore:
 
     # -- chunks ---------------------------------------------------------------------------------
 
-    def insert_chunk(self, row: Sequence[Any], indexed: str | None) -> int:
-        tokens = self.tokenizer.tokens([indexed])[0] if indexed is not None else []
-        columns = ", ".join((*CHUNK_COLUMNS, "indexed", "fts", "fts_len"))
-        marks = ", ".join(["%s"] * (len(CHUNK_COLUMNS) + 1) + ["%s::tsvector", "%s"])
-        cur = self.conn.execute(
-            f"INSERT INTO chunks({columns}) VALUES ({marks}) RETURNING rowid",
-            (*row, indexed, tsvector_literal(tokens) if indexed is not None else None, len(tokens)),
-        )
-        return int(cur.fetchone()[0])
+    def insert_chunks(self, rows: Sequence[Sequence[Any]], indexed: Sequence[str] | None) -> None:
+        """The rows' rowids drawn in one statement, then one tokenizer pass and two pipelined
+        ``executemany`` (chunks, and their keyword rows)."""
+        if not rows:
+            return
+        rowids = [
+            int(r[0])
+            for r in self.conn.execute(
+                "SELECT nextval(pg_get_serial_sequence('chunks', 'rowid')) FROM generate_series(1, %s)",
+                (len(rows),),
+            )
+        ]
+        columns = ", ".join(("rowid", *CHUNK_COLUMNS, "indexed"))
+        marks = ", ".join(["%s"] * (len(CHUNK_COLUMNS) + 2))
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO chunks({columns}) VALUES ({marks})",
+                [
+                    (rowid, *row, indexed[i] if indexed is not None else None)
+                    for i, (rowid, row) in enumerate(zip(rowids, rows, strict=True))
+                ],
+            )
+            if indexed is not None:
+                tokens = self.tokenizer.tokens(list(indexed))
+                cur.executemany(
+                    "INSERT INTO chunks_fts(rowid, fts, fts_len) VALUES (%s, %s::tsvector, %s)",
+                    [(rowid, tsvector_literal(t), len(t)) for rowid, t in zip(rowids, tokens, strict=True)],
+                )
 
     def move_chunk(self, rowid: int, new_id: str, new_path: str) -> None:
         self.conn.execute("UPDATE chunks SET id = %s, path = %s WHERE rowid = %s", (new_id, new_path, rowid))
 
     def delete_chunks(self, rowids: Sequence[int]) -> None:
+        self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ANY(%s)", (list(rowids),))
         self.conn.execute("DELETE FROM chunks WHERE rowid = ANY(%s)", (list(rowids),))
 
     def keywords(self) -> PgKeywordIndex:
@@ -340,6 +360,7 @@ class PgStore:
                     " WHERE model = %s AND embedding IS NOT NULL ON CONFLICT DO NOTHING",
                     (embedder.provider, embedder.model, embedder.provider_key, embedder.model),
                 )
+            self.conn.execute("DELETE FROM chunks_fts")
             self.conn.execute("DELETE FROM chunks")
             self.conn.execute("DELETE FROM files")
             self.conn.execute(
@@ -385,7 +406,8 @@ _TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
 
 
 def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
-    """The WHERE conditions (on ``chunks c``) and parameters of ``filters``."""
+    """The join, WHERE conditions (on ``chunks c``) and parameters of ``filters`` for a query on
+    ``chunks_fts f`` (no join when nothing is filtered)."""
     sql = ""
     params: list[Any] = []
     if filters.model is not None:
@@ -400,7 +422,7 @@ def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
     if filters.audiences is not None:
         sql += " AND c.audience = ANY(%s)"
         params.append(list(filters.audiences))
-    return sql, params
+    return (" JOIN chunks c ON c.rowid = f.rowid" + sql if sql else ""), params
 
 
 class PgKeywordIndex(KeywordIndex):
@@ -423,14 +445,14 @@ class PgKeywordIndex(KeywordIndex):
         if not query:
             return 0
         (count,) = self._store.conn.execute(
-            "SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery", (query,)
+            "SELECT count(*) FROM chunks_fts WHERE fts @@ %s::tsquery", (query,)
         ).fetchone()
         return int(count)
 
     def _rows_and_length(self) -> tuple[int, float]:
         if self._stats is None:
             rows, total = self._store.conn.execute(
-                "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks WHERE fts IS NOT NULL"
+                "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
             ).fetchone()
             self._stats = int(rows), (float(total) / int(rows)) if rows else 0.0
         return self._stats
@@ -450,12 +472,12 @@ class PgKeywordIndex(KeywordIndex):
             return {}
         rows_total, avg = self._rows_and_length()
         idfs = [ranking.bm25_idf(rows_total, self.hits(p)) for p in phrases]
-        where, where_params = _filter_sql(filters)
+        join, join_params = _filter_sql(filters)
         singles = [i for i, t in enumerate(tokens) if len(t) == 1]
         multis = [i for i, t in enumerate(tokens) if len(t) > 1]
         # -(sum over one-token phrases of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg)))
-        tf_sql = "width_bucket(ts_rank('{1,1,1,1}', c.fts, %s::tsquery)::float8, %s::float8[])"
-        norm = "%s * (1 - %s + %s * c.fts_len / %s)"
+        tf_sql = "width_bucket(ts_rank('{1,1,1,1}', f.fts, %s::tsquery)::float8, %s::float8[])"
+        norm = "%s * (1 - %s + %s * s.fts_len / %s)"
         terms = [f"%s * t{i} * %s / (t{i} + {norm})" for i in singles]
         part = f"-({' + '.join(terms)})" if terms else "0.0"
         tf_cols = "".join(f", {tf_sql} AS t{i}" for i in singles)
@@ -463,9 +485,9 @@ class PgKeywordIndex(KeywordIndex):
         part_params: list[Any] = [
             v for i in singles for v in (idfs[i], BM25_K1 + 1, BM25_K1, BM25_B, BM25_B, avg or 1.0)
         ]
-        inner = f"SELECT c.rowid, c.fts_len{tf_cols} FROM chunks c WHERE c.fts @@ %s::tsquery{where}"
-        sql = f"SELECT rowid, {part} AS rank FROM ({inner}) c ORDER BY rank, rowid LIMIT %s"
-        params = [*part_params, *tf_params, query, *where_params, limit]
+        inner = f"SELECT f.rowid, f.fts_len{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
+        sql = f"SELECT s.rowid, {part} AS rank FROM ({inner}) s ORDER BY rank, s.rowid LIMIT %s"
+        params = [*part_params, *tf_params, *join_params, query, limit]
         ranked = {int(r[0]): float(r[1]) for r in self._store.conn.execute(sql, params)}
         if multis and ranked:
             ranked.update(
@@ -487,20 +509,22 @@ class PgKeywordIndex(KeywordIndex):
     ) -> dict[int, float]:
         """{rowid: whole rank} of the chunks holding a phrase of several tokens: the one-token part from
         the server, each such phrase's count from its lexemes' positions."""
-        where, where_params = _filter_sql(filters)
+        join, join_params = _filter_sql(filters)
         lexemes = sorted({t for i in multis for t in tokens[i]})
         tf_cols = "".join(
-            f", width_bucket(ts_rank('{{1,1,1,1}}', c.fts, %s::tsquery)::float8, %s::float8[]) AS t{i}"
+            f", width_bucket(ts_rank('{{1,1,1,1}}', f.fts, %s::tsquery)::float8, %s::float8[]) AS t{i}"
             for i, t in enumerate(tokens)
             if len(t) == 1
         )
-        inner = f"SELECT c.rowid, c.fts_len, c.fts{tf_cols} FROM chunks c WHERE c.fts @@ %s::tsquery{where}"
+        inner = (
+            f"SELECT f.rowid, f.fts_len, f.fts{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
+        )
         sql = (
-            f"SELECT c.rowid, c.fts_len, {part}, u.lexeme, u.positions FROM ({inner}) c"
-            " CROSS JOIN LATERAL unnest(c.fts) u WHERE u.lexeme = ANY(%s)"
+            f"SELECT s.rowid, s.fts_len, {part}, u.lexeme, u.positions FROM ({inner}) s"
+            " CROSS JOIN LATERAL unnest(s.fts) u WHERE u.lexeme = ANY(%s)"
         )
         multi_query = tsquery_literal([tokens[i] for i in multis])
-        params = [*part_params, *tf_params, multi_query, *where_params, lexemes]
+        params = [*part_params, *tf_params, *join_params, multi_query, lexemes]
         found: dict[int, tuple[int, float, dict[str, list[int]]]] = {}
         for rowid, length, rank, lexeme, positions in self._store.conn.execute(sql, params):
             found.setdefault(int(rowid), (int(length), float(rank), {}))[2][lexeme] = positions or []

@@ -102,13 +102,12 @@ class SqliteStore:
 
         return vec_dims(self.conn)
 
-    def insert_chunk(self, row: Sequence[Any], indexed: str | None) -> int:
-        cur = self.conn.execute(_INSERT_CHUNK, row)
-        rowid = int(cur.lastrowid)
-        if indexed is not None:  # the FTS row has the chunk's rowid (see indexer.py)
-            cid, path, source, start, end, _, model = row[:7]
-            self.conn.execute(_INSERT_FTS, (rowid, indexed, cid, path, source, model, start, end))
-        return rowid
+    def insert_chunks(self, rows: Sequence[Sequence[Any]], indexed: Sequence[str] | None) -> None:
+        for i, row in enumerate(rows):
+            rowid = self.conn.execute(_INSERT_CHUNK, row).lastrowid
+            if indexed is not None:  # the FTS row has the chunk's rowid (see indexer.py)
+                cid, path, source, start, end, _, model = row[:7]
+                self.conn.execute(_INSERT_FTS, (rowid, indexed[i], cid, path, source, model, start, end))
 
     def move_chunk(self, rowid: int, new_id: str, new_path: str) -> None:
         self.conn.execute("UPDATE chunks SET id = ?, path = ? WHERE rowid = ?", (new_id, new_path, rowid))

@@ -117,9 +117,9 @@ class IndexStore(Protocol):
         ...
 
     # -- chunks and their keyword rows ---------------------------------------------------------
-    def insert_chunk(self, row: Sequence[Any], indexed: str | None) -> int:
-        """Insert one ``chunks`` row (the columns of ``schema.CHUNK_COLUMNS``) and, when ``indexed``
-        (its ``fts_text``) is given, its keyword row; returns its rowid."""
+    def insert_chunks(self, rows: Sequence[Sequence[Any]], indexed: Sequence[str] | None) -> None:
+        """Insert ``chunks`` rows (the columns of ``schema.CHUNK_COLUMNS``), in order, and, when ``indexed``
+        (each row's ``fts_text``) is given, their keyword rows."""
         ...
 
     def move_chunk(self, rowid: int, new_id: str, new_path: str) -> None:
@@ -158,4 +158,3 @@ def as_store(conn: Any) -> IndexStore:
     from sessionmem.memory.sqlite_store import SqliteStore
 
     return SqliteStore(conn)
-

@@ -114,10 +114,11 @@ def rows(index: MemoryIndex, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def keyword_rows(index: MemoryIndex, path: str) -> int:
-    """How many keyword rows ``path`` has (FTS5 rows in SQLite; chunks with a tsvector in PostgreSQL)."""
+    """How many keyword rows ``path`` has (``chunks_fts`` rows: FTS5 in SQLite, tsvectors in PostgreSQL)."""
     if isinstance(index.path, Path):
         return int(rows(index, "SELECT COUNT(*) FROM chunks_fts WHERE path = ?", path)[0][0])
-    return int(rows(index, "SELECT COUNT(*) FROM chunks WHERE path = ? AND fts IS NOT NULL", path)[0][0])
+    sql = "SELECT COUNT(*) FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid WHERE c.path = ?"
+    return int(rows(index, sql, path)[0][0])
 
 
 def keyword_paths(index: MemoryIndex, phrase: str) -> list[tuple[str, int, int]]:
