@@ -238,7 +238,7 @@ class MemoryIndex:
         self._drop_searcher()
         for conn in (self._reader, self._conn):
             if conn is not None:
-                with contextlib.suppress(*DB_ERRORS):
+                with contextlib.suppress(*DB_ERRORS, *conn.errors):
                     conn.close()
 
     @property
@@ -828,9 +828,12 @@ class MemoryIndex:
                         for source in self._sources()
                     )
                 )
-        except DB_ERRORS as exc:
+        except (*DB_ERRORS, *self._conn.errors) as exc:
             dirty = True
-            unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
+            if isinstance(self.path, Path):
+                unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
+            else:
+                unreadable = f"memory index {self.path} cannot be read ({exc})"
         self._dirty = dirty
         issues = collect_issues(
             [

@@ -776,11 +776,9 @@ class Indexer:
                     )  # fmt: skip
                     texts.append(fts_text(indexed_text(chunk.context, chunk.text)))
                 self.conn.insert_chunks(rows, texts if self.fts else None)
-                if self.vectors:
-                    self.conn.executemany(
-                        "INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)",
-                        [(row[0], row[8]) for row in rows if row[8] is not None],
-                    )
+                with_vectors = [(row[0], row[8]) for row in rows if row[8] is not None]
+                if with_vectors and self.vectors:
+                    self.conn.executemany("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", with_vectors)
                 self.report.chunks_written += len(seen) - len(kept)
                 self._note_vectors(entry.rel_path, prepared, rejected)
                 self.conn.execute(

@@ -154,6 +154,7 @@ class PgStore:
     def __init__(self, conn: Any, target: PgTarget, tokenizer: str) -> None:
         self.conn = conn
         self.target = target
+        self.errors: tuple[type[BaseException], ...] = (_psycopg().Error,)
         self.vector = VectorSupport(False, "postgresql", None, _NO_PGVECTOR)
         self._tokenizer_spec = tokenizer
         self._tokenizer: Tokenizer | None = None
@@ -204,6 +205,13 @@ class PgStore:
         if rows:
             with self.conn.cursor() as cur:
                 cur.executemany(_pg_sql(sql), rows)
+
+    def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
+        """A server-side cursor, in the search's snapshot (or a read-only transaction of its own)."""
+        with self.snapshot(), self.conn.cursor(name=f"batches_{id(self)}") as cur:
+            cur.execute(_pg_sql(sql) if params else sql, tuple(params) or None)
+            while batch := cur.fetchmany(size):
+                yield batch
 
     def close(self) -> None:
         if self._tokenizer is not None:

@@ -8,6 +8,7 @@ the file lock ``<db>.lock`` (``rebuild.py``, ``db.process_lock``).
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,10 @@ class SqliteStore:
     ) -> None:
         self.conn = conn
         self.vector = vector or VectorSupport(False, "sqlite3", None, "not given")
+        self.errors: tuple[type[BaseException], ...] = (
+            db.sqlite_module()[0].DatabaseError,
+            sqlite3.DatabaseError,
+        )
         self.path = path
         self._connect = connect
         self._keywords: KeywordIndex | None = None
@@ -65,6 +70,11 @@ class SqliteStore:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
+
+    def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
+        cur = self.conn.execute(sql, params)
+        while batch := cur.fetchmany(size):
+            yield batch
 
     def close(self) -> None:
         self.conn.close()

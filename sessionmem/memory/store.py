@@ -22,7 +22,7 @@ serves them. The Markdown workspace is the truth; a store is derived and can alw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,6 +74,7 @@ class IndexStore(Protocol):
 
     kind: str  # "sqlite" or "postgresql"
     vector: VectorSupport  # how vectors are served besides the matrix (sqlite-vec or not)
+    errors: tuple[type[BaseException], ...]  # what the driver raises for a database problem
 
     @property
     def where(self) -> str:
@@ -84,6 +85,10 @@ class IndexStore(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
+        """The rows of ``sql`` ``size`` at a time, never all in memory at once (vector loads and scans)."""
+        ...
 
     def close(self) -> None: ...
 

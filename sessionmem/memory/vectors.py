@@ -140,10 +140,12 @@ def read_matrix(conn: Any, model: str) -> Loaded:
     table a second time). The dimension is the first row's; rows of another dimension (a
     half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
     """
-    (capacity,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
-    cur = conn.execute(
+    store = as_store(conn)
+    (capacity,) = store.execute("SELECT count(*) FROM chunks").fetchone()
+    batches = store.batches(
         "SELECT id, source, embedding, date, audience FROM chunks WHERE model = ? AND embedding IS NOT NULL",
         (model,),
+        BATCH_ROWS,
     )
     matrix = np.empty((0, 0), dtype=np.float32)
     ids: list[str] = []
@@ -152,10 +154,7 @@ def read_matrix(conn: Any, model: str) -> Loaded:
     audiences: list[str] = []
     size = 0
     skipped = 0
-    while True:
-        batch = cur.fetchmany(BATCH_ROWS)
-        if not batch:
-            break
+    for batch in batches:
         if not size:
             size = len(batch[0][2])
             matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
@@ -360,7 +359,7 @@ class BruteForceVectors:
     name = "brute-force"
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self._conn = as_store(conn)
 
     def knn(
         self,
@@ -387,12 +386,8 @@ class BruteForceVectors:
         if audiences is not None:
             sql += f" AND audience IN ({_placeholders(len(audiences))})"
             params += list(audiences)
-        cur = self._conn.execute(sql, params)
         best: Hits = []
-        while True:
-            batch = cur.fetchmany(BATCH_ROWS)
-            if not batch:
-                break
+        for batch in self._conn.batches(sql, params, BATCH_ROWS):
             rows = [r for r in batch if len(r[1]) == q.shape[0] * 4]
             if not rows:
                 continue
