@@ -8,6 +8,7 @@ password.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import threading
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from sessionmem.cli import cli
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.pg_store import pg_target
@@ -209,3 +212,32 @@ def test_agent_id_in_the_dsn_gives_each_agent_its_own_schema(workspace: Path, tm
             for agent in found:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{base}_{agent}" CASCADE')
     assert found["main"].endswith(f"schema {base}_main") and found["ops"].endswith(f"schema {base}_ops")
+
+
+def test_the_cli_status_says_which_store_and_where(
+    workspace: Path, tmp_path: Path, pg: StoreUnderTest
+) -> None:
+    assert pg.path is not None
+    user_part, host_part = pg.path.split("://", 1)[1].split("@", 1)
+    with_password = f"postgresql://{user_part}:s3cret@{host_part}"
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {"agents": {"defaults": {"memorySearch": {"provider": "none", "store": {"path": with_password}}}}}
+        )
+    )
+    fill(workspace)
+    args = ["--config", str(config), "--state-dir", str(tmp_path / "state"), "--workspace", str(workspace)]
+    runner = CliRunner()
+    indexed = runner.invoke(cli, [*args, "memory", "index"])
+    assert indexed.exit_code == 0, indexed.output
+    human = runner.invoke(cli, [*args, "memory", "status", "--deep"])
+    assert human.exit_code == 0, human.output
+    schema = pg_target(pg.path, "main").schema
+    assert (
+        f"Store: PostgreSQL postgresql://{user_part}@{host_part.split('?')[0]} schema {schema}"
+        in human.output
+    )
+    assert f"Indexed: {NOTES} files" in human.output
+    as_json = json.loads(runner.invoke(cli, [*args, "memory", "status", "--json"]).output)
+    assert as_json["storeKind"] == "postgresql" and "s3cret" not in json.dumps(as_json) + human.output
