@@ -162,7 +162,7 @@ class MemoryIndex:
         self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
         # the sync lock: a file lock beside a SQLite file; the store's advisory lock in PostgreSQL
-        self._file_lock: Any = process_lock(str(path) + ".lock") if isinstance(path, Path) else None
+        self._sync_mutex: Any = process_lock(str(path) + ".lock") if isinstance(path, Path) else None
         self._dirty = True
         self._closed = False
         self._bootstrapped = False
@@ -252,7 +252,7 @@ class MemoryIndex:
             self._open_pg(self.path)
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._file_lock:
+        with self._sync_mutex:
             self._remove_dead_scratch()
             self._conn = self._connect_checked()
             self._vector = self._conn.vector
@@ -267,20 +267,19 @@ class MemoryIndex:
         """Connect the writer (creating the schema), make the tables under the sync lock (an unusable
         schema version is dropped and rebuilt from the Markdown), connect the reader."""
         from sessionmem.memory.pg_store import PgStore
-        from sessionmem.memory.pg_store import check_owner as check_schema_owner
 
         tokenizer = self.settings.store.fts.tokenizer
         store = PgStore.connect(target, tokenizer, create=True)
         try:
-            self._file_lock = store.sync_lock()
-            with self._file_lock:
+            self._sync_mutex = store.sync_lock()
+            with self._sync_mutex:
                 problem = store.schema_problem()
                 if problem is not None:
                     store.discard()
                     self._issues.append(f"{problem}; dropped its tables and rebuilt from the Markdown files")
                     log.warning("memory index %s: %s; dropped and rebuilt", target, problem)
                 self._fts_error = store.apply_schema(tokenizer)
-                check_schema_owner(store, self.agent_id)
+                check_owner(store, self.agent_id, target.display)
         except BaseException:
             store.close()
             raise
@@ -313,7 +312,7 @@ class MemoryIndex:
         conn, support, self._fts_error = open_checked(
             self._file, self._connect, self.settings.store.fts.tokenizer, self._move_aside
         )
-        return SqliteStore(conn, support, path=self._file, connect=self._connect, lock=self._file_lock)
+        return SqliteStore(conn, support, path=self._file, connect=self._connect, lock=self._sync_mutex)
 
     def _move_aside(self, problem: str) -> None:
         target = move_aside(self._file)
@@ -410,7 +409,7 @@ class MemoryIndex:
         """The lock every sync of this index holds, across processes (a file lock beside a SQLite file)
         and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
         searches."""
-        return self._file_lock
+        return self._sync_mutex
 
     def _check_open(self) -> None:
         if self._closed:
@@ -424,7 +423,7 @@ class MemoryIndex:
         if scope.memory:
             self._dirty = False
         try:
-            with self._file_lock:
+            with self._sync_mutex:
                 self._remove_dead_scratch()
                 try:
                     report = self._sync_or_fall_back(force, progress, report, scope)
@@ -500,7 +499,7 @@ class MemoryIndex:
         for conn in (self._reader, self._conn):
             with contextlib.suppress(*DB_ERRORS):
                 conn.close()
-        self._move_aside(f"index database {self.path.name} is corrupt ({error})")
+        self._move_aside(f"index database {self._file.name} is corrupt ({error})")
         self._conn = self._connect_checked()
         self._vector = self._conn.vector
         self._reader = self._open_reader()

@@ -46,7 +46,7 @@ from sessionmem.memory.fts_tokens import (
     tsquery_literal,
     tsvector_literal,
 )
-from sessionmem.memory.schema import CHUNK_COLUMNS, META_KEY, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
+from sessionmem.memory.schema import CHUNK_COLUMNS, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
 from sessionmem.memory.store import KeywordFilters
 
 if TYPE_CHECKING:
@@ -79,10 +79,6 @@ class PgTarget:
             host += f":{parts.port}"
         user = f"{quote(parts.username)}@" if parts.username else ""
         return f"{urlunsplit((parts.scheme, user + host, parts.path, '', ''))} schema {self.schema}"
-
-    @property
-    def name(self) -> str:
-        return self.schema
 
     def __str__(self) -> str:
         return self.display
@@ -393,19 +389,6 @@ class PgStore:
 
     def opener(self) -> Callable[[], IndexStore]:
         return lambda: PgStore.connect(self.target, self._tokenizer_spec)
-
-
-def check_owner(store: PgStore, agent_id: str) -> None:
-    """Refuse a schema another agent's index wrote (``rebuild.check_owner`` for a schema)."""
-    from sessionmem.memory.indexer import read_json
-
-    meta = read_json(store, META_KEY)
-    owner = meta.get("agentId") if isinstance(meta, dict) else None
-    if isinstance(owner, str) and owner != agent_id:
-        raise ConfigError(
-            f"memory index {store.where} belongs to agent {owner!r}; agent {agent_id!r} would share it and "
-            "search its notes: give each agent its own schema (the default schema contains {agentId})"
-        )
 
 
 # ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n

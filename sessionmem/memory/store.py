@@ -1,4 +1,4 @@
-"""What the memory engine needs of its database: the index-store seam (DESIGN decision 17).
+"""What the memory engine needs of its database: the index-store seam (the index's side of DESIGN 17).
 
 Two stores implement :class:`IndexStore`: ``sqlite_store.SqliteStore`` (one file per agent, the
 default) and ``pg_store.PgStore`` (one PostgreSQL schema per agent, shared by gateway hosts on
