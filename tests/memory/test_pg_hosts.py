@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.config import MemorySearchConfig
+from sessionmem.errors import ConfigError
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.pg_store import pg_target
 from sessionmem.memory.types import SearchRequest
@@ -241,3 +242,12 @@ def test_the_cli_status_says_which_store_and_where(
     assert f"Indexed: {NOTES} files" in human.output
     as_json = json.loads(runner.invoke(cli, [*args, "memory", "status", "--json"]).output)
     assert as_json["storeKind"] == "postgresql" and "s3cret" not in json.dumps(as_json) + human.output
+
+
+def test_a_schema_another_agent_wrote_is_refused(workspace: Path, tmp_path: Path, pg: StoreUnderTest) -> None:
+    fill(workspace)
+    settings = pg.settings(MemorySearchConfig())  # the schema is named outright: no {agentId} in it
+    with MemoryIndex.open("main", workspace, settings, state_dir=tmp_path, selection=FTS_ONLY) as index:
+        index.sync()
+    with pytest.raises(ConfigError, match="belongs to agent 'main'"):
+        MemoryIndex.open("ops", workspace, settings, state_dir=tmp_path, selection=FTS_ONLY)
