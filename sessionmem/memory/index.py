@@ -1,5 +1,10 @@
 """The per-agent memory index: ``MemoryIndex`` keeps a SQLite file in step with the Markdown.
 
+It speaks to its database through an ``IndexStore`` (``store.py``): the SQLite file described here
+(``sqlite_store.py``), or, when ``memorySearch.store.path`` is a ``postgresql://`` DSN, one PostgreSQL
+schema shared by gateway hosts on several machines (``pg_store.py``: there the rebuild is one
+transaction, the sync lock an advisory lock, and searches read one committed state).
+
 The Markdown is the truth; the index is derived and disposable. ``sync`` is incremental (see
 ``indexer.py``): an unchanged file costs the ``stat`` discovery already did (DESIGN decision 10).
 When the configuration that shaped the index changes (provider, model, sources, extra paths,

@@ -7,7 +7,7 @@ not passed to the server). One schema per agent holds the tables of ``schema.PG_
 - Keywords: each chunk's ``ftstext.fts_text`` is cut into tokens by SQLite's own FTS5 tokenizer
   (``fts_tokens``), stored as a tsvector with a GIN index. A query's phrases become a tsquery of the
   same tokens (``<->`` inside a phrase, ``|`` between them), and the matches are ranked with FTS5's
-  BM25 (k1 1.2, b 0.75, the same IDF and document lengths; see ``PgKeywordIndex.search``). Both stores
+  BM25 (k1 1.2, b 0.75, the same IDF and document lengths; ``pg_keywords.py``). Both stores
   find and rank the same chunks: on LoCoMo (``bench/bench_recall.py --store``) every figure is SQLite's.
   PostgreSQL's own ``ts_rank_cd`` ranked worse there (keyword-only R@6 / MRR 0.875 / 0.715 with
   normalization 0, 0.876 / 0.720 with 1, 0.823 / 0.649 with 2, against BM25's 0.914 / 0.801).
@@ -15,7 +15,7 @@ not passed to the server). One schema per agent holds the tables of ``schema.PG_
   has no pgvector here, so there is no pgvector path (it could not be tested).
 - One host syncs at a time: the sync holds a session advisory lock keyed by the schema; a second
   syncer logs that it waits, then waits (a crashed holder's lock goes with its connection). Searches
-  take no lock: they read committed rows (MVCC) while a sync writes.
+  take no lock: each reads one committed state (``snapshot``, MVCC) while a sync writes.
 - A rebuild is one transaction on the live schema (old vectors kept in the cache first): every reader
   sees the old index until it commits, and a failed rebuild rolls back to it.
 - The write token a loaded matrix checks is a counter in ``meta`` that every write transaction bumps,
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,30 +34,21 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from sessionmem.errors import ConfigError, MemoryIndexError
-from sessionmem.memory import ranking
 from sessionmem.memory.db import VectorSupport
-from sessionmem.memory.fts_search import KeywordIndex
 from sessionmem.memory.fts_tokens import (
     Tokenizer,
-    phrase_count,
-    phrase_text,
-    quote_lexeme,
-    tsquery_literal,
     tsvector_literal,
 )
 from sessionmem.memory.schema import CHUNK_COLUMNS, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
-from sessionmem.memory.store import KeywordFilters
 
 if TYPE_CHECKING:
     from sessionmem.memory.embedding import Embedder
-    from sessionmem.memory.store import IndexStore
+    from sessionmem.memory.store import IndexStore, KeywordSearch
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION_KEY = "schema_version"
 GENERATION_KEY = "write_generation"
-BM25_K1 = 1.2  # FTS5's bm25() defaults
-BM25_B = 0.75
 _LOCK_PREFIX = "sessionmem.memory:"
 _NO_PGVECTOR = "vectors in PostgreSQL bytea rows, served by the in-process matrix (no pgvector path)"
 
@@ -156,7 +146,7 @@ class PgStore:
         self.vector = VectorSupport(False, "postgresql", None, _NO_PGVECTOR)
         self._tokenizer_spec = tokenizer
         self._tokenizer: Tokenizer | None = None
-        self._keywords: PgKeywordIndex | None = None
+        self._keywords: Any = None  # pg_keywords.PgKeywordIndex, made on the first search
         self._lock = AdvisoryLock(self)
         self._snapshot_lock = threading.RLock()
 
@@ -337,8 +327,10 @@ class PgStore:
         self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ANY(%s)", (list(rowids),))
         self.conn.execute("DELETE FROM chunks WHERE rowid = ANY(%s)", (list(rowids),))
 
-    def keywords(self) -> PgKeywordIndex:
+    def keywords(self) -> KeywordSearch:
         if self._keywords is None:
+            from sessionmem.memory.pg_keywords import PgKeywordIndex
+
             self._keywords = PgKeywordIndex(self)
         return self._keywords
 
@@ -389,152 +381,3 @@ class PgStore:
 
     def opener(self) -> Callable[[], IndexStore]:
         return lambda: PgStore.connect(self.target, self._tokenizer_spec)
-
-
-# ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n
-# (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
-# ``width_bucket`` over the midpoints between those values turns a rank back into tf, in SQL.
-_RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n in range(257)]
-_TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
-
-
-def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
-    """The join, WHERE conditions (on ``chunks c``) and parameters of ``filters`` for a query on
-    ``chunks_fts f`` (no join when nothing is filtered)."""
-    sql = ""
-    params: list[Any] = []
-    if filters.model is not None:
-        sql += " AND c.model = %s"
-        params.append(filters.model)
-    if filters.sources:
-        sql += " AND c.source = ANY(%s)"
-        params.append(list(filters.sources))
-    if filters.dates is not None:
-        sql += " AND c.date IS NOT NULL AND c.date >= %s AND c.date <= %s"
-        params += list(filters.dates)
-    if filters.audiences is not None:
-        sql += " AND c.audience = ANY(%s)"
-        params.append(list(filters.audiences))
-    return (" JOIN chunks c ON c.rowid = f.rowid" + sql if sql else ""), params
-
-
-class PgKeywordIndex(KeywordIndex):
-    """Keyword search on the tsvector column, ranked with FTS5's BM25 (see the module docstring)."""
-
-    def __init__(self, store: PgStore) -> None:
-        super().__init__(store)
-        self._store = store
-        self._stats: tuple[int, float] | None = None  # rows, average length; until the next write
-
-    def forget(self) -> None:
-        super().forget()
-        self._stats = None
-
-    def _tokens(self, phrases: Sequence[str]) -> list[list[str]]:
-        return self._store.tokenizer.tokens([phrase_text(p) for p in phrases])
-
-    def count_hits(self, phrase: str) -> int:
-        query = tsquery_literal(self._tokens([phrase]))
-        if not query:
-            return 0
-        (count,) = self._store.conn.execute(
-            "SELECT count(*) FROM chunks_fts WHERE fts @@ %s::tsquery", (query,)
-        ).fetchone()
-        return int(count)
-
-    def _rows_and_length(self) -> tuple[int, float]:
-        if self._stats is None:
-            rows, total = self._store.conn.execute(
-                "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
-            ).fetchone()
-            self._stats = int(rows), (float(total) / int(rows)) if rows else 0.0
-        return self._stats
-
-    def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
-        """FTS5's BM25 over the chunks matching any phrase, best ``limit`` first.
-
-        The server ranks by the one-token phrases: a lexeme's count in a chunk is read from ``ts_rank``
-        (``_TF_THRESHOLDS``; no lexeme list is expanded), the BM25 sum is computed in SQL and only the
-        best ``limit`` rows come back. A phrase of several tokens (an identifier, CJK) is counted from
-        its lexemes' positions, read only for the chunks holding such a phrase, and those chunks are
-        ranked with both parts. The result is exact: a chunk holding no such phrase scores its
-        one-token part, which no chunk outside the server's best ``limit`` exceeds."""
-        tokens = self._tokens(phrases)
-        query = tsquery_literal(tokens)
-        if not query or limit <= 0:
-            return {}
-        rows_total, avg = self._rows_and_length()
-        idfs = [ranking.bm25_idf(rows_total, self.hits(p)) for p in phrases]
-        join, join_params = _filter_sql(filters)
-        singles = [i for i, t in enumerate(tokens) if len(t) == 1]
-        multis = [i for i, t in enumerate(tokens) if len(t) > 1]
-        # -(sum over one-token phrases of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg)))
-        tf_sql = "width_bucket(ts_rank('{1,1,1,1}', f.fts, %s::tsquery)::float8, %s::float8[])"
-        norm = "%s * (1 - %s + %s * s.fts_len / %s)"
-        terms = [f"%s * t{i} * %s / (t{i} + {norm})" for i in singles]
-        part = f"-({' + '.join(terms)})" if terms else "0.0"
-        tf_cols = "".join(f", {tf_sql} AS t{i}" for i in singles)
-        tf_params: list[Any] = [v for i in singles for v in (quote_lexeme(tokens[i][0]), _TF_THRESHOLDS)]
-        part_params: list[Any] = [
-            v for i in singles for v in (idfs[i], BM25_K1 + 1, BM25_K1, BM25_B, BM25_B, avg or 1.0)
-        ]
-        inner = f"SELECT f.rowid, f.fts_len{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
-        sql = f"SELECT s.rowid, {part} AS rank FROM ({inner}) s ORDER BY rank, s.rowid LIMIT %s"
-        params = [*part_params, *tf_params, *join_params, query, limit]
-        ranked = {int(r[0]): float(r[1]) for r in self._store.conn.execute(sql, params)}
-        if multis and ranked:
-            ranked.update(
-                self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters)
-            )
-        best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
-        return {rowid: rank for rank, rowid in best}
-
-    def _with_phrases(
-        self,
-        tokens: list[list[str]],
-        multis: list[int],
-        idfs: list[float],
-        avg: float,
-        part: str,
-        part_params: list[Any],
-        tf_params: list[Any],
-        filters: KeywordFilters,
-    ) -> dict[int, float]:
-        """{rowid: whole rank} of the chunks holding a phrase of several tokens: the one-token part from
-        the server, each such phrase's count from its lexemes' positions."""
-        join, join_params = _filter_sql(filters)
-        lexemes = sorted({t for i in multis for t in tokens[i]})
-        tf_cols = "".join(
-            f", width_bucket(ts_rank('{{1,1,1,1}}', f.fts, %s::tsquery)::float8, %s::float8[]) AS t{i}"
-            for i, t in enumerate(tokens)
-            if len(t) == 1
-        )
-        inner = (
-            f"SELECT f.rowid, f.fts_len, f.fts{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
-        )
-        sql = (
-            f"SELECT s.rowid, s.fts_len, {part}, u.lexeme, u.positions FROM ({inner}) s"
-            " CROSS JOIN LATERAL unnest(s.fts) u WHERE u.lexeme = ANY(%s)"
-        )
-        multi_query = tsquery_literal([tokens[i] for i in multis])
-        params = [*part_params, *tf_params, *join_params, multi_query, lexemes]
-        found: dict[int, tuple[int, float, dict[str, list[int]]]] = {}
-        for rowid, length, rank, lexeme, positions in self._store.conn.execute(sql, params):
-            found.setdefault(int(rowid), (int(length), float(rank), {}))[2][lexeme] = positions or []
-        out = {}
-        for rowid, (length, rank, positions) in found.items():
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * (length / avg if avg else 1.0))
-            score = -rank
-            for i in multis:
-                tf = phrase_count(tokens[i], positions)
-                if tf:
-                    score += idfs[i] * tf * (BM25_K1 + 1) / (tf + norm)
-            out[rowid] = -score
-        return out
-
-    def texts(self, rowids: Iterable[int]) -> dict[int, str]:
-        wanted = list(rowids)
-        if not wanted:
-            return {}
-        rows = self._store.conn.execute("SELECT rowid, indexed FROM chunks WHERE rowid = ANY(%s)", (wanted,))
-        return {int(r[0]): str(r[1] or "") for r in rows}
