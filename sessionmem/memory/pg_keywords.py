@@ -17,7 +17,7 @@ from sessionmem.memory.fts_tokens import phrase_count, phrase_text, quote_lexeme
 from sessionmem.memory.store import KeywordFilters
 
 if TYPE_CHECKING:
-    from sessionmem.memory.pg_store import PgStore
+    from sessionmem.memory.fts_tokens import Tokenizer
 
 BM25_K1 = 1.2  # FTS5's bm25() defaults
 BM25_B = 0.75
@@ -52,9 +52,10 @@ def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
 class PgKeywordIndex(KeywordIndex):
     """Keyword search on the tsvector column, ranked with FTS5's BM25 (see the module docstring)."""
 
-    def __init__(self, store: PgStore) -> None:
-        super().__init__(store)
-        self._store = store
+    def __init__(self, conn: Any, tokenizer: Tokenizer) -> None:
+        """``conn``: the store's psycopg connection (``%s`` parameters); ``tokenizer``: its FTS5 tokens."""
+        super().__init__(conn)
+        self._tokenizer = tokenizer
         self._stats: tuple[int, float] | None = None  # rows, average length; until the next write
 
     def forget(self) -> None:
@@ -62,20 +63,20 @@ class PgKeywordIndex(KeywordIndex):
         self._stats = None
 
     def _tokens(self, phrases: Sequence[str]) -> list[list[str]]:
-        return self._store.tokenizer.tokens([phrase_text(p) for p in phrases])
+        return self._tokenizer.tokens([phrase_text(p) for p in phrases])
 
     def count_hits(self, phrase: str) -> int:
         query = tsquery_literal(self._tokens([phrase]))
         if not query:
             return 0
-        (count,) = self._store.conn.execute(
+        (count,) = self._conn.execute(
             "SELECT count(*) FROM chunks_fts WHERE fts @@ %s::tsquery", (query,)
         ).fetchone()
         return int(count)
 
     def _rows_and_length(self) -> tuple[int, float]:
         if self._stats is None:
-            rows, total = self._store.conn.execute(
+            rows, total = self._conn.execute(
                 "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
             ).fetchone()
             self._stats = int(rows), (float(total) / int(rows)) if rows else 0.0
@@ -112,7 +113,7 @@ class PgKeywordIndex(KeywordIndex):
         inner = f"SELECT f.rowid, f.fts_len{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
         sql = f"SELECT s.rowid, {part} AS rank FROM ({inner}) s ORDER BY rank, s.rowid LIMIT %s"
         params = [*part_params, *tf_params, *join_params, query, limit]
-        ranked = {int(r[0]): float(r[1]) for r in self._store.conn.execute(sql, params)}
+        ranked = {int(r[0]): float(r[1]) for r in self._conn.execute(sql, params)}
         if multis and ranked:
             ranked.update(
                 self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters)
@@ -150,7 +151,7 @@ class PgKeywordIndex(KeywordIndex):
         multi_query = tsquery_literal([tokens[i] for i in multis])
         params = [*part_params, *tf_params, *join_params, multi_query, lexemes]
         found: dict[int, tuple[int, float, dict[str, list[int]]]] = {}
-        for rowid, length, rank, lexeme, positions in self._store.conn.execute(sql, params):
+        for rowid, length, rank, lexeme, positions in self._conn.execute(sql, params):
             found.setdefault(int(rowid), (int(length), float(rank), {}))[2][lexeme] = positions or []
         out = {}
         for rowid, (length, rank, positions) in found.items():
@@ -167,5 +168,5 @@ class PgKeywordIndex(KeywordIndex):
         wanted = list(rowids)
         if not wanted:
             return {}
-        rows = self._store.conn.execute("SELECT rowid, indexed FROM chunks WHERE rowid = ANY(%s)", (wanted,))
+        rows = self._conn.execute("SELECT rowid, indexed FROM chunks WHERE rowid = ANY(%s)", (wanted,))
         return {int(r[0]): str(r[1] or "") for r in rows}

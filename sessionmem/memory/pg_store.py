@@ -331,7 +331,7 @@ class PgStore:
         if self._keywords is None:
             from sessionmem.memory.pg_keywords import PgKeywordIndex
 
-            self._keywords = PgKeywordIndex(self)
+            self._keywords = PgKeywordIndex(self.conn, self.tokenizer)
         return self._keywords
 
     # -- rebuild, lock, second connection -------------------------------------------------------

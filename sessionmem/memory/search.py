@@ -52,7 +52,8 @@ from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.indexer import read_meta, stored_width
 from sessionmem.memory.keywords import fts_phrases, fts_terms
 from sessionmem.memory.ranking import Candidate
-from sessionmem.memory.store import KeywordFilters, as_store
+from sessionmem.memory.sqlite_store import as_store
+from sessionmem.memory.store import KeywordFilters
 from sessionmem.memory.types import (
     HeldBack,
     ScoreExplanation,

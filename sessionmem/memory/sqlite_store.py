@@ -173,3 +173,11 @@ def _database_file(conn: Any) -> Path | None:
         if row[1] == "main":
             return Path(row[2]) if row[2] else None
     return None
+
+
+def as_store(conn: Any) -> IndexStore:
+    """``conn`` itself when it is a store; a plain SQLite connection (tests, benches) wrapped as a
+    ``SqliteStore``."""
+    if hasattr(conn, "keywords"):
+        return conn
+    return SqliteStore(conn)

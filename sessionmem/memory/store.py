@@ -154,12 +154,3 @@ class IndexStore(Protocol):
         """Opens another connection to this index (for background matrix loads); None when there is
         none to open (an in-memory database)."""
         ...
-
-
-def as_store(conn: Any) -> IndexStore:
-    """``conn`` itself when it is a store; a plain SQLite connection wrapped as a ``SqliteStore``."""
-    if hasattr(conn, "keywords"):
-        return conn
-    from sessionmem.memory.sqlite_store import SqliteStore
-
-    return SqliteStore(conn)

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sessionmem.memory.db import VectorSupport
-from sessionmem.memory.store import as_store
+from sessionmem.memory.sqlite_store import as_store
 from sessionmem.memory.types import VectorPath
 
 log = logging.getLogger(__name__)
