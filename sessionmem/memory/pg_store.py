@@ -149,6 +149,8 @@ class PgStore:
         self._keywords: Any = None  # pg_keywords.PgKeywordIndex, made on the first search
         self._lock = AdvisoryLock(self)
         self._snapshot_lock = threading.RLock()
+        self._in_snapshot = False  # a read-only snapshot is open (``snapshot``)
+        self._snapshot_token: object = None
 
     @classmethod
     def connect(cls, target: PgTarget, tokenizer: str, *, create: bool = False) -> PgStore:
@@ -232,14 +234,22 @@ class PgStore:
                 yield self
                 return
             self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._in_snapshot = True
             try:
                 yield self
             finally:
+                self._in_snapshot, self._snapshot_token = False, None
                 self.conn.execute("ROLLBACK")
 
     def write_token(self) -> object:
+        """The write counter; read once per snapshot (a search asks for it several times)."""
+        if self._in_snapshot and self._snapshot_token is not None:
+            return self._snapshot_token
         row = self.conn.execute("SELECT value FROM meta WHERE key = %s", (GENERATION_KEY,)).fetchone()
-        return row[0] if row is not None else None
+        token = row[0] if row is not None else None
+        if self._in_snapshot:
+            self._snapshot_token = token
+        return token
 
     # -- schema ---------------------------------------------------------------------------------
 
