@@ -36,6 +36,7 @@ from common import REPO_ROOT, find_model, footer, header, parser, table, verdict
 
 from sessionmem.config import MemorySearchConfig, deep_merge
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.pg_store import pg_target
 from sessionmem.memory.types import SearchRequest
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "recall" / "locomo-dev"
@@ -73,10 +74,14 @@ def settings_for(layout: str, model: Path | None, overrides: dict[str, Any]) -> 
 class Backend:
     """The harness's plug-in: ``prepare(workspace)`` indexes one conversation, ``search`` asks it."""
 
-    def __init__(self, layout: str, settings: MemorySearchConfig, state_root: Path) -> None:
+    def __init__(
+        self, layout: str, settings: MemorySearchConfig, state_root: Path, store: str | None = None
+    ) -> None:
         self.layout = layout
         self.settings = settings
         self.state_root = state_root
+        self.store = store  # a postgresql:// DSN: each conversation in a schema of its own
+        self.schemas: set[str] = set()
         self.index: MemoryIndex | None = None
         self.workspace: str | None = None
         self.index_seconds = 0.0
@@ -86,9 +91,15 @@ class Backend:
         self.close()
         ws = Path(workspace)
         state = self.state_root / f"{ws.name}-{self.layout}"
+        settings = self.settings
+        if self.store:
+            schema = f"bench_recall_{ws.name}_{self.layout}".replace("-", "_")
+            self.schemas.add(schema)
+            dsn = f"{self.store}{'&' if '?' in self.store else '?'}schema={schema}"
+            settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": dsn})})
         started = time.perf_counter()
         self.index = MemoryIndex.open(
-            "bench", ws, self.settings, state_dir=state, watch=False, sessions_dir=ws / "sessions"
+            "bench", ws, settings, state_dir=state, watch=False, sessions_dir=ws / "sessions"
         )
         self.index.sync()
         self.index_seconds += time.perf_counter() - started
@@ -144,6 +155,16 @@ def no_answer_rate(data: Path, backend: Backend) -> tuple[int, int]:
     return empty, total
 
 
+def drop_schemas(dsn: str, schemas: set[str]) -> None:
+    """Drop the schemas a ``--store`` run made."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(pg_target(dsn, "bench").dsn, autocommit=True) as conn:
+        for schema in sorted(schemas):
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument(
@@ -159,6 +180,11 @@ def main() -> None:
     )
     p.add_argument("--state-dir", help="keep the indexes here (their embedding cache serves the next run)")
     p.add_argument("--json", help="also write every figure to this file")
+    p.add_argument(
+        "--store",
+        help="a postgresql:// DSN: index in PostgreSQL (a schema per conversation, dropped afterwards "
+        "unless --state-dir is given) instead of SQLite files",
+    )
     args = p.parse_args()
     data = Path(args.data).resolve()
     if not (data / "manifest.json").is_file():
@@ -171,6 +197,9 @@ def main() -> None:
     limit = 40 if args.quick else None
     header("Recall on LoCoMo's development split (bench_recall.py)", args)
     print(f"- data: {data.name}, 5 conversations, questions with evidence; top 10 asked; k = {KS}")
+    print(
+        f"- index store: {'PostgreSQL ' + pg_target(args.store, 'bench').display if args.store else 'SQLite'}"
+    )
     if overrides:
         print(f"- overrides (NOT the product defaults): `{json.dumps(overrides)}`")
     if "minilm" in configs and model is None:
@@ -186,6 +215,7 @@ def main() -> None:
 
     state_root = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="bench-recall-"))
     rows: list[list[object]] = []
+    backends: list[Backend] = []
     figures: dict[str, Any] = {}
     notes: list[str] = []
     try:
@@ -198,8 +228,12 @@ def main() -> None:
             r6: dict[str, float] = {}
             for layout in layouts:
                 backend = Backend(
-                    layout, settings_for(layout, model if config == "minilm" else None, overrides), state_root
+                    layout,
+                    settings_for(layout, model if config == "minilm" else None, overrides),
+                    state_root,
+                    args.store,
                 )
+                backends.append(backend)
                 try:
                     res = evaluate(backend.search, backend.prepare, layout)
                 finally:
@@ -240,7 +274,8 @@ def main() -> None:
         )
         print()
         if "minilm" in configs:
-            backend = Backend("memory", settings_for("memory", model, overrides), state_root)
+            backend = Backend("memory", settings_for("memory", model, overrides), state_root, args.store)
+            backends.append(backend)
             empty, total = no_answer_rate(data, backend)
             rate = empty / max(total, 1)
             figures["no_answer"] = {"rate": round(rate, 4), "empty": empty, "total": total}
@@ -254,6 +289,8 @@ def main() -> None:
     finally:
         if not args.state_dir:
             shutil.rmtree(state_root, ignore_errors=True)
+            if args.store:
+                drop_schemas(args.store, {s for b in backends for s in b.schemas})
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
     footer()

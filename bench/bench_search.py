@@ -85,11 +85,16 @@ def make_queries(conn: Any, n: int, embedder: HashEmbedder, seed: int = 3) -> li
     return queries
 
 
-def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool) -> dict[str, Any]:
+def run_one(
+    size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool, store: str | None = None
+) -> dict[str, Any]:
     """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
 
     ``reuse`` is the second child of a size, run with one BLAS thread: it times only the matrix scan
     and the hybrid search on the index the first child built, for the side-by-side comparison.
+    ``store`` (a postgresql:// DSN): the index in PostgreSQL, schema ``bench_search_<size>`` (dropped by
+    the parent); there the paths are the matrix and keyword search (no sqlite-vec, and brute force
+    would read every vector over the connection per query).
     """
     from sessionmem.memory.db import connect
     from sessionmem.memory.embedding import EmbedderSelection
@@ -107,6 +112,8 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
 
     embedder = HashEmbedder()
     cfg = settings()
+    if store:
+        cfg = cfg.model_copy(update={"store": cfg.store.model_copy(update={"path": pg_dsn(store, size)})})
     index = MemoryIndex.open(
         "bench", ws, cfg, state_dir=root / "state", selection=EmbedderSelection(embedder, "bench")
     )
@@ -115,12 +122,23 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
         report = index.sync()
         out["index_s"] = time.perf_counter() - t0
         out["chunks"] = report.chunks_written
-        out["db_mb"] = index.path.stat().st_size / 2**20
+        if store:
+            from sessionmem.memory.pg_store import PgStore
 
-        conn, support = connect(index.path, load_vector=True)
+            conn: Any = PgStore.connect(index.path, cfg.store.fts.tokenizer)  # type: ignore[arg-type]
+            support = conn.vector
+            (size_bytes,) = conn.execute(
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n"
+                " ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            ).fetchone()
+            out["db_mb"] = int(size_bytes) / 2**20
+            out["vector_driver"] = f"PostgreSQL {conn.conn.info.server_version}, no pgvector"
+        else:
+            out["db_mb"] = index.path.stat().st_size / 2**20
+            conn, support = connect(index.path, load_vector=True)
+            out["vector_driver"] = f"{support.driver}, sqlite-vec {support.version}"
         queries = make_queries(conn, n_queries, embedder)
         vectors = [embedder.embed_query(q) for q in queries]
-        out["vector_driver"] = f"{support.driver}, sqlite-vec {support.version}"
 
         router = VectorRouter(conn, support)
         t0 = time.perf_counter()
@@ -134,7 +152,7 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
             return lambda v: path.knn(v, K, model=model, sources=src)
 
         paths: dict[str, tuple[Any, list[Any]]] = {"matrix": (router.matrix, vectors)}
-        if not reuse:
+        if not reuse and not store:
             paths["sqlite-vec"] = (router.sqlite_vec, vectors)
             paths["brute-force"] = (router.brute_force, vectors[:brute_queries])
         # The paths must agree on the nearest chunk (a benchmark of wrong answers is worthless).
@@ -184,6 +202,7 @@ def run_one(size: int, n_queries: int, brute_queries: int, root: Path, reuse: bo
             out["hybrid_group"] = timed_each(group_hybrid, queries)
             out["group_found"] = seen[0]
             conn.execute("UPDATE chunks SET audience = 'shared'")
+        if not reuse and not store:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
             stale.search(SearchRequest(queries[0]))
@@ -215,8 +234,28 @@ def wait_for_matrix(index: Any, query: str, timeout: float = 120.0) -> float:
     return time.perf_counter() - start
 
 
-def child(size: int, n_queries: int, root: Path, *, quick: bool, one_thread: bool) -> dict[str, Any]:
+def pg_dsn(store: str, size: int) -> str:
+    """``store`` with the schema of the ``size`` run."""
+    return f"{store}{'&' if '?' in store else '?'}schema=bench_search_{size}"
+
+
+def drop_schema(store: str, size: int) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from sessionmem.memory.pg_store import pg_target
+
+    target = pg_target(pg_dsn(store, size), "bench")
+    with psycopg.connect(target.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(target.schema)))
+
+
+def child(
+    size: int, n_queries: int, root: Path, *, quick: bool, one_thread: bool, store: str | None = None
+) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--one", str(size), "--queries", str(n_queries), "--dir", str(root)]
+    if store:
+        cmd += ["--store", store]
     env = dict(os.environ)
     if one_thread:
         cmd.append("--reuse")
@@ -237,11 +276,16 @@ def main() -> None:
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)
     p.add_argument("--dir", help=argparse.SUPPRESS)
     p.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--store",
+        help="a postgresql:// DSN: the index in PostgreSQL (a schema per size, dropped afterwards); "
+        "times keyword search, the matrix and hybrid search",
+    )
     args = p.parse_args()
     n_queries = 40 if args.quick else args.queries
     if args.one:
         brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
-        print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse)))
+        print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store)))
         return
     sizes = (
         tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
@@ -258,8 +302,17 @@ def main() -> None:
     results, single = [], []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
-            results.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=False))
-            single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
+            try:
+                results.append(
+                    child(size, n_queries, Path(tmp), quick=args.quick, one_thread=False, store=args.store)
+                )
+                if not args.store:
+                    single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
+            finally:
+                if args.store:
+                    drop_schema(args.store, size)
+    if args.store:
+        print(f"Index store: PostgreSQL, {results[-1]['vector_driver']}.\n")
 
     print("### Building the index through MemoryIndex.sync\n")
     print(
@@ -301,6 +354,8 @@ def main() -> None:
     ]
     rows = []
     for key, label in names:
+        if key not in results[-1]:
+            continue  # not a path of this store
         cells = [label]
         for r in results:
             s = stats(r[key])
@@ -310,14 +365,16 @@ def main() -> None:
     print("\n### Memory and ratios\n")
     rows = []
     for r in results:
-        m, v, b = (stats(r[k]).p50 for k in ("vec_matrix", "vec_sqlite-vec", "vec_brute-force"))
+        m = stats(r["vec_matrix"]).p50
+        ratios = [
+            f"{stats(r[k]).p50 / m:.1f}x" if k in r else "-" for k in ("vec_sqlite-vec", "vec_brute-force")
+        ]
         h95 = stats(r["hybrid_matrix"]).p95
         rows.append(
             [
                 f"{r['chunks']:,}",
                 f"{r['peak_rss_mb']:.0f}",
-                f"{v / m:.1f}x",
-                f"{b / m:.1f}x",
+                *ratios,
                 f"{r['fts_found']}/{len(r['fts'])}",
                 f"{r['hybrid_found']}/{len(r['hybrid_matrix'])}",
                 f"{h95:.2f} ({verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f})",
@@ -338,6 +395,9 @@ def main() -> None:
         )
     )
     print(f"\nVector driver: {results[-1]['vector_driver']}.")
+    if not single:
+        footer()
+        return
     print(
         "\n### BLAS threads: numpy's default vs one thread (same index, same queries, run right after)\n\n"
         "The matrix scan uses numpy's own einsum loop rather than BLAS, so that multi-threaded OpenBLAS "

@@ -313,6 +313,18 @@ class HooksConfig(_Camel):
     internal: InternalHooksConfig = InternalHooksConfig()
 
 
+def _rendered_store(raw: str, agent_id: str) -> str:
+    """Where ``memorySearch.store.path`` puts ``agent_id``'s index: a file, or a PostgreSQL database and
+    schema (``memory.pg_store``; its default schema contains the agent id)."""
+    from sessionmem.memory.store import is_postgres_dsn
+
+    if is_postgres_dsn(raw):
+        from sessionmem.memory.pg_store import pg_target
+
+        return pg_target(raw, agent_id).display
+    return str(Path(raw.replace("{agentId}", agent_id)).expanduser().absolute())
+
+
 class Config(_Camel):
     agents: AgentsConfig = AgentsConfig()
     memory: MemoryConfig = MemoryConfig()
@@ -329,11 +341,11 @@ class Config(_Camel):
             raw = self.for_agent(agent_id).memory_search.store.path
             if not raw:
                 continue  # the default, <state-dir>/memory/<agentId>.sqlite, is one file per agent
-            rendered = str(Path(raw.replace("{agentId}", agent_id)).expanduser().absolute())
+            rendered = _rendered_store(raw, agent_id)
             other = owners.setdefault(rendered, agent_id)
             if other != agent_id:
                 raise ConfigError(
-                    f"memorySearch.store.path {raw!r} gives agents {other!r} and {agent_id!r} one index file "
+                    f"memorySearch.store.path {raw!r} gives agents {other!r} and {agent_id!r} one index "
                     f"({rendered}): put {{agentId}} in it (e.g. ~/.sessionmem/memory/{{agentId}}.sqlite) or "
                     "give each agent its own path"
                 )

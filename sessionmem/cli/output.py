@@ -302,6 +302,7 @@ def status_json(
         },
         "dirty": state.dirty,
         "store": state.store_path,
+        "storeKind": state.store_kind,
         "workspace": state.workspace,
         "vector": {
             "loaded": state.vector_loaded,
@@ -353,7 +354,9 @@ def format_status(state: IndexStatus, vector_path: dict[str, str], probe: dict[s
             lines.append(f"  {source} · {files} files · {chunks} chunks")
     lines += [
         f"Dirty: {'yes' if state.dirty else 'no'}",
-        f"Store: {state.store_path}",
+        f"Store: {state.store_path}"
+        if state.store_kind == "sqlite"
+        else f"Store: PostgreSQL {state.store_path}",
         f"Workspace: {state.workspace}",
     ]
     if state.mode == "unavailable":

@@ -234,7 +234,6 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
     the sync that holds the writer connection."""
     import numpy as np
 
-    from sessionmem.memory.db import atomic
     from sessionmem.memory.indexer import read_json, write_json
 
     current = load(conn)
@@ -278,7 +277,7 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
     except EmbeddingError as exc:
         log.warning("vector calibration with %s failed: %s", embedder.model, exc)
         return f"vector scores are not calibrated ({exc}); minScore applies to raw cosine similarity"
-    with atomic(conn):
+    with conn.atomic():
         write_json(conn, CALIBRATION_KEY, cal.to_json())
         if fresh:
             cached.update(fresh)

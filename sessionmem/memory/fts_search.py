@@ -19,6 +19,7 @@ from typing import Any
 
 from sessionmem.errors import MemoryIndexError
 from sessionmem.memory import ranking
+from sessionmem.memory.store import KeywordFilters
 
 
 def fts_sql(*, with_model: bool, n_sources: int, dated: bool, n_audiences: int = 0) -> str:
@@ -58,9 +59,20 @@ class KeywordIndex:
     def forget(self) -> None:
         self._hits.clear()
 
-    def search(self, sql: str, phrases: Sequence[str], params: Sequence[Any], limit: int) -> dict[int, float]:
+    def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
         """{rowid: bm25 rank} of the best ``limit`` chunks holding any phrase, best first."""
         match = match_expression(phrases)
+        n_audiences = len(filters.audiences) if filters.audiences is not None else 0
+        sql = fts_sql(
+            with_model=filters.model is not None,
+            n_sources=len(filters.sources),
+            dated=filters.dates is not None,
+            n_audiences=n_audiences,
+        )
+        params: list[Any] = [filters.model] if filters.model is not None else []
+        params += filters.sources
+        params += filters.dates or ()
+        params += filters.audiences or ()
         try:
             rows = self._conn.execute(sql, (match, *params, limit)).fetchall()
         except Exception as exc:  # quoting makes this unreachable; a message beats a crash
@@ -80,13 +92,17 @@ class KeywordIndex:
     def ideal(self, phrases: Sequence[str], total_rows: int) -> float:
         """The BM25 of an average-length chunk holding each phrase once: the sum of their IDFs as FTS5
         computes them (``ranking.bm25_idf``)."""
-        total = 0.0
-        for phrase in phrases:
-            hits = self._hits.get(phrase)
-            if hits is None:
-                (count,) = self._conn.execute(
-                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
-                ).fetchone()
-                self._hits[phrase] = hits = int(count)
-            total += ranking.bm25_idf(total_rows, hits)
-        return total
+        return sum(ranking.bm25_idf(total_rows, self.hits(phrase)) for phrase in phrases)
+
+    def hits(self, phrase: str) -> int:
+        """How many chunks hold ``phrase`` (cached until ``forget``)."""
+        hits = self._hits.get(phrase)
+        if hits is None:
+            self._hits[phrase] = hits = self.count_hits(phrase)
+        return hits
+
+    def count_hits(self, phrase: str) -> int:
+        (count,) = self._conn.execute(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+        ).fetchone()
+        return int(count)

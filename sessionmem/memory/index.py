@@ -1,5 +1,10 @@
 """The per-agent memory index: ``MemoryIndex`` keeps a SQLite file in step with the Markdown.
 
+It speaks to its database through an ``IndexStore`` (``store.py``): the SQLite file described here
+(``sqlite_store.py``), or, when ``memorySearch.store.path`` is a ``postgresql://`` DSN, one PostgreSQL
+schema shared by gateway hosts on several machines (``pg_store.py``: there the rebuild is one
+transaction, the sync lock an advisory lock, and searches read one committed state).
+
 The Markdown is the truth; the index is derived and disposable. ``sync`` is incremental (see
 ``indexer.py``): an unchanged file costs the ``stat`` discovery already did (DESIGN decision 10).
 When the configuration that shaped the index changes (provider, model, sources, extra paths,
@@ -34,7 +39,7 @@ from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
 from sessionmem.memory.calibration import Calibration
 from sessionmem.memory.calibration import refresh as refresh_calibration
-from sessionmem.memory.db import VectorSupport, atomic, connect, process_lock
+from sessionmem.memory.db import VectorSupport, connect, process_lock
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.files import MarkdownSource, TranscriptSource, normalize_extra_paths
 from sessionmem.memory.flight import SyncFlight
@@ -44,7 +49,6 @@ from sessionmem.memory.indexer import (
     Indexer,
     SyncReport,
     VectorWidthChanged,
-    apply_schema,
     is_corruption,
     meta_mismatch,
     plan_source,
@@ -59,12 +63,10 @@ from sessionmem.memory.rebuild import (
     move_aside,
     open_checked,
     remove_dead_scratch,
-    scratch_index,
-    seed_cache,
-    swap_in,
 )
 from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
+from sessionmem.memory.sqlite_store import SqliteStore
 from sessionmem.memory.status import (
     IndexCounts,
     IndexStatus,
@@ -72,11 +74,13 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
+from sessionmem.memory.store import is_postgres_dsn
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
     from sessionmem.memory.embedding import Embedder
     from sessionmem.memory.files import EntrySource
+    from sessionmem.memory.pg_store import PgTarget
     from sessionmem.memory.session_sync import TranscriptDeltaScheduler
     from sessionmem.memory.types import SearchRequest, SearchResponse, VectorPath
 
@@ -102,10 +106,21 @@ def _fitting(calibration: Any, embedder: Embedder | None) -> dict[str, Any] | No
 
 
 def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path:
-    """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agentId>.sqlite``."""
+    """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agentId>.sqlite`` (a file
+    store; :func:`store_location` also knows PostgreSQL)."""
     if settings.store.path:
         return Path(settings.store.path.replace("{agentId}", agent_id)).expanduser().absolute()
     return Path(state_dir).expanduser().absolute() / "memory" / f"{agent_id}.sqlite"
+
+
+def store_location(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path | PgTarget:
+    """Where the agent's index is: a file (:func:`store_path`), or a PostgreSQL schema when
+    ``store.path`` is a ``postgresql://`` DSN (``pg_store.pg_target``)."""
+    if is_postgres_dsn(settings.store.path):
+        from sessionmem.memory.pg_store import pg_target
+
+        return pg_target(str(settings.store.path), agent_id)
+    return store_path(agent_id, settings, state_dir)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +146,7 @@ class MemoryIndex:
         agent_id: str,
         workspace: Path,
         settings: MemorySearchConfig,
-        path: Path,
+        path: Path | PgTarget,
         state_dir: Path,
         selection: EmbedderSelection | None,
         env: Mapping[str, str] | None = None,
@@ -151,7 +166,8 @@ class MemoryIndex:
         self._read_lock = threading.Lock()
         self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
-        self._file_lock = process_lock(str(path) + ".lock")
+        # the sync lock: a file lock beside a SQLite file; the store's advisory lock in PostgreSQL
+        self._sync_mutex: Any = process_lock(str(path) + ".lock") if isinstance(path, Path) else None
         self._dirty = True
         self._closed = False
         self._bootstrapped = False
@@ -162,8 +178,8 @@ class MemoryIndex:
         self._workers = Workers(agent_id)
         self._searcher: Any = None
         self._watcher: Any = None
-        self._conn: Any = None
-        self._reader: Any = None
+        self._conn: Any = None  # the writer's IndexStore
+        self._reader: Any = None  # the searches' IndexStore (a second connection)
         self._vector = VectorSupport(False, "sqlite3", None, "not opened")
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -191,7 +207,7 @@ class MemoryIndex:
         folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``.
         Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per process); it happens
         here, not in the background, so no edit after ``open`` returns is missed."""
-        path = store_path(agent_id, settings, state_dir)
+        path = store_location(agent_id, settings, state_dir)
         index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir)
         index._open_db()
         minutes = settings.sync.interval_minutes
@@ -227,23 +243,65 @@ class MemoryIndex:
         self._drop_searcher()
         for conn in (self._reader, self._conn):
             if conn is not None:
-                with contextlib.suppress(*DB_ERRORS):
+                with contextlib.suppress(*DB_ERRORS, *conn.errors):
                     conn.close()
 
+    @property
+    def _file(self) -> Path:
+        """The SQLite file (only the file store's code asks)."""
+        assert isinstance(self.path, Path), "the PostgreSQL store has no file"
+        return self.path
+
     def _open_db(self) -> None:
+        if not isinstance(self.path, Path):
+            self._open_pg(self.path)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._file_lock:
+        with self._sync_mutex:
             self._remove_dead_scratch()
-            self._conn, self._vector = self._connect_checked()
+            self._conn = self._connect_checked()
+            self._vector = self._conn.vector
             try:
                 check_owner(self._conn, self.agent_id, self.path)
             except ConfigError:
                 self._conn.close()
                 raise
-            self._reader, _ = self._connect(self.path)
+            self._reader = self._open_reader()
+
+    def _open_pg(self, target: PgTarget) -> None:
+        """Connect the writer (creating the schema), make the tables under the sync lock (an unusable
+        schema version is dropped and rebuilt from the Markdown), connect the reader."""
+        from sessionmem.memory.pg_store import PgStore
+
+        tokenizer = self.settings.store.fts.tokenizer
+        store = PgStore.connect(target, tokenizer, create=True)
+        try:
+            self._sync_mutex = store.sync_lock()
+            with self._sync_mutex:
+                problem = store.schema_problem()
+                if problem is not None:
+                    store.discard()
+                    self._issues.append(f"{problem}; dropped its tables and rebuilt from the Markdown files")
+                    log.warning("memory index %s: %s; dropped and rebuilt", target, problem)
+                self._fts_error = store.apply_schema(tokenizer)
+                check_owner(store, self.agent_id, target.display)
+        except BaseException:
+            store.close()
+            raise
+        self._conn, self._vector = store, store.vector
+        self._reader = store.opener()()
+
+    def _open_reader(self) -> Any:
+        """A second connection for searches (WAL in SQLite, MVCC in PostgreSQL: never waiting for a sync)."""
+        opener = self._conn.opener()
+        assert opener is not None
+        return opener()
 
     def _remove_dead_scratch(self) -> None:
-        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone)."""
+        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone).
+        (PostgreSQL leaves none: a rebuild killed mid-way is a transaction the server rolls back.)"""
+        if not isinstance(self.path, Path):
+            return
         removed = remove_dead_scratch(self.path)
         if removed:
             log.info(
@@ -254,15 +312,15 @@ class MemoryIndex:
         vector = self.settings.store.vector
         return connect(path, load_vector=vector.enabled, extension_path=vector.extension_path)
 
-    def _connect_checked(self) -> tuple[Any, VectorSupport]:
+    def _connect_checked(self) -> SqliteStore:
         """Connect, moving a corrupt or foreign-schema database aside once; apply the schema."""
         conn, support, self._fts_error = open_checked(
-            self.path, self._connect, self.settings.store.fts.tokenizer, self._move_aside
+            self._file, self._connect, self.settings.store.fts.tokenizer, self._move_aside
         )
-        return conn, support
+        return SqliteStore(conn, support, path=self._file, connect=self._connect, lock=self._sync_mutex)
 
     def _move_aside(self, problem: str) -> None:
-        target = move_aside(self.path)
+        target = move_aside(self._file)
         self._issues.append(f"{problem}; moved aside to {target.name} and rebuilt from the Markdown files")
         self._dirty = True
         log.warning("memory index %s: %s; moved aside to %s", self.path, problem, target)
@@ -352,6 +410,12 @@ class MemoryIndex:
             check_open=self._check_open,
         )
 
+    def sync_lock(self) -> Any:
+        """The lock every sync of this index holds, across processes (a file lock beside a SQLite file)
+        and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
+        searches."""
+        return self._sync_mutex
+
     def _check_open(self) -> None:
         if self._closed:
             raise MemoryIndexError(f"memory index {self.path} is closed")
@@ -364,7 +428,7 @@ class MemoryIndex:
         if scope.memory:
             self._dirty = False
         try:
-            with self._file_lock:
+            with self._sync_mutex:
                 self._remove_dead_scratch()
                 try:
                     report = self._sync_or_fall_back(force, progress, report, scope)
@@ -440,9 +504,10 @@ class MemoryIndex:
         for conn in (self._reader, self._conn):
             with contextlib.suppress(*DB_ERRORS):
                 conn.close()
-        self._move_aside(f"index database {self.path.name} is corrupt ({error})")
-        self._conn, self._vector = self._connect_checked()
-        self._reader, _ = self._connect(self.path)
+        self._move_aside(f"index database {self._file.name} is corrupt ({error})")
+        self._conn = self._connect_checked()
+        self._vector = self._conn.vector
+        self._reader = self._open_reader()
         self._drop_searcher()
 
     def _indexer(
@@ -509,7 +574,7 @@ class MemoryIndex:
         if embedder is not None:
             meta["vectorDims"] = width or embedder.dims
         if stored != meta:
-            with atomic(conn):
+            with conn.atomic():
                 write_json(conn, META_KEY, meta)
         if embedder is not None:
             self._calibration_issue = refresh_calibration(
@@ -546,18 +611,15 @@ class MemoryIndex:
         report: SyncReport,
     ) -> None:
         report.full = True
-        with scratch_index(self.path, self._connect) as conn:
-            fts_error = apply_schema(conn, self.settings.store.fts.tokenizer)
-            seed_cache(conn, self.path, embedder)
+        with self._conn.rebuild(self.settings.store.fts.tokenizer, embedder) as (conn, fts_error):
             indexer = self._indexer(conn, embedder, report, progress)
             indexer.fts = fts_error is None
             indexer.sync(self._sources(), full=True)
             self._finish(conn, desired, embedder, stored=None, prune=True, width=indexer.width)
             if not self.settings.cache.enabled:
-                with atomic(conn):
+                with conn.atomic():
                     conn.execute("DELETE FROM embedding_cache")
-            swap_in(conn, self._conn)
-            self._fts_error = fts_error
+        self._fts_error = fts_error
 
     # -- background work -------------------------------------------------------------------------
 
@@ -699,7 +761,7 @@ class MemoryIndex:
         with self._read_lock:
             with contextlib.suppress(*DB_ERRORS):
                 self._reader.close()
-            self._reader, _ = self._connect(self.path)
+            self._reader = self._open_reader()
             self._drop_searcher()
         return self._with_fallback(self._get_searcher().search(request))
 
@@ -770,9 +832,12 @@ class MemoryIndex:
                         for source in self._sources()
                     )
                 )
-        except DB_ERRORS as exc:
+        except (*DB_ERRORS, *self._conn.errors) as exc:
             dirty = True
-            unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
+            if isinstance(self.path, Path):
+                unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
+            else:
+                unreadable = f"memory index {self.path} cannot be read ({exc})"
         self._dirty = dirty
         issues = collect_issues(
             [
@@ -790,7 +855,8 @@ class MemoryIndex:
         return IndexStatus(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
-            store_path=str(self.path),
+            store_path=self._conn.where,
+            store_kind=self._conn.kind,
             provider_requested=sel.requested,
             provider=sel.actual,
             model=embedder.model if embedder else FTS_ONLY_MODEL,

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from sessionmem.memory.embedding import Embedder
     from sessionmem.memory.files import EntrySource
+    from sessionmem.memory.store import IndexStore
 
 FTS_ONLY_MODEL = "fts-only"
 SCHEMA_VERSION_KEY = "schema_version"
@@ -73,20 +74,19 @@ WRITE_BATCH_CHUNKS = 512  # chunks buffered before a batch is embedded and writt
 UNREADABLE_HASH = "unreadable"
 
 DB_ERRORS: tuple[type[BaseException], ...] = tuple({sqlite3.DatabaseError, sqlite_module()[0].DatabaseError})
+# Upserts in the form both stores run (``store.py``).
 _INSERT_CACHE = (
-    "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at)"
-    " VALUES (?,?,?,?,?,?,?)"
-)
-_INSERT_CHUNK = (
-    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, date,"
-    " updated_at, audience) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-)
-_INSERT_FTS = (
-    "INSERT INTO chunks_fts(rowid, text, id, path, source, model, start_line, end_line)"
-    " VALUES (?,?,?,?,?,?,?,?)"
+    "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at)"
+    " VALUES (?,?,?,?,?,?,?) ON CONFLICT(provider, model, provider_key, hash) DO UPDATE SET"
+    " embedding = excluded.embedding, dims = excluded.dims, updated_at = excluded.updated_at"
 )
 _UPSERT_FILE = (
-    "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, date, audience) VALUES (?,?,?,?,?,?,?)"
+    "INSERT INTO files(path, source, hash, mtime_ns, size, date, audience) VALUES (?,?,?,?,?,?,?)"
+    " ON CONFLICT(path) DO UPDATE SET source = excluded.source, hash = excluded.hash,"
+    " mtime_ns = excluded.mtime_ns, size = excluded.size, date = excluded.date, audience = excluded.audience"
+)
+_UPSERT_META = (
+    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
 )
 _VEC_DIMS = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
 
@@ -195,9 +195,7 @@ def apply_schema(conn: Any, tokenizer: str) -> str | None:
     except DB_ERRORS as exc:
         fts_error = f"FTS5 table could not be created: {exc}"
     with atomic(conn):
-        conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCHEMA_VERSION_KEY, str(SCHEMA_VERSION))
-        )
+        conn.execute(_UPSERT_META, (SCHEMA_VERSION_KEY, str(SCHEMA_VERSION)))
     return fts_error
 
 
@@ -212,9 +210,7 @@ def read_json(conn: Any, key: str) -> Any:
 
 
 def write_json(conn: Any, key: str, value: Any) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value, sort_keys=True))
-    )
+    conn.execute(_UPSERT_META, (key, json.dumps(value, sort_keys=True)))
 
 
 def read_meta(conn: Any) -> dict[str, Any] | None:
@@ -302,8 +298,8 @@ def vec_dims(conn: Any) -> int | None:
 
 def stored_width(conn: Any, meta: dict[str, Any] | None) -> int | None:
     """The width of the vectors the index holds: its vec table's, else ``meta``'s (the index's meta as
-    the caller read it), else a chunk's."""
-    dims = vec_dims(conn) or (meta or {}).get("vectorDims")
+    the caller read it), else a chunk's. ``conn``: an ``IndexStore``."""
+    dims = conn.vec_dims() or (meta or {}).get("vectorDims")
     if isinstance(dims, int) and dims > 0:
         return dims
     row = conn.execute("SELECT length(embedding) FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
@@ -314,7 +310,7 @@ def ensure_vec_table(conn: Any, dims: int) -> None:
     """Create ``chunks_vec`` for ``dims`` if missing. A table of other dims cannot be here:
     ``Indexer.width`` is the vec table's width when there is one (and another width raises
     :class:`VectorWidthChanged` before anything is written)."""
-    current = vec_dims(conn)
+    current = conn.vec_dims()
     assert current is None or current == dims, f"chunks_vec holds {current}-dimensional vectors, not {dims}"
     if current is None:
         conn.execute(vec_table_sql(dims))
@@ -331,14 +327,14 @@ def to_blob(vector: np.ndarray) -> bytes:
 
 
 def prune_cache(conn: Any, max_entries: int | None) -> int:
-    """Delete the oldest cache rows beyond ``max_entries``; returns how many went."""
+    """Delete the oldest cache rows beyond ``max_entries``; returns how many went (``conn``: a store)."""
     if max_entries is None:
         return 0
     (count,) = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
     excess = count - max(0, max_entries)
     if excess <= 0:
         return 0
-    with atomic(conn):
+    with conn.atomic():
         conn.execute(
             "DELETE FROM embedding_cache WHERE rowid IN "
             "(SELECT rowid FROM embedding_cache ORDER BY updated_at ASC, rowid ASC LIMIT ?)",
@@ -362,9 +358,10 @@ class _Prepared:
 
 @dataclass
 class Indexer:
-    """Syncs sources into ``conn``. ``embedder`` None means FTS-only (model ``fts-only``, no vectors)."""
+    """Syncs sources into ``conn`` (an ``IndexStore``). ``embedder`` None means FTS-only (model
+    ``fts-only``, no vectors)."""
 
-    conn: Any
+    conn: IndexStore
     embedder: Embedder | None
     chunk_tokens: int
     chunk_overlap: int
@@ -412,12 +409,12 @@ class Indexer:
         for source, todo, gone in plans:
             done = self._index_entries(source, todo, full, done, total)
             if gone:
-                with atomic(self.conn):
+                with self.conn.atomic():
                     for path in sorted(gone):
                         self._drop_path(path)
                 self.report.files_deleted += len(gone)
         if (self.file_issues, self.vector_issues) != before:
-            with atomic(self.conn):
+            with self.conn.atomic():
                 write_json(self.conn, FILE_ISSUES_KEY, self.file_issues)
                 write_json(self.conn, VECTOR_ISSUES_KEY, self.vector_issues)
         self.report.issues.extend(self.file_issues.values())
@@ -448,7 +445,7 @@ class Indexer:
         if not moves:
             return plan
         hashes: dict[str, str] = {}
-        with atomic(self.conn):
+        with self.conn.atomic():
             for new, old in moves.items():
                 row = self.conn.execute("SELECT hash FROM files WHERE path = ?", (old,)).fetchone()
                 if row is not None:
@@ -465,14 +462,10 @@ class Indexer:
             " WHERE path = ?",
             (old,),
         ).fetchall()
-        has_vec = self.vectors and has_table(self.conn, "chunks_vec")
+        has_vec = self.vectors and self.conn.vec_dims() is not None
         for rowid, old_id, source, start, end, text_hash, model, blob in rows:
             new_id = chunk_id(source, new, start, end, text_hash, model)
-            self.conn.execute("UPDATE chunks SET id = ?, path = ? WHERE rowid = ?", (new_id, new, rowid))
-            if self.fts:
-                self.conn.execute(
-                    "UPDATE chunks_fts SET id = ?, path = ? WHERE rowid = ?", (new_id, new, rowid)
-                )
+            self.conn.move_chunk(rowid, new_id, new)
             if has_vec:
                 self.conn.execute("DELETE FROM chunks_vec WHERE id = ?", (old_id,))
                 if blob is not None:
@@ -534,7 +527,7 @@ class Indexer:
             else:
                 self.file_issues.pop(entry.rel_path, None)
         if not full and old_hash == content.hash:
-            with atomic(self.conn):
+            with self.conn.atomic():
                 self.conn.execute(
                     "UPDATE files SET mtime_ns = ?, size = ?, date = ?, audience = ? WHERE path = ?",
                     (entry.mtime_ns, entry.size, date, content.audience, entry.rel_path),
@@ -585,7 +578,7 @@ class Indexer:
             self._forget(entry.rel_path)
             return None
         if plan.unchanged:
-            with atomic(self.conn):
+            with self.conn.atomic():
                 self.conn.execute(
                     "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?",
                     (entry.mtime_ns, entry.size, entry.rel_path),
@@ -601,7 +594,7 @@ class Indexer:
         return _Prepared(entry, plan.hash, date, dated, plan.audience, from_line=plan.from_line)
 
     def _forget(self, path: str) -> None:
-        with atomic(self.conn):
+        with self.conn.atomic():
             self._drop_path(path)
 
     def _drop_path(self, path: str) -> None:
@@ -627,7 +620,7 @@ class Indexer:
         vectors, rejected = self._vectors_for([(h, t) for _, h, t in rows])
         filled = [(cid, vectors[h]) for cid, h, _ in rows if h in vectors]
         if filled:
-            with atomic(self.conn):
+            with self.conn.atomic():
                 if self.vectors and self.width is not None:
                     ensure_vec_table(self.conn, self.width)
                 self.conn.executemany(
@@ -681,7 +674,7 @@ class Indexer:
         self.report.embedded += len(missing)
         if fresh and self.cache_enabled:
             now = int(time.time() * 1000)
-            with atomic(self.conn):
+            with self.conn.atomic():
                 self.conn.executemany(
                     _INSERT_CACHE,
                     [
@@ -760,7 +753,7 @@ class Indexer:
         vectors, rejected = self._vectors_for([(c.hash, c.text) for p in pending for c, _ in p.chunks])
         model = self.model
         now = int(time.time() * 1000)
-        with atomic(self.conn):
+        with self.conn.atomic():
             if vectors and self.vectors and self.width is not None:
                 ensure_vec_table(self.conn, self.width)
             for prepared in pending:
@@ -771,24 +764,21 @@ class Indexer:
                 ]
                 kept = self._delete_path(entry.rel_path, from_line=prepared.from_line, keep=set(ids))
                 seen: set[str] = set(kept)
+                rows: list[tuple[Any, ...]] = []
+                texts: list[str] = []
                 for cid, (chunk, date) in zip(ids, prepared.chunks, strict=True):
                     if cid in seen:
                         continue  # identical chunk twice in one file: keep one (OpenClaw's ON CONFLICT)
                     seen.add(cid)
-                    blob = vectors.get(chunk.hash)
-                    cur = self.conn.execute(
-                        _INSERT_CHUNK,
+                    rows.append(
                         (cid, entry.rel_path, entry.source, chunk.start_line, chunk.end_line, chunk.hash,
-                         model, chunk.text, blob, date, now, prepared.audience),
+                         model, chunk.text, vectors.get(chunk.hash), date, now, prepared.audience)
                     )  # fmt: skip
-                    if self.fts:
-                        self.conn.execute(
-                            _INSERT_FTS,
-                            (cur.lastrowid, fts_text(indexed_text(chunk.context, chunk.text)), cid,
-                             entry.rel_path, entry.source, model, chunk.start_line, chunk.end_line),
-                        )  # fmt: skip
-                    if blob is not None and self.vectors:
-                        self.conn.execute("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", (cid, blob))
+                    texts.append(fts_text(indexed_text(chunk.context, chunk.text)))
+                self.conn.insert_chunks(rows, texts if self.fts else None)
+                with_vectors = [(row[0], row[8]) for row in rows if row[8] is not None]
+                if with_vectors and self.vectors:
+                    self.conn.executemany("INSERT INTO chunks_vec(id, embedding) VALUES (?, ?)", with_vectors)
                 self.report.chunks_written += len(seen) - len(kept)
                 self._note_vectors(entry.rel_path, prepared, rejected)
                 self.conn.execute(
@@ -832,11 +822,9 @@ class Indexer:
         rows = [r for r in rows if r[1] not in kept]
         if not rows:
             return kept
-        if self.fts:
-            self.conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(r[0],) for r in rows])
-        if self.vectors and has_table(self.conn, "chunks_vec"):
+        if self.vectors and self.conn.vec_dims() is not None:
             self.conn.executemany("DELETE FROM chunks_vec WHERE id = ?", [(r[1],) for r in rows])
-        self.conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r[0],) for r in rows])
+        self.conn.delete_chunks([r[0] for r in rows])
         return kept
 
 

@@ -93,8 +93,9 @@ def desired_meta(
     }
 
 
-def check_owner(conn: Any, agent_id: str, path: Path) -> None:
-    """Refuse an index file another agent's index wrote (two agents configured onto one ``store.path``)."""
+def check_owner(conn: Any, agent_id: str, path: Path | str) -> None:
+    """Refuse an index (a file, or a PostgreSQL schema) another agent's index wrote (two agents configured
+    onto one ``store.path``)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
     try:
         owner = json.loads(row[0]).get("agentId") if row is not None else None

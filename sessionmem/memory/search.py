@@ -46,13 +46,14 @@ from sessionmem.errors import EmbeddingError
 from sessionmem.memory import ranking
 from sessionmem.memory.calibration import Calibration
 from sessionmem.memory.calibration import load as load_calibration
-from sessionmem.memory.db import VectorSupport, write_token
+from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.embedding import Embedder
-from sessionmem.memory.fts_search import KeywordIndex, fts_sql
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.indexer import read_meta, stored_width
 from sessionmem.memory.keywords import fts_phrases, fts_terms
 from sessionmem.memory.ranking import Candidate
+from sessionmem.memory.sqlite_store import as_store
+from sessionmem.memory.store import KeywordFilters
 from sessionmem.memory.types import (
     HeldBack,
     ScoreExplanation,
@@ -81,7 +82,7 @@ def candidate_count(max_results: int, multiplier: int) -> int:
 class _IndexShape:
     """What the keyword filters and scores need to know, valid until the next write (``token``)."""
 
-    token: tuple[int, int]
+    token: object  # the store's write token (``IndexStore.write_token``)
     total_rows: int
     sources: frozenset[str]
     audiences: frozenset[str]
@@ -119,7 +120,7 @@ class Searcher:
         workspace: Path | None = None,
         preload_matrix: bool = True,
     ) -> None:
-        self._conn = conn
+        self._conn = conn = as_store(conn)
         self._embedder = embedder
         self._settings = settings
         self._workspace = workspace
@@ -128,7 +129,7 @@ class Searcher:
             from sessionmem.memory.vectors import VectorRouter
 
             self._vectors = VectorRouter(conn, vector_support, preload=preload_matrix)
-        self._keywords = KeywordIndex(conn)
+        self._keywords = conn.keywords()
         self._mtime_days: dict[str, date | None] = {}
         self._shape: _IndexShape | None = None
         self._has_fts = False
@@ -191,9 +192,10 @@ class Searcher:
         warnings: list[str] = []
         results: list[SearchResult] = []
         held_back = None
-        if query:
-            results, held_back = self._run(request, query, warnings)
-        cal = self.calibration if request.explain else None
+        with self._conn.snapshot():  # keyword ranks and the rows they name from one state of the index
+            if query:
+                results, held_back = self._run(request, query, warnings)
+            cal = self.calibration if request.explain else None
         return SearchResponse(
             results=tuple(results),
             provider=self._embedder.provider if self._embedder is not None else "none",
@@ -344,12 +346,11 @@ class Searcher:
 
     def _fts_available(self) -> bool:
         if not self._has_fts:  # cached once true: the index never drops the table
-            row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
-            self._has_fts = row is not None
+            self._has_fts = self._conn.has_keyword_index()
         return self._has_fts
 
     def _index_shape(self) -> _IndexShape:
-        token = write_token(self._conn)
+        token = self._conn.write_token()
         if self._shape is None or self._shape.token != token:
             (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
             present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
@@ -389,21 +390,14 @@ class Searcher:
         request: SearchRequest,
         audiences: Sequence[str] | None = None,
     ) -> dict[int, float]:
-        dated = request.after is not None or request.before is not None
         with_model, source_filter = self._keyword_filters(sources)
-        n_audiences = len(audiences) if audiences is not None else 0
-        sql = fts_sql(
-            with_model=with_model, n_sources=len(source_filter), dated=dated, n_audiences=n_audiences
+        filters = KeywordFilters(
+            model=self.model if with_model else None,
+            sources=tuple(source_filter),
+            dates=_date_bounds(request),
+            audiences=audiences,
         )
-        params: list[Any] = []
-        if with_model:
-            params.append(self.model)
-        params += source_filter
-        bounds = _date_bounds(request)
-        if bounds is not None:
-            params += list(bounds)
-        params += audiences or ()
-        return self._keywords.search(sql, phrases, params, limit)
+        return self._keywords.search(phrases, filters, limit)
 
     # ------------------------------------------------------------------ vector
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.calibration import CALIBRATION_KEY
 from sessionmem.memory.files import list_memory_files
-from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta, vec_dims
+from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -23,7 +23,7 @@ __all__ = ["IndexCounts", "IndexStatus", "collect_issues", "read_counts", "stale
 class IndexStatus:
     agent_id: str
     workspace: str
-    store_path: str
+    store_path: str  # the SQLite file, or the PostgreSQL DSN (no password) and schema
     provider_requested: str
     provider: str  # actual provider, "none" in FTS-only mode
     model: str  # embedding model or "fts-only"
@@ -49,6 +49,7 @@ class IndexStatus:
     issues: tuple[str, ...] = field(default_factory=tuple)
     endpoint: str | None = None  # where a remote provider's texts go; None for local and FTS-only
     calibration: dict[str, Any] | None = None  # how vector scores are calibrated (``calibration.py``)
+    store_kind: str = "sqlite"  # "sqlite" or "postgresql" (``store.py``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ def read_counts(reader: Any) -> IndexCounts:
         meta=meta,
         file_issues=file_issues,
         vector_issues=vector_issues,
-        vector_dims=vec_dims(reader) or meta.get("vectorDims"),
+        vector_dims=reader.vec_dims() or meta.get("vectorDims"),
         calibration=read_json(reader, CALIBRATION_KEY),
     )
 

@@ -22,12 +22,12 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from sessionmem.memory.db import VectorSupport, connect, write_token
+from sessionmem.memory.db import VectorSupport
+from sessionmem.memory.sqlite_store import as_store
 from sessionmem.memory.types import VectorPath
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class _MatrixState:
     """One loaded snapshot; replaced whole, so a reader never sees half of a reload."""
 
     model: str
-    token: tuple[int, int]  # the searching connection's write token when the snapshot was taken
+    token: object  # the searching connection's write token when the snapshot was taken
     ids: list[str]
     sources: np.ndarray  # object array parallel to ids
     dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
@@ -140,10 +140,12 @@ def read_matrix(conn: Any, model: str) -> Loaded:
     table a second time). The dimension is the first row's; rows of another dimension (a
     half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
     """
-    (capacity,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
-    cur = conn.execute(
+    store = as_store(conn)
+    (capacity,) = store.execute("SELECT count(*) FROM chunks").fetchone()
+    batches = store.batches(
         "SELECT id, source, embedding, date, audience FROM chunks WHERE model = ? AND embedding IS NOT NULL",
         (model,),
+        BATCH_ROWS,
     )
     matrix = np.empty((0, 0), dtype=np.float32)
     ids: list[str] = []
@@ -152,10 +154,7 @@ def read_matrix(conn: Any, model: str) -> Loaded:
     audiences: list[str] = []
     size = 0
     skipped = 0
-    while True:
-        batch = cur.fetchmany(BATCH_ROWS)
-        if not batch:
-            break
+    for batch in batches:
         if not size:
             size = len(batch[0][2])
             matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
@@ -189,12 +188,12 @@ class MatrixVectors:
     name = "matrix"
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self._conn = as_store(conn)
         self._state: _MatrixState | None = None
         self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
 
-    def write_token(self) -> tuple[int, int]:
-        return write_token(self._conn)
+    def write_token(self) -> object:
+        return self._conn.write_token()
 
     @property
     def generation(self) -> int:
@@ -229,7 +228,7 @@ class MatrixVectors:
     def install(
         self,
         model: str,
-        token: tuple[int, int],
+        token: object,
         loaded: Loaded,
         *,
         generation: int | None = None,
@@ -303,11 +302,10 @@ class SqliteVecVectors:
     name = "sqlite-vec"
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self._conn = as_store(conn)
 
     def table_exists(self) -> bool:
-        row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
-        return row is not None
+        return self._conn.vec_dims() is not None
 
     def knn(
         self,
@@ -361,7 +359,7 @@ class BruteForceVectors:
     name = "brute-force"
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self._conn = as_store(conn)
 
     def knn(
         self,
@@ -388,12 +386,8 @@ class BruteForceVectors:
         if audiences is not None:
             sql += f" AND audience IN ({_placeholders(len(audiences))})"
             params += list(audiences)
-        cur = self._conn.execute(sql, params)
         best: Hits = []
-        while True:
-            batch = cur.fetchmany(BATCH_ROWS)
-            if not batch:
-                break
+        for batch in self._conn.batches(sql, params, BATCH_ROWS):
             rows = [r for r in batch if len(r[1]) == q.shape[0] * 4]
             if not rows:
                 continue
@@ -434,6 +428,10 @@ class VectorRouter:
     ``load_hold_s`` passes), so it never competes with the query that started it and a process
     that exits after one query never reads the vectors. The matrix serves as soon as it is
     installed. ``preload=False`` never loads on its own: only ``warm()`` does.
+
+    In PostgreSQL (no pgvector) the only other path, brute force, reads every vector over the
+    connection for each query, as much as a load: so a stale matrix there is always loaded before
+    answering, at any size.
     """
 
     def __init__(
@@ -445,16 +443,17 @@ class VectorRouter:
         sync_reload_rows: int = SYNC_RELOAD_ROWS,
         load_hold_s: float = LOAD_HOLD_S,
     ) -> None:
+        conn = as_store(conn)
         self.matrix = MatrixVectors(conn)
         self.sqlite_vec = SqliteVecVectors(conn)
         self.brute_force = BruteForceVectors(conn)
         self._conn = conn
         self._support = vector_support
         self._preload = preload
-        self._sync_reload_rows = sync_reload_rows
+        self._sync_reload_rows = sync_reload_rows if conn.kind == "sqlite" else 2**62
         self._load_hold_s = load_hold_s
         self._go = threading.Event()  # set: the background load may start reading
-        self._db_path = _database_file(conn)
+        self._open = conn.opener()  # a second connection for background loads (None: in-memory)
         self._reload: threading.Thread | None = None
         self._reload_error: str | None = None
         self.last_path: VectorPath | None = None
@@ -499,7 +498,7 @@ class VectorRouter:
             self._go.set()  # a second query since the load was asked for: read now
             return
         (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
-        if self._db_path is None or int(rows) <= self._sync_reload_rows:
+        if self._open is None or int(rows) <= self._sync_reload_rows:
             try:
                 self.matrix.load(model)
             except MemoryError:  # pragma: no cover - only on machines short of memory
@@ -515,15 +514,15 @@ class VectorRouter:
         )
         self._reload.start()
 
-    def _reload_in_background(self, model: str, token: tuple[int, int], generation: int) -> None:
+    def _reload_in_background(self, model: str, token: object, generation: int) -> None:
         """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers),
         once the next query asks or ``load_hold_s`` passed; not at all if invalidated meanwhile."""
-        assert self._db_path is not None
+        assert self._open is not None
         self._go.wait(self._load_hold_s)
         if generation != self.matrix.generation:
             return  # an index write since the query that asked: install() would refuse this load
         try:
-            conn, _ = connect(self._db_path, load_vector=False)
+            conn = self._open()
             try:
                 loaded = read_matrix(conn, model)
             finally:
@@ -563,11 +562,3 @@ class VectorRouter:
     ) -> Hits:
         path = self.prepare(model)
         return self.serve(path, query_vec, k, model=model, sources=sources, dates=dates, audiences=audiences)
-
-
-def _database_file(conn: Any) -> Path | None:
-    """The main database's file, or None for an in-memory or temporary database."""
-    for row in conn.execute("PRAGMA database_list").fetchall():
-        if row[1] == "main":
-            return Path(row[2]) if row[2] else None
-    return None

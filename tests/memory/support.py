@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from sessionmem.config import Config, merge
-from sessionmem.memory.db import connect
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.session_files import flatten_line
 from sessionmem.messages import Message
 from sessionmem.session.transcript import Transcript
+from tests.memory.stores import SQLITE, StoreUnderTest, rows
 
 FTS_ONLY = EmbedderSelection(None, "none", reason="no provider in tests")
 
@@ -118,16 +118,17 @@ def make_config(
 
 
 @contextlib.contextmanager
-def index_opener(workspace: Path, state: Path) -> Iterator[Callable[..., MemoryIndex]]:
-    """``open(config, embedder=None)`` opens the main agent's index (keyword-only without an embedder);
-    every index opened is closed on exit."""
+def index_opener(
+    workspace: Path, state: Path, store: StoreUnderTest = SQLITE
+) -> Iterator[Callable[..., MemoryIndex]]:
+    """``open(config, embedder=None)`` opens the main agent's index (keyword-only without an embedder) in
+    ``store``; every index opened is closed on exit."""
     opened: list[MemoryIndex] = []
 
     def _open(config: Config, embedder: HashEmbedder | None = None) -> MemoryIndex:
         selection = EmbedderSelection(embedder, "test") if embedder else EmbedderSelection(None, "none")
-        index = MemoryIndex.open(
-            "main", workspace, config.for_agent("main").memory_search, state_dir=state, selection=selection
-        )
+        settings = store.settings(config.for_agent("main").memory_search)
+        index = MemoryIndex.open("main", workspace, settings, state_dir=state, selection=selection)
         opened.append(index)
         return index
 
@@ -144,15 +145,12 @@ def sessions_dir(state: Path) -> Path:
 
 def chunk_rows(index: MemoryIndex, path: str) -> list[tuple[int, str, int, int, str, int]]:
     """(rowid, id, start, end, text, updated_at) of a path's chunks: a rewritten row gets a new updated_at."""
-    conn, _ = connect(index.path)
-    try:
-        return conn.execute(
-            "SELECT rowid, id, start_line, end_line, text, updated_at FROM chunks WHERE path = ?"
-            " ORDER BY start_line, rowid",
-            (path,),
-        ).fetchall()
-    finally:
-        conn.close()
+    return rows(  # type: ignore[return-value]
+        index,
+        "SELECT rowid, id, start_line, end_line, text, updated_at FROM chunks WHERE path = ?"
+        " ORDER BY start_line, rowid",
+        path,
+    )
 
 
 def chat(

@@ -15,6 +15,7 @@ from sessionmem.memory import calibration
 from sessionmem.memory.calibration import Calibration, null_statistics
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
+from tests.memory.stores import SQLITE, StoreUnderTest
 from tests.memory.support import HashEmbedder
 
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo")
@@ -38,10 +39,17 @@ def write_notes(workspace: Path, count: int, start: int = 0) -> None:
         (workspace / "memory" / f"note-{i:03d}.md").write_text(f"- note {i}: {words}\n", encoding="utf-8")
 
 
-def open_index(workspace: Path, state: Path, embedder: HashEmbedder) -> MemoryIndex:
+def open_index(
+    workspace: Path, state: Path, embedder: HashEmbedder, store: StoreUnderTest = SQLITE
+) -> MemoryIndex:
     selection = EmbedderSelection(embedder, "test")
     return MemoryIndex.open(
-        "main", workspace, MemorySearchConfig(), state_dir=state, selection=selection, watch=False
+        "main",
+        workspace,
+        store.settings(MemorySearchConfig()),
+        state_dir=state,
+        selection=selection,
+        watch=False,
     )
 
 
@@ -68,11 +76,11 @@ def test_scores_grow_with_distance_from_unrelated_text_and_never_tie_at_the_top(
 
 
 def test_an_index_calibrates_once_and_again_when_its_corpus_grows_by_a_fifth(
-    workspace: Path, state: Path
+    workspace: Path, state: Path, index_store: StoreUnderTest
 ) -> None:
     write_notes(workspace, 40)
     embedder = CountingEmbedder()
-    with open_index(workspace, state, embedder) as index:
+    with open_index(workspace, state, embedder, index_store) as index:
         index.sync()
         first = index.status().calibration
         assert first is not None and first["vectors"] == 40 and first["probes"] == len(calibration.PROBES)
@@ -88,12 +96,14 @@ def test_an_index_calibrates_once_and_again_when_its_corpus_grows_by_a_fifth(
         assert len(embedder.queries) == len(calibration.PROBES)  # the probes' vectors were kept
 
 
-def test_another_model_gets_its_own_calibration(workspace: Path, state: Path) -> None:
+def test_another_model_gets_its_own_calibration(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> None:
     write_notes(workspace, 20)
-    with open_index(workspace, state, HashEmbedder(dims=64, model="bow-64")) as index:
+    with open_index(workspace, state, HashEmbedder(dims=64, model="bow-64"), index_store) as index:
         index.sync()
         small = index.status().calibration
-    with open_index(workspace, state, HashEmbedder(dims=256, model="bow-256")) as index:
+    with open_index(workspace, state, HashEmbedder(dims=256, model="bow-256"), index_store) as index:
         index.sync()
         large = index.status().calibration
     assert small is not None and large is not None
@@ -104,14 +114,14 @@ def test_another_model_gets_its_own_calibration(workspace: Path, state: Path) ->
 
 
 def test_a_provider_failing_on_the_probes_leaves_raw_cosines_and_says_so(
-    workspace: Path, state: Path
+    workspace: Path, state: Path, index_store: StoreUnderTest
 ) -> None:
     class NoQueries(HashEmbedder):
         def embed_query(self, text: str) -> np.ndarray:
             raise EmbeddingError("query endpoint down")
 
     write_notes(workspace, 10)
-    with open_index(workspace, state, NoQueries()) as index:
+    with open_index(workspace, state, NoQueries(), index_store) as index:
         index.sync()
         status = index.status()
     assert status.calibration is None

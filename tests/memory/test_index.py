@@ -1,4 +1,7 @@
-"""The memory index on real SQLite with sqlite-vec: incremental sync, rebuilds, recovery, concurrency."""
+"""The memory index: incremental sync, rebuilds, recovery, concurrency.
+
+Tests taking ``open_index`` run on each store (real SQLite with sqlite-vec, real PostgreSQL:
+``tests/memory/stores.py``); those taking ``open_sqlite_index`` are about the SQLite file itself."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from sessionmem.memory.indexer import meta_mismatch
 from sessionmem.memory.keywords import build_fts_query
 from sessionmem.memory.schema import META_KEY
 from sessionmem.memory.types import SearchRequest
+from tests.memory.stores import StoreUnderTest, keyword_paths, keyword_rows, rows, run
 from tests.memory.support import FTS_ONLY, HashEmbedder
 
 
@@ -37,13 +41,16 @@ def selection_for(embedder: HashEmbedder | None) -> EmbedderSelection:
     return FTS_ONLY if embedder is None else EmbedderSelection(embedder, "test")
 
 
-@pytest.fixture
-def open_index(workspace: Path, state: Path) -> Iterator[Any]:
+def _opener(workspace: Path, state: Path, store: StoreUnderTest) -> Iterator[Any]:
     opened: list[MemoryIndex] = []
 
     def _open(embedder: HashEmbedder | None = None, config: MemorySearchConfig | None = None) -> MemoryIndex:
         index = MemoryIndex.open(
-            "main", workspace, config or settings(), state_dir=state, selection=selection_for(embedder)
+            "main",
+            workspace,
+            store.settings(config or settings()),
+            state_dir=state,
+            selection=selection_for(embedder),
         )
         opened.append(index)
         return index
@@ -51,6 +58,18 @@ def open_index(workspace: Path, state: Path) -> Iterator[Any]:
     yield _open
     for index in opened:
         index.close()
+
+
+@pytest.fixture
+def open_index(workspace: Path, state: Path, index_store: StoreUnderTest) -> Iterator[Any]:
+    """Opens the main agent's index on each store in turn."""
+    yield from _opener(workspace, state, index_store)
+
+
+@pytest.fixture
+def open_sqlite_index(workspace: Path, state: Path) -> Iterator[Any]:
+    """Opens the main agent's index in its SQLite file."""
+    yield from _opener(workspace, state, StoreUnderTest("sqlite"))
 
 
 def write(path: Path, text: str) -> Path:
@@ -64,21 +83,18 @@ def db(index: MemoryIndex) -> Any:
     return conn
 
 
-def rows(index: MemoryIndex, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    conn = db(index)
-    try:
-        return [tuple(r) for r in conn.execute(sql, args).fetchall()]
-    finally:
-        conn.close()
-
-
 def table_counts(index: MemoryIndex, path: str) -> dict[str, int]:
+    """Rows of ``path`` in files, chunks, the keyword index and the vectors (sqlite-vec's table in SQLite,
+    the chunks' own embeddings in PostgreSQL)."""
     ids = [r[0] for r in rows(index, "SELECT id FROM chunks WHERE path = ?", path)]
-    vec = sum(rows(index, "SELECT COUNT(*) FROM chunks_vec WHERE id = ?", i)[0][0] for i in ids)
+    if isinstance(index.path, Path):
+        vec = sum(rows(index, "SELECT COUNT(*) FROM chunks_vec WHERE id = ?", i)[0][0] for i in ids)
+    else:
+        vec = rows(index, "SELECT COUNT(*) FROM chunks WHERE path = ? AND embedding IS NOT NULL", path)[0][0]
     return {
         "files": rows(index, "SELECT COUNT(*) FROM files WHERE path = ?", path)[0][0],
         "chunks": len(ids),
-        "fts": rows(index, "SELECT COUNT(*) FROM chunks_fts WHERE path = ?", path)[0][0],
+        "fts": keyword_rows(index, path),
         "vec": vec,
     }
 
@@ -99,19 +115,17 @@ def test_fts_only_indexes_and_finds_everything(workspace: Path, open_index: Any)
     assert (report.files_scanned, report.files_indexed, report.embedded) == (3, 3, 0)
     assert rows(index, "SELECT DISTINCT model FROM chunks") == [("fts-only",)]
     assert rows(index, "SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL") == [(0,)]
-    hit = rows(index, "SELECT path, start_line, end_line FROM chunks_fts WHERE chunks_fts MATCH 'billing'")
-    assert hit == [("memory/2026-01-05.md", 1, 1)]
-    cjk = rows(index, """SELECT path FROM chunks_fts WHERE chunks_fts MATCH '"迁 移"'""")
-    assert cjk == [("memory/cn.md",)]
+    assert keyword_paths(index, '"billing"') == [("memory/2026-01-05.md", 1, 1)]
+    assert [p for p, _, _ in keyword_paths(index, '"迁 移"')] == ["memory/cn.md"]
     assert rows(index, "SELECT date FROM files WHERE path = 'memory/2026-01-05.md'") == [("2026-01-05",)]
     response = index.search(SearchRequest("billing cutover"))
     assert response.mode == "fts-only"
     assert response.results and response.results[0].path == "memory/2026-01-05.md"
 
 
-def test_store_path_honours_agent_token(workspace: Path, tmp_path: Path, open_index: Any) -> None:
+def test_store_path_honours_agent_token(workspace: Path, tmp_path: Path, open_sqlite_index: Any) -> None:
     target = tmp_path / "custom" / "{agentId}-index.sqlite"
-    index = open_index(config=settings(store={"path": str(target)}))
+    index = open_sqlite_index(config=settings(store={"path": str(target)}))
     assert index.path == tmp_path / "custom" / "main-index.sqlite"
     assert index.path.exists()
 
@@ -179,8 +193,7 @@ def test_changed_file_is_rechunked_and_unchanged_chunks_reuse_vectors(
     assert second.cache_hits >= chunks_before - 1  # only the tail chunk is new text
     assert second.embedded == len(embedder.embedded_texts) <= 2
     assert any("pricing" in t for t in embedder.embedded_texts)
-    hit = rows(index, "SELECT path FROM chunks_fts WHERE chunks_fts MATCH 'pricing'")
-    assert hit == [("memory/long.md",)]
+    assert [p for p, _, _ in keyword_paths(index, '"pricing"')] == ["memory/long.md"]
     counts = table_counts(index, "memory/long.md")
     assert counts["chunks"] == counts["fts"] == counts["vec"] > 0
 
@@ -208,12 +221,8 @@ def test_deleted_file_leaves_no_rows_in_any_table(workspace: Path, open_index: A
     assert report.files_deleted == 1
     assert table_counts(index, "memory/gone.md") == {"files": 0, "chunks": 0, "fts": 0, "vec": 0}
     assert table_counts(index, "memory/stays.md")["vec"] == 1
-    (n_chunks,), (n_fts,), (n_vec,) = (
-        rows(index, "SELECT COUNT(*) FROM chunks")[0],
-        rows(index, "SELECT COUNT(*) FROM chunks_fts")[0],
-        rows(index, "SELECT COUNT(*) FROM chunks_vec")[0],
-    )
-    assert n_chunks == n_fts == n_vec == 1
+    assert rows(index, "SELECT COUNT(*) FROM chunks") == [(1,)]
+    assert keyword_paths(index, '"obsolete"') == []
 
 
 def test_vectors_are_float32_blobs_in_chunks_and_vec_table(workspace: Path, open_index: Any) -> None:
@@ -224,7 +233,7 @@ def test_vectors_are_float32_blobs_in_chunks_and_vec_table(workspace: Path, open
     ((blob,),) = rows(index, "SELECT embedding FROM chunks")
     vec = np.frombuffer(blob, dtype="<f4")
     assert vec.shape == (32,) and np.allclose(vec, embedder.embed_query("vector words\n"))
-    assert rows(index, "SELECT COUNT(*) FROM chunks_vec") == [(1,)]
+    assert table_counts(index, "memory/a.md")["vec"] == 1
     assert index.status().vector_dims == 32
 
 
@@ -272,7 +281,7 @@ def test_forced_rebuild_reuses_cached_embeddings(workspace: Path, open_index: An
     assert report.full and report.files_indexed == 1
     assert report.embedded == 0 and embedder.calls == []
     assert report.cache_hits == first.chunks_written
-    assert not list(index.path.parent.glob("*.tmp-*"))
+    assert not isinstance(index.path, Path) or not list(index.path.parent.glob("*.tmp-*"))
 
 
 def test_config_change_rebuilds(workspace: Path, state: Path, open_index: Any) -> None:
@@ -297,7 +306,10 @@ def test_meta_without_the_fts_text_form_means_a_rebuild() -> None:
     assert meta_mismatch(dict(desired), desired) == []
 
 
-def test_index_with_old_fts_text_is_rebuilt_once_from_the_cache(workspace: Path, open_index: Any) -> None:
+def test_index_with_old_fts_text_is_rebuilt_once_from_the_cache(
+    workspace: Path, open_sqlite_index: Any
+) -> None:
+    open_index = open_sqlite_index
     # An index written before Thai support: the FTS column holds Thai unspaced, the meta has no ftsText.
     write(workspace / "memory" / "th.md", "# การตัดสินใจ\n\nเราตัดสินใจย้ายฐานข้อมูลไปยังเซิร์ฟเวอร์ใหม่\n")
     write(workspace / "memory" / "a.md", long_note("alpha", 80))
@@ -341,7 +353,7 @@ def test_provider_change_rebuilds_and_fts_only_to_vectors(workspace: Path, open_
     report = index.sync()
     assert report.full and report.embedded == 1
     assert rows(index, "SELECT DISTINCT model FROM chunks") == [("other-model",)]
-    assert rows(index, "SELECT COUNT(*) FROM chunks_vec") == [(1,)]
+    assert table_counts(index, "memory/a.md")["vec"] == 1
 
 
 def test_failed_rebuild_keeps_the_old_index(workspace: Path, open_index: Any) -> None:
@@ -358,7 +370,7 @@ def test_failed_rebuild_keeps_the_old_index(workspace: Path, open_index: Any) ->
     assert rows(index, "SELECT id, text FROM chunks ORDER BY id") == before
     meta = json.loads(rows(index, "SELECT value FROM meta WHERE key = 'memory_index_meta_v1'")[0][0])
     assert meta["model"] == "hash-bow"
-    assert not list(index.path.parent.glob("*.tmp-*"))
+    assert not isinstance(index.path, Path) or not list(index.path.parent.glob("*.tmp-*"))
     assert index.dirty and any("failed" in issue for issue in index.status().issues)
     # The old index still answers searches.
     response = good.search(SearchRequest("billing cutover"))
@@ -368,7 +380,10 @@ def test_failed_rebuild_keeps_the_old_index(workspace: Path, open_index: Any) ->
 # ---------------------------------------------------------------------------- damaged input and stores
 
 
-def test_corrupt_database_is_moved_aside_and_rebuilt(workspace: Path, state: Path, open_index: Any) -> None:
+def test_corrupt_database_is_moved_aside_and_rebuilt(
+    workspace: Path, state: Path, open_sqlite_index: Any
+) -> None:
+    open_index = open_sqlite_index
     write(workspace / "memory" / "a.md", "survives corruption\n")
     path = state / "memory" / "main.sqlite"
     path.parent.mkdir(parents=True)
@@ -381,7 +396,10 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(workspace: Path, state: Pat
     assert rows(index, "SELECT path FROM files") == [("memory/a.md",)]
 
 
-def test_corruption_found_during_sync_is_recovered(workspace: Path, state: Path, open_index: Any) -> None:
+def test_corruption_found_during_sync_is_recovered(
+    workspace: Path, state: Path, open_sqlite_index: Any
+) -> None:
+    open_index = open_sqlite_index
     for i in range(40):
         write(workspace / "memory" / f"n{i:02d}.md", long_note(f"topic{i}", 10))
     first = open_index()
@@ -403,7 +421,8 @@ def test_corruption_found_during_sync_is_recovered(workspace: Path, state: Path,
     assert rows(index, "PRAGMA integrity_check") == [("ok",)]
 
 
-def test_search_on_a_damaged_index_rebuilds_and_answers(workspace: Path, open_index: Any) -> None:
+def test_search_on_a_damaged_index_rebuilds_and_answers(workspace: Path, open_sqlite_index: Any) -> None:
+    open_index = open_sqlite_index
     for i in range(40):
         write(workspace / "memory" / f"n{i:02d}.md", long_note(f"topic{i}", 10))
     write(workspace / "memory" / "target.md", "The spare key is under the blue flowerpot.\n")
@@ -434,9 +453,7 @@ def test_other_schema_version_is_moved_aside(workspace: Path, state: Path, open_
     first = open_index()
     first.sync()
     first.close()
-    conn, _ = connect(first.path)
-    conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
-    conn.close()
+    run(first, "UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     index = open_index()
     assert any("schema version 0" in issue for issue in index.status().issues)
     assert index.sync().files_indexed == 1

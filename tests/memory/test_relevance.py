@@ -22,6 +22,7 @@ from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.tools import MemoryTools
 from sessionmem.memory.types import SearchRequest, SearchResponse
+from tests.memory.stores import SQLITE, STORES, StoreUnderTest, store_under_test
 
 NOTES = {
     "MEMORY.md": "# Memory\n\n- Allergic to peanuts; vegetarian since 2019.\n",
@@ -60,21 +61,33 @@ def local_settings(model: Path) -> MemorySearchConfig:
 
 
 def open_index(
-    workspace: Path, state: Path, settings: MemorySearchConfig, selection: EmbedderSelection | None = None
+    workspace: Path,
+    state: Path,
+    settings: MemorySearchConfig,
+    selection: EmbedderSelection | None = None,
+    store: StoreUnderTest = SQLITE,
 ) -> MemoryIndex:
-    index = MemoryIndex.open("main", workspace, settings, state_dir=state, selection=selection, watch=False)
+    index = MemoryIndex.open(
+        "main", workspace, store.settings(settings), state_dir=state, selection=selection, watch=False
+    )
     index.sync()
     return index
 
 
-@pytest.fixture(scope="module")
-def minilm(tmp_path_factory: pytest.TempPathFactory, gguf_model: Path) -> Iterator[MemoryIndex]:
+@pytest.fixture(scope="module", params=STORES)
+def minilm(
+    tmp_path_factory: pytest.TempPathFactory, gguf_model: Path, request: pytest.FixtureRequest
+) -> Iterator[MemoryIndex]:
+    """The notes indexed with the real MiniLM model, in each store."""
     root = tmp_path_factory.mktemp("relevance")
-    index = open_index(write_notes(root / "workspace"), root / "state", local_settings(gguf_model))
-    try:
-        yield index
-    finally:
-        index.close()
+    with store_under_test(request.param) as store:
+        index = open_index(
+            write_notes(root / "workspace"), root / "state", local_settings(gguf_model), store=store
+        )
+        try:
+            yield index
+        finally:
+            index.close()
 
 
 def top(response: SearchResponse) -> Any:
@@ -191,7 +204,7 @@ def test_one_min_score_fits_a_model_whose_cosines_crowd_together(
     ],
 )
 def test_numbers_and_identifiers_are_found_as_typed(
-    workspace: Path, state: Path, query: str, path: str, text: str
+    workspace: Path, state: Path, query: str, path: str, text: str, index_store: StoreUnderTest
 ) -> None:
     notes = {
         **NOTES,
@@ -200,26 +213,31 @@ def test_numbers_and_identifiers_are_found_as_typed(
         " BILL-4820 closed.\n- Release v2.3.0 notes drafted; commit a828e61 is unrelated.\n- The foo flag"
         " and the bar flag stay on.\n",
     }
-    with open_index(write_notes(workspace, notes), state, MemorySearchConfig(provider="none")) as index:
+    none = MemorySearchConfig(provider="none")
+    with open_index(write_notes(workspace, notes), state, none, store=index_store) as index:
         hit = top(index.search(SearchRequest(query)))
     assert hit.path == path and text in hit.snippet
 
 
-def test_invoice_4521_ranks_above_invoice_9999(workspace: Path, state: Path) -> None:
+def test_invoice_4521_ranks_above_invoice_9999(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> None:
     """OpenClaw's case: the number was dropped, so "invoice 4521" found 9999 first."""
     notes = {
         "memory/a.md": "- Invoice 9999: invoice overdue.\n",
         "memory/b.md": "- Invoice 4521 was paid by bank transfer on the first of March, says accounting.\n",
     }
-    with open_index(write_notes(workspace, notes), state, MemorySearchConfig(provider="none")) as index:
+    none = MemorySearchConfig(provider="none")
+    with open_index(write_notes(workspace, notes), state, none, store=index_store) as index:
         paths = [r.path for r in index.search(SearchRequest("invoice 4521")).results]
     assert paths[0] == "memory/b.md"
 
 
 def test_a_query_whose_terms_are_not_all_in_one_note_still_finds_the_best_notes(
-    workspace: Path, state: Path
+    workspace: Path, state: Path, index_store: StoreUnderTest
 ) -> None:
-    with open_index(write_notes(workspace), state, MemorySearchConfig(provider="none")) as index:
+    none = MemorySearchConfig(provider="none")
+    with open_index(write_notes(workspace), state, none, store=index_store) as index:
         response = index.search(SearchRequest("Priya Lisbon zeppelin"))  # zeppelin: in no note
     assert top(response).path == "memory/people.md"
 

@@ -81,7 +81,7 @@ def test_a_rebuild_running_in_another_process_keeps_its_scratch_file(workspace: 
     with MemoryIndex.open("main", workspace, settings, state_dir=state, watch=False) as index:
         db = index.path
         live = db.with_name(f"{db.name}.tmp-{'a' * 32}")
-        with index._file_lock:  # what a rebuild holds while it writes its scratch file
+        with index.sync_lock():  # what a rebuild holds while it writes its scratch file
             live.write_bytes(b"")
             opener = subprocess.Popen(
                 [sys.executable, "-c", OPEN_ONLY, str(workspace), str(state)],

@@ -15,7 +15,6 @@ import pytest
 from sessionmem.config import Config, merge
 from sessionmem.errors import MemoryPathError
 from sessionmem.hooks import HookRegistry
-from sessionmem.memory.db import connect
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.paths import resolve_memory_target
 from sessionmem.memory.session_files import entry_date, list_session_files
@@ -25,6 +24,7 @@ from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware, last_user_text
 from sessionmem.session.runner import Session, SessionRunner
 from sessionmem.session.transcript import archive_name
+from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import (
     HashEmbedder,
     chat,
@@ -40,8 +40,11 @@ WHEN = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def open_index(workspace: Path, state: Path) -> Iterator[Callable[..., MemoryIndex]]:
-    with index_opener(workspace, state) as opener:
+def open_index(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> Iterator[Callable[..., MemoryIndex]]:
+    """Opens the main agent's index, on each store in turn."""
+    with index_opener(workspace, state, index_store) as opener:
         yield opener
 
 
@@ -66,11 +69,10 @@ def start_session(
 
 
 def vec_ids(index: MemoryIndex) -> set[str]:
-    conn, _ = connect(index.path)
-    try:
-        return {row[0] for row in conn.execute("SELECT id FROM chunks_vec")}
-    finally:
-        conn.close()
+    """The ids of the chunks with a vector (sqlite-vec's table in SQLite, the chunks' own in PostgreSQL)."""
+    if isinstance(index.path, Path):
+        return {row[0] for row in rows(index, "SELECT id FROM chunks_vec")}
+    return {row[0] for row in rows(index, "SELECT id FROM chunks WHERE embedding IS NOT NULL")}
 
 
 def archive_of(live: Path) -> Path:

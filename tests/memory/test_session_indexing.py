@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from sessionmem.memory.db import connect
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.tools import MemoryTools
@@ -23,6 +22,7 @@ from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.archive import memory_body, recent_content
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.transcript import read_entries
+from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import (
     HashEmbedder,
     chat,
@@ -37,18 +37,17 @@ SECRET = "sk-proj-9f8e7d6c5b4a39281706f5e4d3c2b1a0ZZ"
 
 
 @pytest.fixture
-def open_index(workspace: Path, state: Path) -> Iterator[Callable[..., MemoryIndex]]:
-    with index_opener(workspace, state) as opener:
+def open_index(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> Iterator[Callable[..., MemoryIndex]]:
+    """Opens the main agent's index, on each store in turn."""
+    with index_opener(workspace, state, index_store) as opener:
         yield opener
 
 
 def indexed_size(index: MemoryIndex, path: str) -> int | None:
-    conn, _ = connect(index.path)
-    try:
-        row = conn.execute("SELECT size FROM files WHERE path = ?", (path,)).fetchone()
-    finally:
-        conn.close()
-    return None if row is None else int(row[0])
+    found = rows(index, "SELECT size FROM files WHERE path = ?", path)
+    return None if not found else int(found[0][0])
 
 
 # ---------------------------------------------------------------------------- opt-in
@@ -307,9 +306,7 @@ def test_an_archived_conversation_and_its_transcript_come_back_once(
     # An unrelated note that shares words but is not the same text.
     (workspace / "memory" / "2026-02-01.md").write_text("- Tomatoes in the east bed did poorly in 2025.\n")
     index.sync()
-    conn, _ = connect(index.path)
-    sources = {r[0] for r in conn.execute("SELECT source FROM chunks")}
-    conn.close()
+    sources = {r[0] for r in rows(index, "SELECT source FROM chunks")}
     assert sources == {"memory", "sessions"}
 
     results = index.search(

@@ -1,6 +1,7 @@
 """The index records who may see each file and filters on it inside every query (DESIGN decision 14).
 
-Real parts: SQLite with FTS5 and sqlite-vec, the real MiniLM GGUF model for the vector paths.
+Real parts: SQLite with FTS5 and sqlite-vec, and PostgreSQL (``index_store``), the real MiniLM GGUF
+model for the vector paths.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sessionmem.memory.types import SearchRequest, VectorPath
 from sessionmem.messages import Message
 from sessionmem.privacy import EVERYTHING, reader_visibility
 from sessionmem.session.transcript import Transcript
+from tests.memory.stores import SQLITE, StoreUnderTest, rows
 from tests.memory.support import FTS_ONLY
 
 GROUP = reader_visibility("agent:main:discord:group:7")
@@ -51,22 +53,23 @@ def fill(workspace: Path, sessions: Path) -> None:
 
 
 def stored(index: MemoryIndex, sql: str) -> list[tuple[str, str]]:
-    """Rows of the index file as any SQLite client reads them."""
-    conn = sqlite3.connect(index.path)
-    try:
-        return [(str(a), str(b)) for a, b in conn.execute(sql)]
-    finally:
-        conn.close()
+    """Rows of the index as a client of its store reads them."""
+    return [(str(a), str(b)) for a, b in rows(index, sql)]
 
 
-def filled_index(workspace: Path, tmp_path: Path, selection: EmbedderSelection = FTS_ONLY) -> MemoryIndex:
+def filled_index(
+    workspace: Path,
+    tmp_path: Path,
+    selection: EmbedderSelection = FTS_ONLY,
+    store: StoreUnderTest = SQLITE,
+) -> MemoryIndex:
     """The index of a workspace and sessions folder holding every audience (:func:`fill`), synced."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     fill(workspace, sessions)
     index = MemoryIndex.open(
-        "main", workspace, settings(), state_dir=tmp_path / "state", selection=selection, watch=False,
-        sessions_dir=sessions,
+        "main", workspace, store.settings(settings()), state_dir=tmp_path / "state", selection=selection,
+        watch=False, sessions_dir=sessions,
     )  # fmt: skip
     index.sync()
     return index
@@ -77,8 +80,8 @@ def paths(index: MemoryIndex, visibility: object, query: str = "blood type") -> 
     return [r.path for r in index.search(request).results]
 
 
-def test_each_file_records_its_audience(workspace: Path, tmp_path: Path) -> None:
-    with filled_index(workspace, tmp_path) as index:
+def test_each_file_records_its_audience(workspace: Path, tmp_path: Path, index_store: StoreUnderTest) -> None:
+    with filled_index(workspace, tmp_path, store=index_store) as index:
         rows = dict(stored(index, "SELECT path, audience FROM files"))
         chunk_audiences = set(stored(index, "SELECT path, audience FROM chunks"))
     assert rows == {
@@ -93,9 +96,9 @@ def test_each_file_records_its_audience(workspace: Path, tmp_path: Path) -> None
 
 
 def test_keyword_search_of_a_group_sees_shared_notes_and_its_own_chat(
-    workspace: Path, tmp_path: Path
+    workspace: Path, tmp_path: Path, index_store: StoreUnderTest
 ) -> None:
-    with filled_index(workspace, tmp_path) as index:
+    with filled_index(workspace, tmp_path, store=index_store) as index:
         assert len(paths(index, EVERYTHING, "blood")) == 6
         assert sorted(paths(index, GROUP, "blood")) == [
             "memory/notes.md",
@@ -109,9 +112,9 @@ def minilm(request: pytest.FixtureRequest) -> LocalEmbedder:
 
 
 def test_every_vector_path_leaves_out_what_the_reader_may_not_see(
-    workspace: Path, tmp_path: Path, minilm: LocalEmbedder
+    workspace: Path, tmp_path: Path, minilm: LocalEmbedder, index_store: StoreUnderTest
 ) -> None:
-    with filled_index(workspace, tmp_path, EmbedderSelection(minilm, "local")) as index:
+    with filled_index(workspace, tmp_path, EmbedderSelection(minilm, "local"), index_store) as index:
         assert "MEMORY.md" in paths(index, EVERYTHING)
         assert set(paths(index, GROUP)) <= {"memory/notes.md", "sessions/agent-main-discord-group-7.jsonl"}
         router = index._get_searcher()._vectors
@@ -119,7 +122,8 @@ def test_every_vector_path_leaves_out_what_the_reader_may_not_see(
         allowed = sorted(GROUP.labels or ())
         audience = dict(stored(index, "SELECT id, audience FROM chunks"))
         router.warm(minilm.model)
-        for name in ("matrix", "sqlite-vec", "brute-force"):
+        names = ("matrix", "sqlite-vec", "brute-force") if index_store.kind == "sqlite" else ("matrix",)
+        for name in names:
             hits = router.serve(
                 VectorPath(name, "test"), query, 10, model=minilm.model, sources=["memory", "sessions"],
                 audiences=allowed,
