@@ -31,8 +31,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from sessionmem.dsn import shown_dsn
 from sessionmem.errors import ConfigError, MemoryIndexError
 from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.fts_tokens import (
@@ -63,12 +64,7 @@ class PgTarget:
     @property
     def display(self) -> str:
         """The DSN without its password, and the schema."""
-        parts = urlsplit(self.dsn)
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        user = f"{quote(parts.username)}@" if parts.username else ""
-        return f"{urlunsplit((parts.scheme, user + host, parts.path, '', ''))} schema {self.schema}"
+        return f"{shown_dsn(self.dsn)} schema {self.schema}"
 
     def __str__(self) -> str:
         return self.display

@@ -41,6 +41,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from sessionmem.dsn import shown_dsn
 from sessionmem.errors import ConfigError, SessionError, TurnLockTimeout, UsageError
 from sessionmem.session import keys
 from sessionmem.session.backend import (
@@ -70,16 +71,6 @@ DEFAULT_POOL_SIZE = 4
 DEFAULT_LOCK_POOL_SIZE = 16
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 FAST_CONNECTION_WAIT_S = 0.05  # the inline try for a lock connection; longer waits go to a thread
-
-
-def describe_dsn(dsn: str) -> str:
-    """``host:port/dbname`` of a DSN, for messages (never the password)."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigError(f"session.store is not a valid PostgreSQL DSN: {exc}") from exc
-    host = parts.get("host") or parts.get("hostaddr") or "localhost"
-    return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
 def turn_lock_id(agent_id: str, key: str) -> int:
@@ -112,7 +103,11 @@ class PostgresSessionStore(SessionBackendABC):
 
         Raises :class:`~sessionmem.errors.ConfigError` when the DSN is invalid or the server cannot be
         reached within ``connect_timeout_s``."""
-        where = describe_dsn(dsn)
+        where = shown_dsn(dsn)
+        try:
+            conninfo_to_dict(dsn)  # a malformed DSN is said so here; the pool would only time out on it
+        except psycopg.ProgrammingError as exc:
+            raise ConfigError(f"session.store is not a valid PostgreSQL DSN: {exc}") from exc
         if pool_size < 1 or lock_pool_size < 1:
             raise UsageError("pool_size and lock_pool_size must be at least 1")
         pools = []

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
+from sessionmem.dsn import shown_dsn
 from sessionmem.errors import UsageError
 from sessionmem.session import keys
 from sessionmem.session.backend import SessionBackend
@@ -42,13 +42,7 @@ class StoreSpec:
     @property
     def shown(self) -> str:
         """The store for messages: its file, or the DSN without its password and parameters."""
-        if self.path is not None:
-            return str(self.path)
-        parts = urlsplit(self.dsn or "")
-        host = parts.hostname or "localhost"
-        where = f"{host}:{parts.port}" if parts.port else host
-        user = f"{parts.username}@" if parts.username else ""
-        return f"{parts.scheme}://{user}{where}{parts.path}"
+        return str(self.path) if self.path is not None else shown_dsn(self.dsn or "")
 
     @property
     def sessions_dir(self) -> Path | None:
