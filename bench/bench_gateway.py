@@ -8,7 +8,8 @@ resident set is read; a gateway whose memory is bounded shows a flat line after 
 while one that kept every session ever opened grows with each round's history.
 
 The model is a ``ScriptedModel`` answering at once with a fixed reported usage (no flush, no
-compaction); overhead = ``run_turn`` wall time minus the time inside the model. See bench/README.md.
+compaction), its record of the requests it answered emptied after each turn (a real model keeps
+none); overhead = ``run_turn`` wall time minus the time inside the model. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ async def serve(
                 await session.run_turn(text)
                 if round_no:
                     overhead.append((time.perf_counter() - start - model.model_s) * 1000)
+                # ScriptedModel keeps every request it answered (for tests); a real model keeps none, and
+                # 8,000 requests with their contexts would be the bench's own growth, not the runner's
+                model.inner.calls.clear()
             gc.collect()
             rss.append(current_rss_mb())
     return rss, overhead
