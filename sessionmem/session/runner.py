@@ -339,7 +339,10 @@ class Session:
                 deadline = loop.time() + timeout
                 queue = self._queues.setdefault(loop, asyncio.Lock())
                 try:
-                    async with asyncio.timeout(timeout):
+                    if queue.locked():  # a timer only for a real wait: an unused one stays in the
+                        async with asyncio.timeout(timeout):  # loop's heap until the loop next runs
+                            await held.enter_async_context(queue)
+                    else:
                         await held.enter_async_context(queue)
                     remaining = max(0.0, deadline - loop.time())
                     await held.enter_async_context(runner.store.turn_lock(self.key, timeout_s=remaining))

@@ -1,6 +1,7 @@
 """The runner's own lifecycle: closing it lets the turns in flight finish and stops the memory index's
 watcher and background work; idle sessions are dropped from memory beyond ``session.maxIdleSessions``
-(and come back intact); ``/status`` only looks, never rotating a stale session."""
+(and come back intact); turns leave nothing behind in the event loop; ``/status`` only looks, never
+rotating a stale session."""
 
 from __future__ import annotations
 
@@ -126,6 +127,21 @@ def test_idle_sessions_beyond_the_limit_leave_memory_and_come_back_intact(
     again.run_turn_sync("and now?")  # and the other handle sees that turn before its own
     sent = [m.content for m in model.calls[-1].messages[1:]]
     assert sent == ["I am user zero", "ok: I am user zero", "still here", "ok: still here", "and now?"]
+
+
+def test_turns_that_never_wait_leave_no_timer_behind(tmp_path: Path, workspace: Path) -> None:
+    """A gateway (or a test) running turns back to back in one coroutine, each finding its session free:
+    no turn may leave anything behind in the event loop. Each used to arm a turn-lock timeout of 120 s,
+    cancelled at once but kept in the loop's heap until the loop next ran: memory grew with every turn
+    (about 0.3 KB) for as long as nothing else woke the loop."""
+    runner, _ = make_runner(ScriptedModel(responder=flush_aware()), tmp_path, workspace)
+
+    async def converse() -> int:
+        for n in range(50):
+            await runner.open(f"agent:main:telegram:direct:{n % 5}").run_turn(f"message {n}")
+        return sum(1 for handle in asyncio.get_running_loop()._scheduled if handle.cancelled())  # type: ignore[attr-defined]
+
+    assert asyncio.run(converse()) == 0
 
 
 def test_status_never_rotates_a_stale_session(tmp_path: Path, workspace: Path) -> None:
