@@ -53,7 +53,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.config import Config
-from sessionmem.errors import ConfigError, TurnLockTimeout, UsageError
+from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.session import keys
@@ -68,7 +68,7 @@ from sessionmem.session.gate import compact_if_over_threshold, compact_through_g
 from sessionmem.session.memory_tools import SessionTools
 from sessionmem.session.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.state import SessionState
-from sessionmem.session.stores import open_session_store
+from sessionmem.session.stores import open_session_store, sessions_source_without_files
 from sessionmem.session.streaming import PartialCallback
 from sessionmem.session.tools import Tool
 from sessionmem.session.turn import run_model_turn
@@ -235,12 +235,7 @@ class SessionRunner:
         # find none of this runner's conversations and memory_search would silently miss them.
         # Outcome: a configuration error naming the limitation and the way out.
         if self.memory_index is not None and indexes_sessions and ours is None:
-            raise ConfigError(
-                f'memorySearch.sources of agent {self.agent_id} includes "sessions", but session.store keeps '
-                "transcripts in a database, not in files, and the memory index indexes transcript files "
-                'only: remove "sessions" from memorySearch.sources (the Markdown memory is indexed as '
-                "usual), or use a file store"
-            )
+            raise sessions_source_without_files(self.agent_id)
         # Trigger: session.store moves the transcripts, and the memory index was opened without
         # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
         # runner's conversations. Outcome: a warning saying what to pass.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from sessionmem.dsn import shown_dsn
-from sessionmem.errors import UsageError
+from sessionmem.errors import ConfigError, UsageError
 from sessionmem.session import keys
 from sessionmem.session.backend import SessionBackend
 
@@ -91,3 +91,14 @@ def open_session_store(spec: str | None, *, state_dir: Path, agent_id: str) -> S
     from sessionmem.session.store import SessionStore
 
     return SessionStore(where.path, agent_id=agent_id)
+
+
+def sessions_source_without_files(agent_id: str) -> ConfigError:
+    """The error for a memory index asked to index ``sessions`` when the store keeps transcripts as
+    database rows: the index reads transcript files, so it would silently find none."""
+    return ConfigError(
+        f'memorySearch.sources of agent {agent_id} includes "sessions", but session.store keeps '
+        "transcripts in a database, not in files, and the memory index indexes transcript files "
+        'only: remove "sessions" from memorySearch.sources (the Markdown memory is indexed as '
+        "usual), or use a file store"
+    )

@@ -132,3 +132,25 @@ def test_moving_to_sqlite_in_the_same_folder_keeps_the_transcripts_in_place(stat
     assert result.exit_code == 0, result.output
     assert {p.name: (p.stat().st_ino, p.read_bytes()) for p in folder.glob("*.jsonl")} == before
     assert snapshot("sqlite", state) == snapshot(None, state)
+
+
+def test_memory_commands_refuse_the_sessions_source_with_transcripts_in_postgresql(
+    tmp_path: Path, workspace: Path, pg_dsn: str
+) -> None:
+    """As the runner does: the memory index reads transcript files, and PostgreSQL has none to give it,
+    so a search that would silently miss every conversation is refused, saying why."""
+    config = tmp_path / "pg.json"
+    config.write_text(
+        json.dumps(
+            {
+                "session": {"store": pg_dsn},
+                "agents": {
+                    "defaults": {"memorySearch": {"provider": "none", "sources": ["memory", "sessions"]}}
+                },
+            }
+        )
+    )
+    args = ["--config", str(config), "--state-dir", str(tmp_path / "state"), "--workspace", str(workspace)]
+    result = CliRunner().invoke(cli, [*args, "memory", "search", "anything"])
+    assert result.exit_code == 2, result.output
+    assert 'includes "sessions", but session.store keeps transcripts in a database' in result.output
