@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -99,12 +98,6 @@ class _Query:
     vector: Any  # the query embedding (numpy), None when vector search is off
     vector_weight: float
     text_weight: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Ranked:
-    candidates: list[Candidate]
-    held_back: HeldBack | None
 
 
 class Searcher:
@@ -478,13 +471,6 @@ class Searcher:
             date=c.date,
             explanation=explanation,
         )
-
-
-def timed_search(searcher: Searcher, request: SearchRequest) -> tuple[SearchResponse, float]:
-    """One search and its wall time in milliseconds (for the CLI and the benchmark)."""
-    start = time.perf_counter()
-    response = searcher.search(request)
-    return response, (time.perf_counter() - start) * 1000
 
 
 def _date_bounds(request: SearchRequest) -> tuple[str, str] | None:

@@ -200,10 +200,6 @@ class MatrixVectors:
         return self._generation
 
     @property
-    def loaded_model(self) -> str | None:
-        return self._state.model if self._state is not None else None
-
-    @property
     def rows(self) -> int:
         return len(self._state.ids) if self._state is not None else 0
 
