@@ -29,6 +29,21 @@ _RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n
 _TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
 
 
+def _loose(singles: Sequence[int], idfs: Sequence[float]) -> set[int]:
+    """The one-token phrases (indexes) too common to match on first: taken from the most common while
+    their BM25 bound, (k1 + 1) times their IDFs, stays below the IDF of the next (a chunk holding it
+    once at the average length scores that); the rarest one always stays."""
+    order = sorted(singles, key=lambda i: (idfs[i], i))
+    loose: set[int] = set()
+    total = 0.0
+    for i, after in itertools.pairwise(order):
+        total += idfs[i]
+        if total * (BM25_K1 + 1) >= idfs[after]:
+            break
+        loose.add(i)
+    return loose
+
+
 def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
     """The join, WHERE conditions (on ``chunks c``) and parameters of ``filters`` for a query on
     ``chunks_fts f`` (no join when nothing is filtered)."""
@@ -90,16 +105,60 @@ class PgKeywordIndex(KeywordIndex):
         best ``limit`` rows come back. A phrase of several tokens (an identifier, CJK) is counted from
         its lexemes' positions, read only for the chunks holding such a phrase, and those chunks are
         ranked with both parts. The result is exact: a chunk holding no such phrase scores its
-        one-token part, which no chunk outside the server's best ``limit`` exceeds."""
+        one-token part, which no chunk outside the server's best ``limit`` exceeds.
+
+        Common tokens (``_loose``: "on" in two thirds of the chunks) are scored but not matched on
+        first: only the chunks holding a rarer phrase are ranked (MaxScore). A chunk holding nothing
+        but common tokens scores less than their IDFs times k1 + 1, so when the ``limit``-th chunk
+        found scores more than that, it is the whole answer; otherwise every match is ranked."""
         tokens = self._tokens(phrases)
         query = tsquery_literal(tokens)
         if not query or limit <= 0:
             return {}
         rows_total, avg = self._rows_and_length()
+        self._count_missing(phrases)
         idfs = [ranking.bm25_idf(rows_total, self.hits(p)) for p in phrases]
-        join, join_params = _filter_sql(filters)
         singles = [i for i, t in enumerate(tokens) if len(t) == 1]
         multis = [i for i, t in enumerate(tokens) if len(t) > 1]
+        loose = _loose(singles, idfs)
+        if loose:
+            rarer = tsquery_literal([t for i, t in enumerate(tokens) if len(t) == 1 and i not in loose])
+            ranked = self._ranked(tokens, singles, multis, idfs, avg, rarer, filters, limit, always=True)
+            best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
+            if len(best) == limit and best[-1][0] < -sum(idfs[i] for i in loose) * (BM25_K1 + 1):
+                return {rowid: rank for rank, rowid in best}
+        ranked = self._ranked(tokens, singles, multis, idfs, avg, query, filters, limit, always=False)
+        best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
+        return {rowid: rank for rank, rowid in best}
+
+    def _count_missing(self, phrases: Sequence[str]) -> None:
+        """Count the chunks holding each phrase not yet counted, in one statement."""
+        missing = [p for p in dict.fromkeys(phrases) if not self.cached(p)]
+        queries = [tsquery_literal(self._tokens([p])) for p in missing]
+        wanted = [(p, q) for p, q in zip(missing, queries, strict=True) if q]
+        if len(wanted) < 2:
+            return  # one (or none): ``hits`` asks for it
+        cols = ", ".join("(SELECT count(*) FROM chunks_fts WHERE fts @@ %s::tsquery)" for _ in wanted)
+        counts = self._conn.execute(f"SELECT {cols}", [q for _, q in wanted]).fetchone()
+        for (phrase, _), count in zip(wanted, counts, strict=True):
+            self.remember(phrase, int(count))
+
+    def _ranked(
+        self,
+        tokens: list[list[str]],
+        singles: list[int],
+        multis: list[int],
+        idfs: list[float],
+        avg: float,
+        match: str,
+        filters: KeywordFilters,
+        limit: int,
+        *,
+        always: bool,
+    ) -> dict[int, float]:
+        """{rowid: rank} of the best ``limit`` chunks matching ``match`` by their one-token part, and of
+        every chunk holding a phrase of several tokens (when ``always`` or any chunk matched) by both."""
+        join, join_params = _filter_sql(filters)
         # -(sum over one-token phrases of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg)))
         tf_sql = "width_bucket(ts_rank('{1,1,1,1}', f.fts, %s::tsquery)::float8, %s::float8[])"
         norm = "%s * (1 - %s + %s * s.fts_len / %s)"
@@ -110,16 +169,17 @@ class PgKeywordIndex(KeywordIndex):
         part_params: list[Any] = [
             v for i in singles for v in (idfs[i], BM25_K1 + 1, BM25_K1, BM25_B, BM25_B, avg or 1.0)
         ]
-        inner = f"SELECT f.rowid, f.fts_len{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
-        sql = f"SELECT s.rowid, {part} AS rank FROM ({inner}) s ORDER BY rank, s.rowid LIMIT %s"
-        params = [*part_params, *tf_params, *join_params, query, limit]
-        ranked = {int(r[0]): float(r[1]) for r in self._conn.execute(sql, params)}
-        if multis and ranked:
+        ranked: dict[int, float] = {}
+        if match:
+            inner = f"SELECT f.rowid, f.fts_len{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
+            sql = f"SELECT s.rowid, {part} AS rank FROM ({inner}) s ORDER BY rank, s.rowid LIMIT %s"
+            params = [*part_params, *tf_params, *join_params, match, limit]
+            ranked = {int(r[0]): float(r[1]) for r in self._conn.execute(sql, params)}
+        if multis and (ranked or always):
             ranked.update(
                 self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters)
             )
-        best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
-        return {rowid: rank for rank, rowid in best}
+        return ranked
 
     def _with_phrases(
         self,
