@@ -132,16 +132,19 @@ class PgKeywordIndex(KeywordIndex):
         return {rowid: rank for rank, rowid in best}
 
     def _count_missing(self, phrases: Sequence[str]) -> None:
-        """Count the chunks holding each phrase not yet counted, in one statement."""
+        """Count the chunks holding each phrase not yet counted: a one-token phrase's count is read from
+        ``chunks_fts_df`` (the store keeps it with every write), all in one statement; a longer
+        phrase's is counted on its matches (``count_hits``)."""
         missing = [p for p in dict.fromkeys(phrases) if not self.cached(p)]
-        queries = [tsquery_literal(self._tokens([p])) for p in missing]
-        wanted = [(p, q) for p, q in zip(missing, queries, strict=True) if q]
-        if len(wanted) < 2:
-            return  # one (or none): ``hits`` asks for it
-        cols = ", ".join("(SELECT count(*) FROM chunks_fts WHERE fts @@ %s::tsquery)" for _ in wanted)
-        counts = self._conn.execute(f"SELECT {cols}", [q for _, q in wanted]).fetchone()
-        for (phrase, _), count in zip(wanted, counts, strict=True):
-            self.remember(phrase, int(count))
+        singles = {p: t[0] for p, t in zip(missing, self._tokens(missing), strict=True) if len(t) == 1}
+        if not singles:
+            return
+        rows = self._conn.execute(
+            "SELECT lexeme, df FROM chunks_fts_df WHERE lexeme = ANY(%s)", (list(set(singles.values())),)
+        )
+        df = {str(lexeme): int(n) for lexeme, n in rows}
+        for phrase, token in singles.items():
+            self.remember(phrase, df.get(token, 0))
 
     def _ranked(
         self,

@@ -77,3 +77,40 @@ def test_postgresql_keyword_ranks_equal_sqlite_fts5(tmp_path: Path, query: str, 
                 index.close()
     assert len(found["sqlite"]) == min(limit, len(found["sqlite"])) and found["sqlite"]
     assert found["postgresql"] == found["sqlite"]
+
+
+def test_ranks_stay_equal_after_notes_change_and_on_an_index_made_before_token_counts(
+    tmp_path: Path,
+) -> None:
+    """Token counts follow edits and deletions, and an index made without the counts table gets one."""
+    ws = _workspace(tmp_path / "ws")
+    settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 32, "overlap": 0}})
+    queries = [("harbor zinnia", 3), ("harbor quokka", 2), ("harbor vellum-fjord zinnia", 5)]
+    with store_under_test("postgresql") as pg:
+        pg_index = MemoryIndex.open("main", ws, pg.settings(settings), state_dir=tmp_path / "pg")
+        sqlite_index = MemoryIndex.open("main", ws, settings, state_dir=tmp_path / "sqlite")
+        try:
+            pg_index.sync()
+            notes = ws / "memory" / "notes.md"
+            lines = notes.read_text().splitlines()
+            notes.write_text("\n".join(line.replace("harbor", "") for line in lines[:30]) + "\n")
+            (ws / "memory" / "more.md").write_text("- zinnia harbor harbor quokka\n- harbor again\n")
+            for index in (pg_index, sqlite_index):
+                index.sync()
+            for query, limit in queries:
+                assert _ranks(pg_index, query, limit) == _ranks(sqlite_index, query, limit)
+
+            store = open_store(pg_index)
+            try:
+                with store.atomic():
+                    store.execute("DROP TABLE chunks_fts_df")
+            finally:
+                store.close()
+            pg_index.close()
+            pg_index = MemoryIndex.open("main", ws, pg.settings(settings), state_dir=tmp_path / "pg")
+            pg_index.sync()
+            for query, limit in queries:
+                assert _ranks(pg_index, query, limit) == _ranks(sqlite_index, query, limit)
+        finally:
+            pg_index.close()
+            sqlite_index.close()
