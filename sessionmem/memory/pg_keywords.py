@@ -26,22 +26,56 @@ BM25_B = 0.75
 # (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
 # ``width_bucket`` over the midpoints between those values turns a rank back into tf, in SQL.
 _RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n in range(257)]
+_SPLIT_HITS = 2000  # chunks holding a query's one-token phrases, above which it ranks in two steps
+_MAX_SUBSETS = 8  # common phrases at most whose sets ``_common_match`` weighs one by one
 _TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
 
 
-def _loose(singles: Sequence[int], idfs: Sequence[float]) -> set[int]:
-    """The one-token phrases (indexes) too common to match on first: taken from the most common while
-    their BM25 bound, (k1 + 1) times their IDFs, stays below the IDF of the next (a chunk holding it
-    once at the average length scores that); the rarest one always stays."""
-    order = sorted(singles, key=lambda i: (idfs[i], i))
-    loose: set[int] = set()
-    total = 0.0
-    for i, after in itertools.pairwise(order):
-        total += idfs[i]
-        if total * (BM25_K1 + 1) >= idfs[after]:
+def _split(singles: Sequence[int], hits: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(rare, common) one-token phrases (indexes): the rarest while they hold at most half the chunks
+    the phrases hold between them; nothing is common when they hold few (``_SPLIT_HITS``)."""
+    total = sum(hits[i] for i in singles)
+    if len(singles) < 2 or total <= _SPLIT_HITS:
+        return list(singles), []
+    order = sorted(singles, key=lambda i: (hits[i], i))
+    rare, held = [order[0]], hits[order[0]]
+    for i in order[1:-1]:
+        if held + hits[i] > total / 2:
             break
-        loose.add(i)
-    return loose
+        rare.append(i)
+        held += hits[i]
+    return rare, [i for i in order if i not in rare]
+
+
+def _common_match(
+    tokens: Sequence[Sequence[str]], common: Sequence[int], idfs: Sequence[float], floor: float | None
+) -> str:
+    """The tsquery of the chunks holding only common phrases that may score ``floor`` (None: any
+    score): each holding a set of them whose bound, (k1 + 1) times their IDFs, reaches it ('' none)."""
+    sets: list[tuple[int, ...]] = []
+    if floor is None or len(common) > _MAX_SUBSETS:
+        if floor is None or _bound(common, idfs) >= floor:
+            sets = [(i,) for i in common]
+    else:
+        sets = [
+            subset
+            for n in range(1, len(common) + 1)
+            for subset in itertools.combinations(common, n)
+            if _bound(subset, idfs) >= floor
+        ]
+    minimal = [s for s in sets if not any(set(o) < set(s) for o in sets)]
+    return " | ".join("(" + " & ".join(quote_lexeme(tokens[i][0]) for i in s) + ")" for s in minimal)
+
+
+def _bound(phrases: Sequence[int], idfs: Sequence[float]) -> float:
+    """More than any chunk scores from ``phrases``: tf / (tf + k1 * (...)) stays under 1."""
+    return sum(idfs[i] for i in phrases) * (BM25_K1 + 1)
+
+
+def _best(ranked: dict[int, float], limit: int) -> dict[int, float]:
+    """The best ``limit`` of {rowid: rank}, best (lowest rank, then lowest rowid) first."""
+    best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
+    return {rowid: rank for rank, rowid in best}
 
 
 def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
@@ -107,29 +141,33 @@ class PgKeywordIndex(KeywordIndex):
         ranked with both parts. The result is exact: a chunk holding no such phrase scores its
         one-token part, which no chunk outside the server's best ``limit`` exceeds.
 
-        Common tokens (``_loose``: "on" in two thirds of the chunks) are scored but not matched on
-        first: only the chunks holding a rarer phrase are ranked (MaxScore). A chunk holding nothing
-        but common tokens scores less than their IDFs times k1 + 1, so when the ``limit``-th chunk
-        found scores more than that, it is the whole answer; otherwise every match is ranked."""
+        A query whose one-token phrases are held by many chunks is ranked in two steps (MaxScore):
+        first the chunks holding its rarest ones (``_split``), with every phrase scored; then, of the
+        chunks holding only its common ones, those holding a set of them whose BM25 bound ((k1 + 1)
+        times their IDFs: "on", in two thirds of the chunks, bounds at 2e-6) reaches the ``limit``-th
+        score found first: none when it is above every such bound, all when fewer were found."""
         tokens = self._tokens(phrases)
         query = tsquery_literal(tokens)
         if not query or limit <= 0:
             return {}
         rows_total, avg = self._rows_and_length()
         self._count_missing(phrases)
-        idfs = [ranking.bm25_idf(rows_total, self.hits(p)) for p in phrases]
+        hits = [self.hits(p) for p in phrases]
+        idfs = [ranking.bm25_idf(rows_total, n) for n in hits]
         singles = [i for i, t in enumerate(tokens) if len(t) == 1]
         multis = [i for i, t in enumerate(tokens) if len(t) > 1]
-        loose = _loose(singles, idfs)
-        if loose:
-            rarer = tsquery_literal([t for i, t in enumerate(tokens) if len(t) == 1 and i not in loose])
-            ranked = self._ranked(tokens, singles, multis, idfs, avg, rarer, filters, limit, always=True)
-            best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
-            if len(best) == limit and best[-1][0] < -sum(idfs[i] for i in loose) * (BM25_K1 + 1):
-                return {rowid: rank for rank, rowid in best}
-        ranked = self._ranked(tokens, singles, multis, idfs, avg, query, filters, limit, always=False)
-        best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
-        return {rowid: rank for rank, rowid in best}
+        rare, common = _split(singles, hits)
+        if not common:
+            return _best(self._ranked(tokens, singles, multis, idfs, avg, query, filters, limit), limit)
+        match = tsquery_literal([tokens[i] for i in rare])
+        ranked = self._ranked(tokens, singles, multis, idfs, avg, match, filters, limit, always=True)
+        best = _best(ranked, limit)
+        floor = -list(best.values())[-1] if len(best) == limit else None
+        wider = _common_match(tokens, common, idfs, floor)
+        if wider:
+            for rowid, rank in self._ranked(tokens, singles, [], idfs, avg, wider, filters, limit).items():
+                ranked.setdefault(rowid, rank)  # a chunk ranked first has its longer phrases' part too
+        return _best(ranked, limit)
 
     def _count_missing(self, phrases: Sequence[str]) -> None:
         """Count the chunks holding each phrase not yet counted: a one-token phrase's count is read from
@@ -157,7 +195,7 @@ class PgKeywordIndex(KeywordIndex):
         filters: KeywordFilters,
         limit: int,
         *,
-        always: bool,
+        always: bool = False,
     ) -> dict[int, float]:
         """{rowid: rank} of the best ``limit`` chunks matching ``match`` by their one-token part, and of
         every chunk holding a phrase of several tokens (when ``always`` or any chunk matched) by both."""

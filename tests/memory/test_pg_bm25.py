@@ -3,6 +3,7 @@ ones (the PostgreSQL store then ranks the chunks holding the rare ones first, ``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,24 +13,24 @@ from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.keywords import fts_phrases
 from sessionmem.memory.store import KeywordFilters
 
-from .stores import open_store, store_under_test
+from .stores import SQLITE, open_store, store_under_test
 
 
 def _workspace(root: Path) -> Path:
-    """60 notes, each a line of its own: "harbor" in 50 (once or twice, lines of several lengths), "zinnia"
-    in 8, "quokka" in 2, "vellum fjord" together in 3."""
+    """2,400 one-line notes of several lengths: "harbor" in 2,000 (once or twice), "alder" and "birch" in
+    900 each, "cedar" in 480, "zinnia" in 343, "quokka" in 2, "vellum fjord" together in 3. Enough that
+    a query of common words ranks in two steps (``pg_keywords._SPLIT_HITS``)."""
     lines = []
-    for i in range(60):
-        words = [f"filler{i % 7}"] * (3 + i % 5)
-        if i < 50:
-            words += ["harbor"] * (1 + i % 2)
-        if i % 7 == 0:
-            words.append("zinnia")
-        if i in (3, 40):
-            words.append("quokka")
-        if i in (5, 6, 50):
-            words += ["vellum", "fjord"]
-        lines.append(f"- note {i}: " + " ".join(words))
+    for i in range(2400):
+        words = [f"filler{i % 7}"] * (9 + i % 5)  # over 64 characters: one note, one chunk
+        words += ["harbor"] * (1 + i % 2) if i % 6 else []
+        words += ["alder"] * (1 + (i % 3 == 0)) if i % 8 < 3 else []
+        words += ["birch"] if (i // 8) % 8 < 3 else []
+        words += ["cedar"] if i % 5 == 3 else []
+        words += ["zinnia"] if i % 7 == 0 else []
+        words += ["quokka"] if i in (3, 40) else []
+        words += ["vellum", "fjord"] if i in (5, 6, 50) else []
+        lines.append(f"- n{i} " + " ".join(words))
     mem = root / "memory"
     mem.mkdir(parents=True)
     (mem / "notes.md").write_text("\n".join(lines) + "\n")
@@ -51,31 +52,47 @@ def _ranks(index: MemoryIndex, query: str, limit: int) -> list[tuple[str, int, f
         store.close()
 
 
+@pytest.fixture(scope="module")
+def both_indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, MemoryIndex]]:
+    """The same workspace indexed in SQLite and in PostgreSQL."""
+    root = tmp_path_factory.mktemp("bm25")
+    ws = _workspace(root / "ws")
+    settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 32, "overlap": 0}})
+    with store_under_test("postgresql") as pg:
+        indexes = {
+            kind: MemoryIndex.open("main", ws, store.settings(settings), state_dir=root / kind)
+            for kind, store in (("sqlite", SQLITE), ("postgresql", pg))
+        }
+        try:
+            for index in indexes.values():
+                index.sync()
+            yield indexes
+        finally:
+            for index in indexes.values():
+                index.close()
+
+
 @pytest.mark.parametrize(
     ("query", "limit"),
     [
         ("harbor zinnia", 3),  # enough chunks hold the rare word: only those are ranked
-        ("harbor zinnia", 20),  # too few: every chunk holding "harbor" is ranked
+        ("harbor zinnia", 400),  # too few: every chunk holding "harbor" is ranked too
         ("harbor quokka", 2),
         ("harbor quokka zinnia", 6),
         ("harbor vellum-fjord", 2),  # a phrase of several tokens beside the common word
         ("harbor vellum-fjord zinnia", 5),
         ("harbor", 4),
+        ("alder birch cedar", 5),
+        ("alder birch cedar", 400),  # chunks holding "birch" (not "alder" alone) are ranked second
+        ("alder birch cedar vellum-fjord", 400),
+        ("alder birch", 30),
     ],
 )
-def test_postgresql_keyword_ranks_equal_sqlite_fts5(tmp_path: Path, query: str, limit: int) -> None:
-    ws = _workspace(tmp_path / "ws")
-    settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 32, "overlap": 0}})
-    found = {}
-    for kind in ("sqlite", "postgresql"):
-        with store_under_test(kind) as store:
-            index = MemoryIndex.open("main", ws, store.settings(settings), state_dir=tmp_path / kind)
-            try:
-                index.sync()
-                found[kind] = _ranks(index, query, limit)
-            finally:
-                index.close()
-    assert len(found["sqlite"]) == min(limit, len(found["sqlite"])) and found["sqlite"]
+def test_postgresql_keyword_ranks_equal_sqlite_fts5(
+    both_indexes: dict[str, MemoryIndex], query: str, limit: int
+) -> None:
+    found = {kind: _ranks(index, query, limit) for kind, index in both_indexes.items()}
+    assert len(found["sqlite"]) == limit
     assert found["postgresql"] == found["sqlite"]
 
 
@@ -85,7 +102,7 @@ def test_ranks_stay_equal_after_notes_change_and_on_an_index_made_before_token_c
     """Token counts follow edits and deletions, and an index made without the counts table gets one."""
     ws = _workspace(tmp_path / "ws")
     settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 32, "overlap": 0}})
-    queries = [("harbor zinnia", 3), ("harbor quokka", 2), ("harbor vellum-fjord zinnia", 5)]
+    queries = [("harbor zinnia", 3), ("harbor zinnia", 400), ("alder birch cedar", 400), ("harbor quokka", 2)]
     with store_under_test("postgresql") as pg:
         pg_index = MemoryIndex.open("main", ws, pg.settings(settings), state_dir=tmp_path / "pg")
         sqlite_index = MemoryIndex.open("main", ws, settings, state_dir=tmp_path / "sqlite")
@@ -93,7 +110,7 @@ def test_ranks_stay_equal_after_notes_change_and_on_an_index_made_before_token_c
             pg_index.sync()
             notes = ws / "memory" / "notes.md"
             lines = notes.read_text().splitlines()
-            notes.write_text("\n".join(line.replace("harbor", "") for line in lines[:30]) + "\n")
+            notes.write_text("\n".join(line.replace("harbor", "") for line in lines[:1800]) + "\n")
             (ws / "memory" / "more.md").write_text("- zinnia harbor harbor quokka\n- harbor again\n")
             for index in (pg_index, sqlite_index):
                 index.sync()
