@@ -101,6 +101,14 @@ class KeywordIndex:
             self._hits[phrase] = hits = self.count_hits(phrase)
         return hits
 
+    def cached(self, phrase: str) -> bool:
+        """Whether ``hits`` knows ``phrase``'s count without asking the database."""
+        return phrase in self._hits
+
+    def remember(self, phrase: str, hits: int) -> None:
+        """``phrase``'s count, read by a subclass together with others (until ``forget``)."""
+        self._hits[phrase] = hits
+
     def count_hits(self, phrase: str) -> int:
         (count,) = self._conn.execute(
             "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
