@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sessionmem.messages import Usage, now_ms
 
@@ -54,6 +55,24 @@ class SessionEntry(BaseModel):
         given = aliased_fields(fields)
         given.setdefault("updatedAt", max(self.updated_at, now_ms()))
         return self.with_updates(**given)
+
+
+def entry_from_json(value: str | bytes | dict[str, Any]) -> SessionEntry:
+    """The entry a store holds (its JSON text, or the object already parsed). Raises ``ValueError``
+    saying what is wrong: not JSON, not an object, or the first invalid field and why."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object but {type(value).__name__}")
+    try:
+        return SessionEntry.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "entry"
+        raise ValueError(f"{where}: {first.get('msg')}") from None
 
 
 _ALIAS_OF = {name: (f.alias or name) for name, f in SessionEntry.model_fields.items()}

@@ -35,14 +35,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
-from pydantic import ValidationError
 
 from sessionmem.errors import SessionError, os_error_reason
 from sessionmem.messages import now_ms
 from sessionmem.safefs import atomic_write_bytes, is_atomic_temp_of
 from sessionmem.session import keys
 from sessionmem.session.backend import updated_entry
-from sessionmem.session.entry import SessionEntry
+from sessionmem.session.entry import SessionEntry, entry_from_json
 from sessionmem.session.filelock import StoreLock
 from sessionmem.session.folder import TranscriptFolderBackend
 from sessionmem.session.recovery import entries_from_transcripts
@@ -72,12 +71,10 @@ def parse_store(raw: bytes) -> dict[str, SessionEntry]:
         raise CorruptStore(f"expected a JSON object, found {type(data).__name__}")
     out: dict[str, SessionEntry] = {}
     for key, value in data.items():
-        if not isinstance(value, dict):
-            raise CorruptStore(f"entry {key!r} is not an object")
         try:
-            entry = SessionEntry.model_validate(value)
-        except ValidationError as exc:
-            raise CorruptStore(f"entry {key!r} is invalid: {exc.errors()[0].get('msg')}") from exc
+            entry = entry_from_json(value)
+        except ValueError as exc:
+            raise CorruptStore(f"entry {key!r} is invalid: {exc}") from None
         norm = keys.normalize_key(key)
         if not norm:
             continue

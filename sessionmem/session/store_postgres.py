@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from sessionmem.dsn import shown_dsn
 from sessionmem.errors import ConfigError, SessionError, TurnLockTimeout, UsageError
@@ -51,7 +50,7 @@ from sessionmem.session.backend import (
     TranscriptLog,
     updated_entry,
 )
-from sessionmem.session.entry import SessionEntry
+from sessionmem.session.entry import SessionEntry, entry_from_json
 from sessionmem.session.pg_connections import Connections
 from sessionmem.session.pg_schema import ensure_schema
 from sessionmem.session.pg_transcript import PostgresTranscript
@@ -169,16 +168,12 @@ class PostgresSessionStore(SessionBackendABC):
 
     def _parse(self, key: str, text: str) -> SessionEntry:
         try:
-            return SessionEntry.model_validate(orjson.loads(text))
-        except orjson.JSONDecodeError as exc:  # jsonb holds valid JSON; kept for a hand-edited column type
-            why = str(exc)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            why = f"{'.'.join(str(part) for part in first.get('loc', ())) or 'entry'}: {first.get('msg')}"
-        raise SessionError(
-            f"PostgreSQL session store {self.where}: the entry of {key} (agent {self.agent_id}) is "
-            f"invalid ({why}); fix or delete its row in sessionmem_sessions"
-        )
+            return entry_from_json(text)
+        except ValueError as exc:
+            raise SessionError(
+                f"PostgreSQL session store {self.where}: the entry of {key} (agent {self.agent_id}) is "
+                f"invalid ({exc}); fix or delete its row in sessionmem_sessions"
+            ) from None
 
     def get(self, key: str) -> SessionEntry | None:
         norm = keys.normalize_key(key)

@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from sessionmem.errors import SessionError, StoreLockTimeout
 from sessionmem.messages import now_ms
 from sessionmem.safefs import atomic_temp_path, create_private
 from sessionmem.session import keys
 from sessionmem.session.backend import updated_entry
-from sessionmem.session.entry import SessionEntry
+from sessionmem.session.entry import SessionEntry, entry_from_json
 from sessionmem.session.filelock import StoreLock
 from sessionmem.session.folder import TranscriptFolderBackend
 from sessionmem.session.recovery import entries_from_transcripts
@@ -330,14 +329,9 @@ def _row(conn: sqlite3.Connection, key: str) -> SessionEntry | None:
 
 def _parse(key: str, raw: Any) -> SessionEntry:
     try:
-        data = orjson.loads(raw)
-        if not isinstance(data, dict):
-            raise CorruptDatabase(f"the row of {key!r} is not a JSON object")
-        return SessionEntry.model_validate(data)
-    except orjson.JSONDecodeError as exc:
-        raise CorruptDatabase(f"the row of {key!r} is not valid JSON: {exc}") from exc
-    except ValidationError as exc:
-        raise CorruptDatabase(f"the row of {key!r} is invalid: {exc.errors()[0].get('msg')}") from exc
+        return entry_from_json(raw)
+    except ValueError as exc:
+        raise CorruptDatabase(f"the row of {key!r} is invalid: {exc}") from None
 
 
 def _dump(entry: SessionEntry) -> str:
