@@ -195,10 +195,6 @@ class PostgresTranscript:
         for (text,) in found:
             yield text.encode()
 
-    def rows(self) -> list[dict[str, Any]]:
-        """Every entry as stored, in order (the JSONL lines after the header), read from the database."""
-        return [obj for _, obj in self._rows_after(0)]
-
     def entries(self) -> list[Entry]:
         """All entries in the order written, by any host (line numbers as in the file: header is 1).
         Reads only the rows appended since the last call."""
