@@ -316,7 +316,7 @@ class HooksConfig(_Camel):
 def _rendered_store(raw: str, agent_id: str) -> str:
     """Where ``memorySearch.store.path`` puts ``agent_id``'s index: a file, or a PostgreSQL database and
     schema (``memory.pg_store``; its default schema contains the agent id)."""
-    from sessionmem.memory.store import is_postgres_dsn
+    from sessionmem.dsn import is_postgres_dsn
 
     if is_postgres_dsn(raw):
         from sessionmem.memory.pg_store import pg_target

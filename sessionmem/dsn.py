@@ -2,7 +2,7 @@
 
 The session store (``session.store``) and the memory index (``memorySearch.store.path``) both take a
 ``postgresql://`` URL; every place that names one to a user (errors, ``memory status``, the CLI's copy
-report) goes through :func:`shown_dsn`.
+report) goes through :func:`shown_dsn`; :func:`is_postgres_dsn` tells a DSN from a file path.
 """
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, urlsplit, urlunsplit
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _CONNINFO_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def is_postgres_dsn(value: str | None) -> bool:
+    """True when a store setting (``session.store``, ``memorySearch.store.path``) names a PostgreSQL
+    database rather than a file."""
+    return bool(value) and str(value).strip().lower().startswith(POSTGRES_SCHEMES)
 
 
 def shown_dsn(dsn: str) -> str:

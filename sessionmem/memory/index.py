@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessionmem.dsn import is_postgres_dsn
 from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
 from sessionmem.memory.background import Workers
 from sessionmem.memory.calibration import Calibration
@@ -74,7 +75,6 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
-from sessionmem.memory.store import is_postgres_dsn
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig

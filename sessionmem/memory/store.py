@@ -31,13 +31,6 @@ if TYPE_CHECKING:
     from sessionmem.memory.db import VectorSupport
     from sessionmem.memory.embedding import Embedder
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres_dsn(value: str | None) -> bool:
-    """True when ``memorySearch.store.path`` names a PostgreSQL database rather than a file."""
-    return bool(value) and str(value).strip().lower().startswith(POSTGRES_SCHEMES)
-
 
 @dataclass(frozen=True, slots=True)
 class KeywordFilters:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sessionmem.dsn import shown_dsn
+from sessionmem.dsn import is_postgres_dsn, shown_dsn
 from sessionmem.errors import ConfigError, UsageError
 from sessionmem.session import keys
 from sessionmem.session.backend import SessionBackend
@@ -56,7 +56,7 @@ def parse_store_spec(spec: str | None, *, state_dir: Path, agent_id: str) -> Sto
     scheme = _SCHEME.match(text)
     if scheme is not None:
         name = scheme.group(1).lower()
-        if name in ("postgresql", "postgres"):
+        if is_postgres_dsn(text):
             return StoreSpec("postgresql", dsn=text)
         if name != "sqlite" or not text[len("sqlite://") :].startswith("/"):
             raise UsageError(

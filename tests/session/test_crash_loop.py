@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from sessionmem.dsn import is_postgres_dsn
 from tests.support.crash_loop import describe, run_crash_loop
-from tests.support.stores import is_postgres
 
 
 @pytest.mark.timeout(240)
@@ -27,5 +27,5 @@ def test_a_conversation_killed_twenty_times_loses_nothing_and_flushes_every_cycl
     assert {name: value for name, value in report.problems().items() if value} == {}, (
         f"{figures}\n{report.mismatch_details[:5]}\n{report.runner_errors[:2]}"
     )
-    if is_postgres(store_spec):  # rows are appended whole, the chain from the entry before, by any host
+    if is_postgres_dsn(store_spec):  # rows are appended whole, the chain from the entry before, by any host
         assert report.lines_torn == 0 and report.chain_breaks == 0, figures

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sessionmem.config import merge
+from sessionmem.dsn import is_postgres_dsn
 from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware
@@ -20,7 +21,6 @@ from sessionmem.session.store import SessionStore
 from tests.scenarios.harness import make_runner, small_config, transcript_lines
 from tests.session.test_backend import start_holder
 from tests.support.crash_loop import Layout, describe, read_lines, run_hosts
-from tests.support.stores import is_postgres
 
 KEY = "agent:main:main"
 
@@ -31,7 +31,7 @@ def test_two_processes_on_one_key_lose_no_turn_and_flush_and_compact_each_cycle_
 ) -> None:
     """Two processes as two hosts (on PostgreSQL: one database, two connection pools), the same key,
     interleaved turns with flushes and compactions, on each store backend."""
-    turns = 50 if is_postgres(store_spec) else 25
+    turns = 50 if is_postgres_dsn(store_spec) else 25
     report = run_hosts(tmp_path, turns=turns, store=store_spec, timeout_s=280)
     figures = "\n".join(describe(report))
     assert report.turns_acknowledged == 2 * turns, figures
@@ -45,7 +45,7 @@ def test_two_processes_on_one_key_lose_no_turn_and_flush_and_compact_each_cycle_
     entry = layout.store().get(KEY)
     assert entry is not None and entry.compaction_count == facts.compactions
     assert entry.memory_flush_compaction_count == facts.last_completed_flush_cycle
-    if is_postgres(store_spec):  # each entry's parentId is the entry before it, whichever host wrote it
+    if is_postgres_dsn(store_spec):  # each entry's parentId is the entry before it, whichever host wrote it
         assert report.chain_breaks == 0, figures
         assert report.switches >= turns // 5, figures  # the hosts took turns (the server queues waiters)
 

@@ -55,6 +55,7 @@ from typing import Any
 import orjson
 
 from sessionmem.config import Config, merge
+from sessionmem.dsn import is_postgres_dsn
 from sessionmem.messages import ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel
@@ -166,8 +167,7 @@ class Layout:
     @property
     def dsn(self) -> str | None:
         """The PostgreSQL DSN when the store is PostgreSQL (its transcripts are rows, not files)."""
-        spec = self.store_spec or ""
-        return spec if spec.startswith(("postgresql://", "postgres://")) else None
+        return self.store_spec if is_postgres_dsn(self.store_spec) else None
 
     @property
     def state(self) -> Path:

@@ -23,10 +23,6 @@ BACKENDS = ["sessions.json", "sqlite", "postgresql"]  # session.store's forms th
 FILE_BACKENDS = ["sessions.json", "sqlite"]  # those keeping transcripts as files in a sessions folder
 
 
-def is_postgres(spec: str) -> bool:
-    return spec.startswith(("postgresql://", "postgres://"))
-
-
 def spec_for(backend: str, folder: Path) -> str:
     """The ``session.store`` of an empty file store of ``backend`` whose files go in ``folder``."""
     if backend == "sessions.json":
