@@ -34,6 +34,7 @@ SCRIPTS = (
     "store_pg",
     "hosts",
     "cli",
+    "hostile",
     "index",
     "recall",
     "search",

@@ -4,7 +4,8 @@ What a client sees:
 
 - tools ``memory_search`` and ``memory_get``: the agent tools themselves (:class:`MemoryTools`), with
   the same input schemas and the same JSON results; a result that carries ``error`` is flagged
-  ``isError`` so the client's model knows to correct its call;
+  ``isError`` so the client's model knows to correct its call; every call goes through the runner's
+  dispatcher (``session.tools.dispatch``), so arguments are checked as in a turn;
 - the write tools ``memory_append_daily`` and ``memory_write`` (the runner's own, with their safety
   rules: appends never rewrite, a replace keeps the earlier text under ``.memory-history/``) only when
   the config turns them on (``memory.mcp.writeTools``); the command indexes a write before it returns,

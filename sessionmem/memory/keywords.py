@@ -226,7 +226,7 @@ def _split_punctuation(text: str) -> list[str]:
     return out
 
 
-Piece = tuple[int, int, str]  # (start, end, kind) of a stretch of a word
+_Piece = tuple[int, int, str]  # (start, end, kind) of a stretch of a word
 
 
 def _char_kind(ch: str) -> str:
@@ -236,10 +236,10 @@ def _char_kind(ch: str) -> str:
     return "run" if ch.isalnum() else "other"
 
 
-def _pieces(word: str) -> list[Piece]:
+def _pieces(word: str) -> list[_Piece]:
     """``word`` cut into runs of letters and digits, single connectors and runs of anything else, reading
     each character once."""
-    pieces: list[Piece] = []
+    pieces: list[_Piece] = []
     start, kind = 0, ""
     for i, ch in enumerate(word):
         this = _char_kind(ch)
@@ -272,7 +272,7 @@ def _identifier_spans(word: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _joined_words(word: str, pieces: list[Piece]) -> bool:
+def _joined_words(word: str, pieces: list[_Piece]) -> bool:
     """True when the runs hold no digit and every connector is a hyphen or a colon."""
     return all(
         word[start] in _JOINERS_OF_WORDS if kind == "connector" else not _has_digit(word, start, end)
