@@ -309,6 +309,14 @@ def test_people_with_look_alike_keys_never_read_each_others_notes(
         and "look-alike" not in (people.workspace / home / "2026-11-10.md").read_text()
     )
     assert people.runner.open(other).key != people.runner.open(owner).key
+    # So do its flush and its /new file.
+    people.runner.open(other).run_turn_sync("the look-alike's locker is 9090")
+    people.runner.open(other).run_turn_sync("/compact")
+    people.runner.open(other).run_turn_sync("/new")
+    theirs = [p.read_text() for p in (people.workspace / chat_folder(other)).iterdir()]
+    alices = [p.read_text() for p in (people.workspace / home).iterdir()]
+    assert any("9090" in text for text in theirs) and any("flushed" in text for text in theirs)
+    assert not any("9090" in text or "flushed" in text for text in alices)
 
 
 @freeze_time("2026-11-10 12:00:00", real_asyncio=True)
