@@ -121,7 +121,8 @@ class PostgresUrl:
         return replace(self, params=tuple((k, v) for k, v in self.params if k != name))
 
     def scrub(self, text: str) -> str:
-        """``text`` with every form of this URL's secrets replaced by ``***``."""
+        """``text`` with every form of this URL's secrets replaced by ``***`` (every occurrence: a password
+        of a letter or two makes the message hard to read, never leaks it)."""
         for secret in sorted(self.secrets, key=len, reverse=True):
             text = text.replace(secret, REDACTED)
         return text
