@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.dsn import is_postgres_dsn
-from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
+from sessionmem.errors import ConfigError, EmbeddingError, IndexDiskFull, MemoryIndexError
 from sessionmem.memory.background import Workers
 from sessionmem.memory.calibration import Calibration
 from sessionmem.memory.calibration import refresh as refresh_calibration
@@ -50,6 +50,7 @@ from sessionmem.memory.indexer import (
     Indexer,
     SyncReport,
     VectorWidthChanged,
+    disk_full_reason,
     is_corruption,
     meta_mismatch,
     plan_source,
@@ -446,7 +447,11 @@ class MemoryIndex:
         except BaseException as exc:
             if scope.memory:
                 self._dirty = True
-            self._last_error = f"last sync ({reason}) failed: {exc}"
+            full = disk_full_reason(exc)
+            error = IndexDiskFull(str(self.path), full) if full is not None else None
+            self._last_error = f"last sync ({reason}) failed: {error or exc}"
+            if error is not None:
+                raise error from exc
             raise
         self._last_error = None
         report.seconds = time.monotonic() - started
