@@ -26,15 +26,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import footer, header, parser, table, write_notes
 
-QUERIES = {  # name: (kind, size in characters)
-    "20 KB query": ("words", 20_000),
-    "200 KB query": ("words", 200_000),
-    "1 MB query": ("words", 1_000_000),
-    "10,000-character word": ("word", 10_000),
-    "40,000-character word": ("word", 40_000),
-    "100,000-character word": ("word", 100_000),
+QUERIES = {  # key: (what the table calls it, kind, size in characters)
+    "query20k": ("20 KB query", "words", 20_000),
+    "query200k": ("200 KB query", "words", 200_000),
+    "query1m": ("1 MB query", "words", 1_000_000),
+    "word10k": ("10,000-character word", "word", 10_000),
+    "word40k": ("40,000-character word", "word", 40_000),
+    "word100k": ("100,000-character word", "word", 100_000),
 }
-QUICK = ("20 KB query", "10,000-character word")
+QUICK = ("query20k", "word10k")
 NOTES = 300
 DEFAULT_LIMIT_S = 900.0
 
@@ -48,7 +48,8 @@ def make_query(kind: str, size: int) -> str:
     while sum(len(w) + 1 for w in words) < size:
         words.append(f"zq{i:06d}")
         i += 1
-    return " ".join(words)[:size]
+    text = " ".join(words)[:size]
+    return text[:-1] + "q" if text.endswith(" ") else text  # size characters once stripped
 
 
 def settings(store: str | None) -> Any:
@@ -58,6 +59,25 @@ def settings(store: str | None) -> Any:
     if store:
         config = config.model_copy(update={"store": config.store.model_copy(update={"path": store})})
     return config
+
+
+SCHEMA = "bench_hostile"
+
+
+def pg_dsn(store: str) -> str:
+    """``store`` with this script's own schema (dropped at the end)."""
+    return f"{store}{'&' if '?' in store else '?'}schema={SCHEMA}"
+
+
+def drop_schema(store: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from sessionmem.memory.pg_store import pg_target
+
+    target = pg_target(pg_dsn(store), "bench")
+    with psycopg.connect(target.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(target.schema)))
 
 
 def open_index(workspace: Path, state: Path, store: str | None) -> Any:
@@ -95,7 +115,7 @@ class Ticker:
 
 def run_case(args: argparse.Namespace) -> None:
     """Child process: one timed search; prints one JSON line."""
-    kind, size = QUERIES[args.case]
+    _, kind, size = QUERIES[args.case]
     query = make_query(kind, size)
     from sessionmem.memory.types import SearchRequest
 
@@ -137,8 +157,12 @@ def code_under_test() -> str:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--store", help="a postgresql:// DSN: the index in PostgreSQL (default: SQLite)")
+    p.add_argument(
+        "--store",
+        help=f"a postgresql:// DSN: the index in PostgreSQL, schema {SCHEMA} (dropped after)",
+    )
     p.add_argument("--limit", type=float, default=DEFAULT_LIMIT_S, help="seconds before a search is stopped")
+    p.add_argument("--only", help=f"comma-separated subset of: {', '.join(QUERIES)}")
     p.add_argument("--case", help=argparse.SUPPRESS)
     p.add_argument("--workspace", help=argparse.SUPPRESS)
     p.add_argument("--state", help=argparse.SUPPRESS)
@@ -151,34 +175,58 @@ def main() -> None:
     print(f"- index: {'PostgreSQL' if args.store else 'SQLite'}, {NOTES} notes, FTS-only")
     print(f"- each search stopped after {args.limit:g} s\n")
     names = QUICK if args.quick else tuple(QUERIES)
-    rows = []
+    if args.only:
+        names = tuple(n.strip() for n in args.only.split(","))
+        unknown = [n for n in names if n not in QUERIES]
+        if unknown:
+            raise SystemExit(f"unknown query: {', '.join(unknown)}; choose from {', '.join(QUERIES)}")
+    if args.store:
+        drop_schema(args.store)  # a run stopped midway left it
+    try:
+        rows = measure(args, names)
+    finally:
+        if args.store:
+            drop_schema(args.store)
+    print(table(["query", "search", "longest stall of another thread", "results", "what was cut"], rows))
+    footer()
+
+
+def measure(args: argparse.Namespace, names: tuple[str, ...]) -> list[list[Any]]:
+    """Index the notes once, then search each query in a child process: one table row each."""
+    store = pg_dsn(args.store) if args.store else None
+    rows: list[list[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         workspace, state = Path(tmp) / "workspace", Path(tmp) / "state"
         write_notes(workspace, NOTES)
-        with open_index(workspace, state, args.store) as index:
+        with open_index(workspace, state, store) as index:
             index.sync()
         for name in names:
             cmd = [sys.executable, __file__, "--case", name, "--workspace", str(workspace)]
             cmd += ["--state", str(state)]
-            if args.store:
-                cmd += ["--store", args.store]
+            if store:
+                cmd += ["--store", store]
             try:
                 proc = subprocess.run(
                     cmd, capture_output=True, text=True, timeout=args.limit, env=dict(os.environ)
                 )
             except subprocess.TimeoutExpired:
-                rows.append([name, f"> {args.limit:g} s (stopped)", "", "", ""])
+                rows.append([QUERIES[name][0], f"> {args.limit:g} s (stopped)", "", "", ""])
                 continue
             if proc.returncode != 0:
                 error = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no output"
-                rows.append([name, "failed", "", "", error[:120]])
+                rows.append([QUERIES[name][0], "failed", "", "", error[:120]])
                 continue
             got = json.loads(proc.stdout.strip().splitlines()[-1])
             rows.append(
-                [name, f"{got['seconds']:.3f} s", f"{got['stall']:.3f} s", got["results"], got["cut"] or "-"]
+                [
+                    QUERIES[name][0],
+                    f"{got['seconds']:.3f} s",
+                    f"{got['stall']:.3f} s",
+                    got["results"],
+                    got["cut"] or "-",
+                ]
             )
-    print(table(["query", "search", "longest stall of another thread", "results", "what was cut"], rows))
-    footer()
+    return rows
 
 
 if __name__ == "__main__":
