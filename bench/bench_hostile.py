@@ -44,10 +44,10 @@ def make_query(kind: str, size: int) -> str:
     if kind == "word":
         return "k" * size
     words = ["when", "is", "the", "billing", "cutover"]
-    i = 0
-    while sum(len(w) + 1 for w in words) < size:
-        words.append(f"zq{i:06d}")
-        i += 1
+    length = len(" ".join(words))
+    while length < size:
+        words.append(f"zq{len(words):06d}")
+        length += len(words[-1]) + 1
     text = " ".join(words)[:size]
     return text[:-1] + "q" if text.endswith(" ") else text  # size characters once stripped
 
@@ -76,7 +76,8 @@ def drop_schema(store: str) -> None:
     from sessionmem.memory.pg_store import pg_target
 
     target = pg_target(pg_dsn(store), "bench")
-    with psycopg.connect(target.dsn, autocommit=True) as conn:
+    conninfo = getattr(target, "conninfo", None) or target.dsn  # older releases named it dsn
+    with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(target.schema)))
 
 
