@@ -32,6 +32,7 @@ from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.safefs import make_private_dirs
 from sessionmem.scripted_runs import Record, RecordSink, small_window_config
 from sessionmem.session.events import Event
 
@@ -353,7 +354,7 @@ async def _run(
 
     config = demo_config(memory_search, timezone)
     agent_cfg = config.for_agent("main")
-    (workspace / "memory").mkdir(parents=True, exist_ok=True)
+    make_private_dirs(workspace / "memory")
     agent = DemoAgent()
     model = ScriptedModel(responder=agent, name="scripted-demo")
     report = DemoReport(workspace, state_dir)

@@ -32,6 +32,7 @@ from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.safefs import make_private_dirs
 from sessionmem.scripted_runs import Record, RecordSink, small_window_config
 from sessionmem.session.events import Event
 from sessionmem.session.tools import Tool, ToolError
@@ -245,7 +246,7 @@ async def _run(
     agent = ReplayAgent(turns, slug=recording.stem.split(".")[0][:30] or "replay")
     model = ScriptedModel(responder=agent, name="scripted-replay")
     report = ReplayReport(recording, workspace, state_dir)
-    (workspace / "memory").mkdir(parents=True, exist_ok=True)
+    make_private_dirs(workspace / "memory")
 
     def on_event(event: Event) -> None:
         record = event_record(event)

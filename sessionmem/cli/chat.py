@@ -36,6 +36,7 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
+from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.cli.root import Context
@@ -226,7 +227,7 @@ def chat(
 
     model = LiteLLMModel(name, api_base=api_base, api_key=api_key)
     _quiet_litellm()
-    (app.workspace / "memory").mkdir(parents=True, exist_ok=True)
+    make_private_dirs(app.workspace / "memory")
     printer = ChatPrinter(as_json, stream=_isatty(sys.stdout))
     stdin = sys.stdin
     interactive = _isatty(stdin)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
+from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.cli.root import Context
@@ -168,7 +169,7 @@ def _workspace(given: str | None) -> Path:
         raise click.UsageError(
             f"--workspace {path} must be a new or empty folder (the demo writes files there)"
         )
-    path.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path)
     return path
 
 

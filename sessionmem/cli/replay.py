@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from sessionmem.cli import output
+from sessionmem.safefs import make_private_dirs
 
 STATE_FOLDER = ".sessionmem"
 
@@ -45,7 +46,7 @@ def _workspace(given: str | None) -> Path:
         raise click.UsageError(
             f"--workspace {path} must be a new or empty folder (the replay writes files there)"
         )
-    path.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path)
     return path
 
 

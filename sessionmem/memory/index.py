@@ -75,6 +75,7 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
+from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -256,7 +257,7 @@ class MemoryIndex:
         if not isinstance(self.path, Path):
             self._open_pg(self.path)
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         with self._sync_mutex:
             self._remove_dead_scratch()
             self._conn = self._connect_checked()
