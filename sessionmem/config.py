@@ -24,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -313,6 +314,34 @@ class HooksConfig(_Camel):
     internal: InternalHooksConfig = InternalHooksConfig()
 
 
+MIN_API_KEY_CHARS = 16
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot guard an HTTP server (None: it can); the reason never quotes the key."""
+    if len(key) < MIN_API_KEY_CHARS:
+        return f"an API key must be at least {MIN_API_KEY_CHARS} characters long"
+    if not key.isascii() or not key.isprintable() or " " in key:
+        return "an API key must be printable ASCII without spaces (it travels in an HTTP header)"
+    return None
+
+
+class ServerConfig(_Camel):
+    """sessionmem's HTTP servers (``sessionmem mcp --http``, the gateway): ``apiKeys`` are the bearer
+    tokens that open them (``sessionmem.server.auth``), kept out of every repr and dump."""
+
+    api_keys: tuple[SecretStr, ...] = ()
+
+    @field_validator("api_keys")
+    @classmethod
+    def _usable_keys(cls, keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for key in keys:
+            problem = api_key_problem(key.get_secret_value())
+            if problem is not None:
+                raise ValueError(problem)
+        return keys
+
+
 def _rendered_store(raw: str, agent_id: str) -> str:
     """Where ``memorySearch.store.path`` puts ``agent_id``'s index: a file, or a PostgreSQL database and
     schema (``memory.pg_store``; its default schema contains the agent id)."""
@@ -330,6 +359,7 @@ class Config(_Camel):
     memory: MemoryConfig = MemoryConfig()
     session: SessionConfig = SessionConfig()
     hooks: HooksConfig = HooksConfig()
+    server: ServerConfig = ServerConfig()
 
     @model_validator(mode="after")
     def _one_index_per_agent(self) -> Config:
