@@ -11,11 +11,16 @@ Every default from the seeds lives here, once. A config file looks like::
 Python code builds the same objects directly (``Config()`` is all defaults) or overrides with
 ``config.model_copy(update=...)`` / :func:`merge`. ``Config.for_agent(agent_id)`` resolves the
 per-agent entry over the defaults. Reading files and the environment happens only in the CLI.
+
+Every model knows which of its values the user wrote (``user_set``, pydantic's ``model_fields_set``);
+``for_agent`` and :func:`merge` keep that knowledge through their layering. Values the user wrote are
+honoured as written; only defaults adapt to a small window (:meth:`CompactionConfig.budget`, DESIGN 22).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +46,11 @@ class _Model(BaseModel):
     """Base: camelCase aliases, populate by Python name too, unknown keys rejected, frozen."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    def user_set(self, name: str) -> bool:
+        """True when field ``name`` was written (a config file, a dict, a keyword argument, an update),
+        False when it holds its default."""
+        return name in self.model_fields_set
 
 
 def _camel(name: str) -> str:
@@ -216,6 +226,43 @@ class MemoryFlushConfig(_Camel):
         return parse_byte_size(value) if isinstance(value, str) else value
 
 
+@dataclass(frozen=True, slots=True)
+class WindowBudget:
+    """How a context window is shared out: the reserve (room for the reply and the next prompt), the
+    soft threshold (how much earlier than compaction the flush runs) and what compaction keeps verbatim.
+
+    ``scaled`` names the settings cut to fit this window (``compaction.reserveTokensFloor``, ...): in a
+    small window (the reserve and the soft threshold together over half of it) the ones left at their
+    defaults are cut to at most a quarter and an eighth of it, so the flush runs at 5/8 of it and
+    compaction at 3/4 instead of never (the formula would give 0 for both). Values the user wrote are
+    kept as written; ``forced`` marks the one exception, a window found at run time (a provider's stated
+    window) too small for them, where they are cut too. A configured window they do not fit is refused
+    when the config loads (:meth:`CompactionConfig.room_problem`).
+    """
+
+    context_window: int
+    reserve: int
+    soft_threshold: int
+    keep_recent: int
+    scaled: tuple[str, ...] = ()
+    forced: bool = False
+
+    @property
+    def compaction_threshold(self) -> int:
+        """Projected tokens at which the runner compacts: ``contextWindow − reserve``."""
+        return max(0, self.context_window - self.reserve)
+
+    @property
+    def flush_threshold(self) -> int:
+        """``contextWindow − reserve − softThresholdTokens``, never below 0 (0 = never flush)."""
+        return max(0, self.context_window - self.reserve - self.soft_threshold)
+
+
+RESERVE_FLOOR_KEY = "compaction.reserveTokensFloor"
+RESERVE_KEY = "compaction.reserveTokens"
+SOFT_THRESHOLD_KEY = "compaction.memoryFlush.softThresholdTokens"
+
+
 class CompactionConfig(_Camel):
     enabled: bool = True
     reserve_tokens: int = Field(16_384, ge=0)
@@ -228,6 +275,69 @@ class CompactionConfig(_Camel):
     def effective_reserve_tokens(self) -> int:
         """DESIGN decision 3: one reserve for both the flush threshold and compaction."""
         return max(self.reserve_tokens, self.reserve_tokens_floor)
+
+    def budget(self, context_window: int) -> WindowBudget:
+        """The reserve, soft threshold and kept-recent budget for ``context_window`` (see
+        :class:`WindowBudget`). The reserve is the effective one (DESIGN 3), of the values after scaling:
+        a written floor stays a floor. Compaction keeps at most half of what fits under its threshold:
+        keeping more would leave almost nothing to summarise, and the next turn would compact again."""
+        window = max(0, int(context_window))
+        parts = self._budget_parts(window)
+        small = max(parts[0][1], parts[1][1]) + parts[2][1] > window // 2
+        cut = [key for key, value, written, share in parts if small and not written and value > share]
+        reserve, soft = _scaled(parts, cut)
+        forced = window - reserve - soft <= 0
+        if forced:  # a window found at run time too small for what the user wrote: cut those too
+            cut = [key for key, value, _, share in parts if value > share]
+            reserve, soft = _scaled(parts, cut)
+        keep = min(self.keep_recent_tokens, max(1, (window - reserve) // 2))
+        # a reserve setting cut under the other one's value changed nothing: not named
+        scaled = tuple(k for k, v, _, _ in parts if k in cut and (k == SOFT_THRESHOLD_KEY or v > reserve))
+        return WindowBudget(window, reserve, soft, keep, scaled, forced and bool(scaled))
+
+    def _budget_parts(self, window: int) -> list[tuple[str, int, bool, int]]:
+        """(key, value, written by the user, its share of a small window) of the reserve's two settings
+        and the soft threshold."""
+        flush = self.memory_flush
+        return [
+            (
+                RESERVE_FLOOR_KEY,
+                self.reserve_tokens_floor,
+                self.user_set("reserve_tokens_floor"),
+                window // 4,
+            ),
+            (RESERVE_KEY, self.reserve_tokens, self.user_set("reserve_tokens"), window // 4),
+            (
+                SOFT_THRESHOLD_KEY,
+                flush.soft_threshold_tokens,
+                flush.user_set("soft_threshold_tokens"),
+                window // 8,
+            ),
+        ]
+
+    def room_problem(self, context_window: int) -> str | None:
+        """Why the values the user wrote leave no room in ``context_window`` (the flush would come at 0
+        or below: ``contextWindow − reserve − softThresholdTokens``), or None."""
+        budget = self.budget(context_window)
+        if not budget.forced:
+            return None
+        written = [
+            f"{key} {value:,}"
+            for key, value, was_written, _ in self._budget_parts(budget.context_window)
+            if was_written and key in budget.scaled
+        ]
+        return (
+            f"{' + '.join(written)} leave{'s' if len(written) == 1 else ''} no room for the memory flush "
+            "(it comes at the window − reserve − softThresholdTokens): lower them, or leave them unset to "
+            "have them scaled to a small window"
+        )
+
+
+def _scaled(parts: list[tuple[str, int, bool, int]], cut: list[str]) -> tuple[int, int]:
+    """(reserve, soft threshold) with the ``cut`` settings at their share: the reserve the larger of its
+    two settings (DESIGN 3)."""
+    floor, reserve, soft = (share if key in cut else value for key, value, _, share in parts)
+    return max(floor, reserve), soft
 
 
 class ModelEntryConfig(_Camel):
@@ -362,6 +472,24 @@ class Config(_Camel):
     server: ServerConfig = ServerConfig()
 
     @model_validator(mode="after")
+    def _room_in_each_window(self) -> Config:
+        """A window the config states (``contextTokens``, ``models.<name>.contextWindow``) must hold the
+        reserve and soft threshold the user wrote (defaults are scaled to it instead)."""
+        agents: list[tuple[str | None, AgentConfig]] = [(None, self.agents.defaults)]
+        agents += [(entry.id, self.for_agent(entry.id)) for entry in self.agents.list if entry.id]
+        for agent_id, agent in agents:
+            windows = [("contextTokens", agent.context_tokens)]
+            windows += [
+                (f"models.{name}.contextWindow", e.context_window) for name, e in agent.models.items()
+            ]
+            for key, window in windows:
+                problem = agent.compaction.room_problem(window) if window else None
+                if problem is not None:
+                    where = "agents.defaults" if agent_id is None else f"agent {agent_id!r}"
+                    raise ConfigError(f"{where}: {key} {window:,}: {problem}")
+        return self
+
+    @model_validator(mode="after")
     def _one_index_per_agent(self) -> Config:
         """Two agents must never share one index file (one's search would return the other's notes)."""
         if len(self.agents.list) < 2:
@@ -383,7 +511,7 @@ class Config(_Camel):
 
     def for_agent(self, agent_id: str = DEFAULT_AGENT_ID) -> AgentConfig:
         """The agent's settings: its ``agents.list`` entry laid over ``agents.defaults``."""
-        base = self.agents.defaults.model_dump(by_alias=True, exclude_unset=False)
+        base = self.agents.defaults.model_dump(by_alias=True, exclude_unset=True)  # what the user wrote
         for entry in self.agents.list:
             if entry.id == agent_id:
                 base = deep_merge(base, entry.model_dump(by_alias=True, exclude_unset=True))
@@ -423,8 +551,9 @@ class Config(_Camel):
 
 
 def merge(config: Config, overrides: dict[str, Any]) -> Config:
-    """Lay a nested dict of overrides (camelCase or snake_case keys) over ``config``."""
-    merged = deep_merge(config.model_dump(by_alias=True), overrides)
+    """Lay a nested dict of overrides (camelCase or snake_case keys) over ``config`` (what the user
+    wrote stays written, see ``user_set``)."""
+    merged = deep_merge(config.model_dump(by_alias=True, exclude_unset=True), overrides)
     return Config.from_dict(merged)
 
 
