@@ -36,6 +36,7 @@ from pydantic import (
 )
 
 from sessionmem.errors import ConfigError
+from sessionmem.pathnames import given_path
 
 DEFAULT_AGENT_ID = "main"
 DEFAULT_CONTEXT_TOKENS = 200_000
@@ -51,6 +52,17 @@ class _Model(BaseModel):
         """True when field ``name`` was written (a config file, a dict, a keyword argument, an update),
         False when it holds its default."""
         return name in self.model_fields_set
+
+
+def _file_path(value: str | None) -> str | None:
+    """A path setting resolved once, when the config is read (:func:`~sessionmem.pathnames.given_path`:
+    ``~`` expanded, against the current folder of that moment). What names no file is kept as written:
+    a URL or DSN (``://``), an ``hf:`` URI, a ``key=value`` string (refused later, saying why) and the
+    ``sqlite`` keyword of ``session.store``."""
+    text = (value or "").strip()
+    if not text or "://" in text or "=" in text or text.startswith("hf:") or text.lower() == "sqlite":
+        return value
+    return str(given_path(text))
 
 
 def _camel(name: str) -> str:
@@ -69,6 +81,8 @@ class LocalEmbeddingConfig(_Camel):
     model_path: str | None = None  # a GGUF path or an hf:owner/repo/file.gguf URI
     model_cache_dir: str | None = None
     n_threads: int | None = None
+
+    _paths = field_validator("model_path", "model_cache_dir")(_file_path)
     # Longer texts are embedded in windows of this many tokens, averaged (never past the model's context).
     window_tokens: int = Field(256, ge=16)
 
@@ -95,6 +109,8 @@ class VectorStoreConfig(_Camel):
     enabled: bool = True
     extension_path: str | None = None
 
+    _paths = field_validator("extension_path")(_file_path)
+
 
 class FtsStoreConfig(_Camel):
     # "porter": unicode61 with English stemming (measured best, see bench/README.md); "unicode61" exact
@@ -106,6 +122,8 @@ class StoreConfig(_Camel):
     path: str | None = None  # may contain {agentId}; default <state-dir>/memory/{agentId}.sqlite
     vector: VectorStoreConfig = VectorStoreConfig()
     fts: FtsStoreConfig = FtsStoreConfig()
+
+    _paths = field_validator("path")(_file_path)
 
 
 class ChunkingConfig(_Camel):
@@ -408,6 +426,8 @@ class SessionConfig(_Camel):
     # are dropped (open() reloads them from the store and transcript).
     max_idle_sessions: int = Field(256, ge=0)
 
+    _paths = field_validator("store")(_file_path)
+
 
 class HookEntryConfig(_Camel):
     model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=_camel)
@@ -461,7 +481,7 @@ def _rendered_store(raw: str, agent_id: str) -> str:
         from sessionmem.memory.pg_store import pg_target
 
         return pg_target(raw, agent_id).display
-    return str(Path(raw.replace("{agentId}", agent_id)).expanduser().absolute())
+    return str(given_path(raw.replace("{agentId}", agent_id)))
 
 
 class Config(_Camel):

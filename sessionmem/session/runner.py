@@ -56,6 +56,7 @@ from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
+from sessionmem.pathnames import given_path
 from sessionmem.session import keys
 from sessionmem.session.announce import announce_created, emit
 from sessionmem.session.backend import SessionBackend, TranscriptLog
@@ -104,8 +105,8 @@ class SessionRunner:
         self.config = config or Config()
         self.agent_id = keys.validate_agent_id(agent_id)
         self.agent = self.config.for_agent(agent_id)
-        self.workspace = Path(workspace)
-        self.state_dir = Path(state_dir)
+        self.workspace = given_path(workspace)  # resolved once: a later chdir moves nothing
+        self.state_dir = given_path(state_dir)
         self.tools = tuple(tools)
         self.on_event = on_event
         self.memory_index = memory_index
