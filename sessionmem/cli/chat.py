@@ -16,6 +16,10 @@ answer shows nothing); notes about flushes, compactions and new sessions on stde
 ``memory_write``, ``tool_call``, ..., each with ``session_key`` and ``session_id``), plus ``status`` and
 ``command`` objects for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
 
+Exit status: 0 when every message was answered; 1 when any turn failed (a model call that failed, a
+store that refused), after the chat ends, with ``N of M messages failed`` on stderr, so a script
+piping messages in can tell.
+
 Examples::
 
     sessionmem chat --model openai/gpt-4o-mini
@@ -134,36 +138,45 @@ class ChatPrinter:
             output.echo_err(f"error: {message}")
 
 
+@dataclasses.dataclass
+class ChatTally:
+    """How a chat went: messages sent (commands included) and turns that failed."""
+
+    sent: int = 0
+    failed: int = 0
+
+
 async def chat_loop(
     session: Session,
     read_line: Callable[[], str],
     printer: ChatPrinter,
     *,
     prompt: Callable[[], None] | None = None,
-) -> int:
-    """Run turns for each line until ``/quit`` or end of input; returns the number of messages sent.
+) -> ChatTally:
+    """Run turns for each line until ``/quit`` or end of input; returns how many were sent and failed.
 
     ``read_line`` blocks (stdin), so it runs in a thread; one event loop serves the whole chat, so
     litellm's async clients stay bound to a live loop.
     """
-    sent = 0
+    tally = ChatTally()
     while True:
         if prompt is not None:
             prompt()
         line = await asyncio.to_thread(read_line)
         if not line:  # end of input
-            return sent
+            return tally
         text = line.strip()
         if not text:
             continue
         if text.lower() in QUIT_COMMANDS:
-            return sent
-        sent += 1
+            return tally
+        tally.sent += 1
         try:
             result = await session.run_turn(text, on_partial=printer.partial if printer.stream else None)
         except SessionMemError as exc:  # a failed turn is reported; the chat goes on
             printer.end_stream()
             printer.error(exc)
+            tally.failed += 1
             continue
         if result.command is not None:
             printer.command(session, result.command, result.reply)
@@ -246,7 +259,9 @@ def chat(
         if interactive and not as_json:
             output.echo_err(f"sessionmem chat · {session.key} · {name} · /status /compact /new /quit")
         prompt = (lambda: click.echo("> ", nl=False, err=True)) if interactive and not as_json else None
-        asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+        tally = asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+    if tally.failed:  # the chat went on; the exit status still says a turn failed
+        raise output.CommandFailed(f"{tally.failed} of {tally.sent} messages failed")
 
 
 def _quiet_litellm() -> None:

@@ -120,7 +120,8 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     openai_server.chat.push(server_error(), server_error(), server_error())
     args = [*chat_args[:-2], "--api-key", "sk-test"]
     result = CliRunner().invoke(cli, [*args, "--json"], input="first\nsecond\n")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the chat went on; the exit status says a turn failed
+    assert "1 of 2 messages failed" in result.stderr
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     assert objects[0]["event"] == "error"
     assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "echo: second"
@@ -286,3 +287,29 @@ def test_piped_compact_with_instructions_then_reset(
     entry = store["agent:main:main"]
     assert entry["sessionId"] == new["session_id"] and entry["compactionCount"] == 0
     assert objects[-1]["event"] == "command" and objects[-1]["command"] == "reset"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_chat_whose_model_calls_failed_exits_non_zero(
+    tmp_path: Path, isolated_env: Path, as_json: bool
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: connection refused
+    args = ["--workspace", str(tmp_path / "ws"), "chat", "--model", "openai/test-model", "--api-base", nobody]
+    args += ["--api-key", "sk-test", *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(cli, args, input="hello\n/status\nagain\n")
+    assert result.exit_code == 1, result.output
+    assert "2 of 3 messages failed" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    if as_json:
+        kinds = [json.loads(line)["event"] for line in result.stdout.splitlines() if line.strip()]
+        assert kinds == ["error", "status", "error"]
+    else:
+        assert result.stderr.count("error: ModelError") == 2
