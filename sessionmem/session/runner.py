@@ -47,10 +47,10 @@ import logging
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SessionRunner:
@@ -191,8 +192,7 @@ class SessionRunner:
 
     def close(self) -> None:
         """Blocking :meth:`aclose`; refuses to run inside an event loop (use ``await runner.aclose()``)."""
-        _check_no_running_loop("close")
-        asyncio.run(self.aclose())
+        run_blocking("close", self.aclose)
 
     async def __aenter__(self) -> SessionRunner:
         return self
@@ -399,8 +399,7 @@ class Session:
 
     def run_turn_sync(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
-        _check_no_running_loop("run_turn_sync")
-        return asyncio.run(self.run_turn(text, on_partial))
+        return run_blocking("run_turn_sync", lambda: self.run_turn(text, on_partial))
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:
         """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none),
@@ -411,16 +410,31 @@ class Session:
 
     def compact_sync(self, instructions: str | None = None) -> CompactionResult:
         """Blocking :meth:`compact`; refuses to run inside an event loop."""
-        _check_no_running_loop("compact_sync")
-        return asyncio.run(self.compact(instructions))
+        return run_blocking("compact_sync", lambda: self.compact(instructions))
 
 
-def _check_no_running_loop(name: str) -> None:
+def run_blocking(name: str, work: Callable[[], Awaitable[T]]) -> T:
+    """The blocking API: ``work()`` on an event loop of its own, refused inside a running loop. Before
+    the loop closes, what the model layer left running on it settles (litellm's logging callbacks), so a
+    blocking call is as quiet as the async one on a long-lived loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return
-    raise UsageError(f"{name}() cannot be called from a running event loop; await the async method instead")
+        pass
+    else:
+        raise UsageError(
+            f"{name}() cannot be called from a running event loop; await the async method instead"
+        )
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            from sessionmem.model.litellm import settle_background_work
+
+            await settle_background_work()
+
+    return asyncio.run(main())
 
 
 __all__ = [
