@@ -65,13 +65,14 @@ def _file_path(value: str | None) -> str | None:
     return str(given_path(text))
 
 
-def _camel(name: str) -> str:
+def camel_case(name: str) -> str:
+    """``snake_name`` as ``snakeName``: the spelling of every config key and every JSON output's keys."""
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
 
 
 class _Camel(_Model):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, alias_generator=_camel)
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, alias_generator=camel_case)
 
 
 # ---------------------------------------------------------------------------- memory search
@@ -430,7 +431,7 @@ class SessionConfig(_Camel):
 
 
 class HookEntryConfig(_Camel):
-    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=_camel)
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=camel_case)
     enabled: bool | None = None
 
 

@@ -13,8 +13,9 @@ Output: replies on stdout (streamed as the model writes them when stdout is a te
 answer shows nothing); notes about flushes, compactions and new sessions on stderr. With
 ``--json``, one JSON object per line on stdout for every event, named by its ``event`` field as in
 ``demo --json`` and ``replay --json`` (``turn`` with the reply, ``flush``, ``compaction``, ``new``,
-``memory_write``, ``tool_call``, ..., each with ``session_key`` and ``session_id``), plus ``status`` and
-``command`` objects for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
+``memory_write``, ``tool_call``, ..., each with ``sessionKey`` and ``sessionId``: keys in camelCase, as in
+every JSON output), plus ``status`` and ``command`` objects for /status and the other commands, and
+``error`` for a failed turn (the chat goes on).
 
 Exit status: 0 when every message was answered; 1 when any turn failed (a model call that failed, a
 store that refused), after the chat ends, with ``N of M messages failed`` on stderr, so a script
@@ -41,6 +42,7 @@ import click
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
 from sessionmem.safefs import make_private_dirs
+from sessionmem.session.events import event_record
 
 if TYPE_CHECKING:
     from sessionmem.cli.root import Context
@@ -53,33 +55,27 @@ QUIT_COMMANDS = frozenset({"/quit", "/exit"})
 # ---------------------------------------------------------------------------- formatting (pure)
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    """An event as a JSON-ready dict, its kind first as ``event`` (the name the demo and the replay use)."""
-    data = dataclasses.asdict(event)
-    return {"event": data.pop("kind"), **data}
-
-
 def event_note(event: Event) -> str | None:
     """A one-line human note for events worth telling about on stderr, else None."""
     kind = event.kind
-    data = event_json(event)
+    data = event_record(event)
     if kind == "flush":
         failed = f" failed: {data['error']}" if data.get("error") else ""
         return f"· memory flush ({data.get('path')}){failed}"
     if kind == "compaction":
         return (
-            f"· compacted ({data.get('tokens_before', 0):,} → {data.get('tokens_after', 0):,} tokens, "
-            f"count {data.get('compaction_count')})"
+            f"· compacted ({data.get('tokensBefore', 0):,} → {data.get('tokensAfter', 0):,} tokens, "
+            f"count {data.get('compactionCount')})"
         )
     if kind == "compaction_failed":
         return f"· compaction failed: {data.get('error')}"
     if kind == "new":
-        saved = f", saved {data['memory_file']}" if data.get("memory_file") else ""
-        return f"· new session {data.get('session_id')} ({data.get('reason')}{saved})"
+        saved = f", saved {data['memoryFile']}" if data.get("memoryFile") else ""
+        return f"· new session {data.get('sessionId')} ({data.get('reason')}{saved})"
     if kind == "memory_write":
         return f"· memory {data.get('mode')}: {data.get('path')}"
     if kind == "tool_call":
-        return f"· tool {data.get('name')}{' (error)' if data.get('is_error') else ''}"
+        return f"· tool {data.get('name')}{' (error)' if data.get('isError') else ''}"
     if kind == "hook_error":
         return f"· {data.get('error')}"  # "hook 'name' failed on compaction:after: ..." (hooks.py)
     return None
@@ -111,7 +107,7 @@ class ChatPrinter:
 
     def on_event(self, event: Event) -> None:
         if self.as_json:
-            output.echo_line_json(event_json(event))
+            output.echo_line_json(event_record(event))
             return
         note = event_note(event)
         if note is not None:

@@ -23,18 +23,18 @@ STATE_FOLDER = ".sessionmem"
 
 def format_summary(report: dict[str, Any]) -> list[str]:
     """The human summary of a finished replay (its ``done`` record)."""
-    cycles = ", ".join(str(c) for c in report.get("flush_cycles") or []) or "none"
-    files = ", ".join(report.get("memory_files") or []) or "(none)"
+    cycles = ", ".join(str(c) for c in report.get("flushCycles") or []) or "none"
+    files = ", ".join(report.get("memoryFiles") or []) or "(none)"
     return [
         f"Replayed {report['recording']}",
         f"  turns        {report['turns']}",
         f"  flushes      {report['flushes']} (in compaction cycles: {cycles})",
         f"  compactions  {report['compactions']}",
         f"  memory files {files}",
-        f"  final tokens {report['final_tokens']:,}",
+        f"  final tokens {report['finalTokens']:,}",
         f"  workspace    {report['workspace']}",
         f"  transcript   {report['transcript']}",
-        f"  sessions     {report['sessions_json']}",
+        f"  sessions     {report['sessionsJson']}",
     ]
 
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from sessionmem.cli import cli
-from sessionmem.cli.chat import event_json, event_note
-from sessionmem.session.events import CompactionEvent, HookErrorEvent, NewSessionEvent
+from sessionmem.cli.chat import event_note
+from sessionmem.session.events import CompactionEvent, HookErrorEvent, NewSessionEvent, event_record
 from tests.support.openai_server import OpenAIServer, text_reply
 
 FLUSH_MARKER = "Pre-compaction memory flush."
@@ -97,13 +97,13 @@ def test_json_lines_parse(chat_args: list[str], isolated_env: Path) -> None:
     assert status["contextWindow"] >= status["compactionThreshold"] > status["flushThreshold"] > 0
     assert "flush" in kinds and "memory_write" in kinds
     new = objects[kinds.index("new")]
-    assert new["reason"] == "new" and new["memory_file"].endswith("-greeting-chat.md")
+    assert new["reason"] == "new" and new["memoryFile"].endswith("-greeting-chat.md")
     assert kinds.index("flush") < kinds.index("memory_write") < kinds.index("new")
     assert objects[-1] == {"event": "command", "command": "new", "reply": objects[-1]["reply"]}
     assert "never sent" not in result.stdout
     # One name across the CLI: chat, demo and replay all say "event" (events carry session_key/id).
     assert all("kind" not in o for o in objects)
-    assert objects[0]["session_key"] == "agent:main:main" and objects[0]["session_id"]
+    assert objects[0]["sessionKey"] == "agent:main:main" and objects[0]["sessionId"]
 
 
 def test_missing_model_is_a_usage_error(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_event_formatting() -> None:
     event = CompactionEvent(
         session_key="k", reason="manual", tokens_before=5000, tokens_after=900, compaction_count=1
     )
-    assert event_json(event)["event"] == "compaction"
+    assert event_record(event)["event"] == "compaction"
     assert event_note(event) == "· compacted (5,000 → 900 tokens, count 1)"
     new = NewSessionEvent(session_key="k", reason="daily", session_id="abc", memory_file="memory/x.md")
     assert event_note(new) == "· new session abc (daily, saved memory/x.md)"
@@ -141,8 +141,8 @@ def test_event_formatting() -> None:
         hook_event="compaction:after",
         error="hook 'audit' failed on compaction:after: RuntimeError: boom",
     )
-    assert json.loads(json.dumps(event_json(failed)))["event"] == "hook_error"
-    assert event_json(failed)["hook_event"] == "compaction:after"
+    assert json.loads(json.dumps(event_record(failed)))["event"] == "hook_error"
+    assert event_record(failed)["hookEvent"] == "compaction:after"
     assert event_note(failed) == "· hook 'audit' failed on compaction:after: RuntimeError: boom"
 
 
@@ -151,7 +151,7 @@ def test_session_option_picks_the_key(chat_args: list[str], isolated_env: Path) 
     result = CliRunner().invoke(cli, args, input="hello work\n")
     assert result.exit_code == 0, result.output
     turn = json.loads(result.stdout.splitlines()[0])
-    assert turn["session_key"] == "agent:main:work"
+    assert turn["sessionKey"] == "agent:main:work"
     store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
     assert list(store) == ["agent:main:work"]
     assert "hello work" in Path(store["agent:main:work"]["sessionFile"]).read_text(encoding="utf-8")
@@ -181,7 +181,7 @@ def test_the_model_can_search_memory_during_the_chat(
     assert result.exit_code == 0, result.output
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     (call,) = [o for o in objects if o["event"] == "tool_call"]
-    assert call["name"] == "memory_search" and not call["is_error"]
+    assert call["name"] == "memory_search" and not call["isError"]
     assert "Friday" in call["result"] and "MEMORY.md" in call["result"]
     assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "It is on Friday."
     second = openai_server.chat.requests[1].body["messages"]
@@ -265,8 +265,8 @@ def test_piped_compact_with_instructions_then_reset(
 
     # /compact: the cycle's flush first, then a manual compaction asked with the user's instructions.
     compaction = objects[kinds.index("compaction")]
-    assert compaction["reason"] == "manual" and compaction["compaction_count"] == 1
-    assert 0 < compaction["tokens_after"] < compaction["tokens_before"]
+    assert compaction["reason"] == "manual" and compaction["compactionCount"] == 1
+    assert 0 < compaction["tokensAfter"] < compaction["tokensBefore"]
     assert kinds.index("flush") < kinds.index("compaction")
     assert {"event": "command", "command": "compact"}.items() <= objects[
         kinds.index("compaction") + 1
@@ -278,14 +278,14 @@ def test_piped_compact_with_instructions_then_reset(
 
     # /reset: a new session (reason reset), the old transcript archived with its compaction entry.
     new = objects[kinds.index("new")]
-    assert new["reason"] == "reset" and new["previous_session_id"] != new["session_id"]
+    assert new["reason"] == "reset" and new["previousSessionId"] != new["sessionId"]
     (archived,) = sessions_dir(isolated_env).glob("*.jsonl.reset.*")
     lines = [json.loads(line) for line in archived.read_text(encoding="utf-8").splitlines()]
     (compaction_line,) = [line for line in lines if line["type"] == "compaction"]
     assert "## Open TODOs\n- detail0" in compaction_line["summary"]
     store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
     entry = store["agent:main:main"]
-    assert entry["sessionId"] == new["session_id"] and entry["compactionCount"] == 0
+    assert entry["sessionId"] == new["sessionId"] and entry["compactionCount"] == 0
     assert objects[-1]["event"] == "command" and objects[-1]["command"] == "reset"
 
 
