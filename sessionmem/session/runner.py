@@ -62,6 +62,7 @@ from sessionmem.session.announce import announce_created, emit
 from sessionmem.session.backend import SessionBackend, TranscriptLog
 from sessionmem.session.cache import SessionCache
 from sessionmem.session.commands import SessionStatus, before_turn, session_status
+from sessionmem.session.earlier_keys import adopt_earlier_session
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent, TurnResult
 from sessionmem.session.flush import user_zone
@@ -132,13 +133,16 @@ class SessionRunner:
         """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new.
 
         The same key gives the same :class:`Session` object while it is in memory, so two callers share
-        one context. Opening reconciles the store entry with the transcript (DESIGN 16)."""
+        one context. Opening reconciles the store entry with the transcript (DESIGN 16).
+
+        A key without ``agent:`` is taken as ``agent:<agentId>:<key>``; a key of another agent raises
+        :class:`~sessionmem.errors.UsageError` (:func:`~sessionmem.session.keys.agent_session_key`)."""
         self.in_memory.check_open()
-        key = keys.normalize_key(session_key or keys.default_key(self.agent_id))
+        key = keys.agent_session_key(self.agent_id, session_key)
         found = self.in_memory.get(key)
         if found is not None:
             return found
-        entry = self.store.get(key)
+        entry = self.store.get(key) or adopt_earlier_session(self.store, key)
         created = False
         if entry is None:
             # Trigger: two processes open one new key at once; both read "no entry". Why: creating in a
