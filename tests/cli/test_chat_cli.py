@@ -163,7 +163,7 @@ def test_session_option_takes_a_bare_key_as_the_agents_and_refuses_another_agent
 ) -> None:
     result = CliRunner().invoke(cli, [*chat_args, "--session", "telegram:direct:42", "--json"], input="hi\n")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout.splitlines()[0])["session_key"] == "agent:main:telegram:direct:42"
+    assert json.loads(result.stdout.splitlines()[0])["sessionKey"] == "agent:main:telegram:direct:42"
     refused = CliRunner().invoke(cli, [*chat_args, "--session", "agent:beta:main"], input="hi\n")
     assert refused.exit_code == 1 and "Traceback" not in refused.output
     assert "belongs to agent 'beta', and this runner serves agent 'main'" in refused.output
