@@ -35,6 +35,7 @@ SCRIPTS = (
     "hosts",
     "cli",
     "index",
+    "huge_file",
     "recall",
     "search",
 )

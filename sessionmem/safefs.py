@@ -1,7 +1,10 @@
 """Writing files inside a folder without ever leaving it, and with the transcripts' private mode.
 
 Every file sessionmem creates is created here or with :data:`PRIVATE_FILE_MODE` (0600: the memory
-files, the index and its locks hold the same private text as the transcripts).
+files, the index and its locks hold the same private text as the transcripts). Every folder it creates
+is made by :func:`make_private_dirs` (or :func:`folder_under`, which uses the same mode),
+:data:`PRIVATE_DIR_MODE` (0700): a folder's names are private too (``memory/peers/<chat>/`` lists
+people's ids, the ``/new`` files their conversations' slugs, ``sessions/`` the session ids).
 
 Writes into the agent's workspace (daily logs, MEMORY.md and its history, the ``/new`` hook's file,
 the flush) go through :func:`open_under` and the helpers on top of it:
@@ -49,6 +52,7 @@ except ImportError:  # Windows: appends are still single writes
 log = logging.getLogger(__name__)
 
 PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -61,6 +65,23 @@ def create_private(path: str | os.PathLike[str]) -> None:
     SQLite gives its ``-wal``/``-shm`` files the database file's mode)."""
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE_MODE))
+
+
+def make_private_dirs(path: str | os.PathLike[str]) -> None:
+    """Create folder ``path`` and its missing parents, each with mode 0700 (``os.makedirs`` gives the
+    parents the umask's mode); an existing folder is left as it is."""
+    try:
+        os.mkdir(path, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        if parent == os.path.abspath(path):
+            raise
+        make_private_dirs(parent)
+        with contextlib.suppress(FileExistsError):  # made by another thread or process meanwhile
+            os.mkdir(path, PRIVATE_DIR_MODE)
 
 
 def narrow_to_private(*paths: str | os.PathLike[str]) -> None:
@@ -85,7 +106,7 @@ def folder_under(root: str | os.PathLike[str], rel_dir: str, *, create: bool = T
     """An open descriptor of ``root/rel_dir`` reached without following a symlink below ``root``;
     missing folders (the root too) are created when ``create``. ``rel_dir`` "" is the root itself."""
     if create:
-        os.makedirs(root, exist_ok=True)
+        make_private_dirs(root)
     fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
         for part in _parts(rel_dir) if rel_dir else []:
@@ -106,7 +127,7 @@ def _enter(parent: int, name: str, rel: str, create: bool) -> int:
             if not create or attempt == 2:
                 raise
             with contextlib.suppress(FileExistsError):
-                os.mkdir(name, dir_fd=parent)
+                os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=parent)
         except OSError as exc:
             if exc.errno in _REFUSALS:
                 raise UnsafeWriteError(rel, f"{name} is a symlink or not a folder") from None
@@ -149,7 +170,7 @@ def _open_checked_lexically(root: Path, parts: list[str], flags: int) -> int:  #
         current = current / part
         if current.is_symlink():
             raise UnsafeWriteError("/".join(parts), f"{part} is a symlink")
-        current.mkdir(exist_ok=True)
+        make_private_dirs(current)
     return _checked(os.open(current / parts[-1], flags | _NOFOLLOW, PRIVATE_FILE_MODE), "/".join(parts))
 
 
@@ -347,7 +368,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE
     Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,
     then fsync the folder so the rename itself survives a power cut.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     tmp = atomic_temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:

@@ -47,15 +47,16 @@ import logging
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
+from sessionmem.pathnames import given_path
 from sessionmem.session import keys
 from sessionmem.session.announce import announce_created, emit
 from sessionmem.session.backend import SessionBackend, TranscriptLog
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SessionRunner:
@@ -105,8 +107,8 @@ class SessionRunner:
         self.config = config or Config()
         self.agent_id = keys.validate_agent_id(agent_id)
         self.agent = self.config.for_agent(agent_id)
-        self.workspace = Path(workspace)
-        self.state_dir = Path(state_dir)
+        self.workspace = given_path(workspace)  # resolved once: a later chdir moves nothing
+        self.state_dir = given_path(state_dir)
         self.tools = tuple(tools)
         self.on_event = on_event
         self.memory_index = memory_index
@@ -194,8 +196,7 @@ class SessionRunner:
 
     def close(self) -> None:
         """Blocking :meth:`aclose`; refuses to run inside an event loop (use ``await runner.aclose()``)."""
-        _check_no_running_loop("close")
-        asyncio.run(self.aclose())
+        run_blocking("close", self.aclose)
 
     async def __aenter__(self) -> SessionRunner:
         return self
@@ -402,8 +403,7 @@ class Session:
 
     def run_turn_sync(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
-        _check_no_running_loop("run_turn_sync")
-        return asyncio.run(self.run_turn(text, on_partial))
+        return run_blocking("run_turn_sync", lambda: self.run_turn(text, on_partial))
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:
         """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none),
@@ -414,16 +414,31 @@ class Session:
 
     def compact_sync(self, instructions: str | None = None) -> CompactionResult:
         """Blocking :meth:`compact`; refuses to run inside an event loop."""
-        _check_no_running_loop("compact_sync")
-        return asyncio.run(self.compact(instructions))
+        return run_blocking("compact_sync", lambda: self.compact(instructions))
 
 
-def _check_no_running_loop(name: str) -> None:
+def run_blocking(name: str, work: Callable[[], Awaitable[T]]) -> T:
+    """The blocking API: ``work()`` on an event loop of its own, refused inside a running loop. Before
+    the loop closes, what the model layer left running on it settles (litellm's logging callbacks), so a
+    blocking call is as quiet as the async one on a long-lived loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return
-    raise UsageError(f"{name}() cannot be called from a running event loop; await the async method instead")
+        pass
+    else:
+        raise UsageError(
+            f"{name}() cannot be called from a running event loop; await the async method instead"
+        )
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            from sessionmem.model.litellm import settle_background_work
+
+            await settle_background_work()
+
+    return asyncio.run(main())
 
 
 __all__ = [

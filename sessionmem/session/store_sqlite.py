@@ -39,7 +39,8 @@ import orjson
 
 from sessionmem.errors import SessionError, StoreLockTimeout
 from sessionmem.messages import now_ms
-from sessionmem.safefs import atomic_temp_path, create_private
+from sessionmem.pathnames import given_path
+from sessionmem.safefs import atomic_temp_path, create_private, make_private_dirs
 from sessionmem.session import keys
 from sessionmem.session.backend import updated_entry
 from sessionmem.session.entry import SessionEntry, entry_from_json
@@ -82,7 +83,7 @@ class SqliteSessionStore(TranscriptFolderBackend):
     def __init__(
         self, path: str | Path, *, agent_id: str = keys.DEFAULT_AGENT_ID, busy_timeout_s: float = 10.0
     ) -> None:
-        self.path = Path(path)
+        self.path = given_path(path)
         super().__init__(self.path.parent)
         self.agent_id = agent_id
         self.busy_timeout_s = busy_timeout_s
@@ -202,7 +203,7 @@ class SqliteSessionStore(TranscriptFolderBackend):
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
             create_private(self.path)  # SQLite gives its -wal and -shm files the database's mode
         except OSError as exc:
             raise SessionError(f"cannot create session store {self.path}: {exc}") from exc
