@@ -283,3 +283,21 @@ def home_for(key: str, scope: str = "agent") -> MemoryHome:
 def refusal(visibility: Visibility) -> str:
     """Why a path is refused to this reader (the same whether or not the file exists)."""
     return f"private to another chat or to the owner, not visible from {visibility.reader}"
+
+
+def direct_peer(key: str) -> str | None:
+    """The peer id of a direct chat's key (``telegram:direct:42`` and ``agent:main:direct:42:thread:9``
+    -> ``42``), as the key is normalised; None for every other kind of key (and a malformed one).
+    The same peer id on several channels or accounts counts as one person, as OpenClaw's per-peer
+    sessions (and its identity links, which rewrite a person's ids to one) treat it."""
+    try:
+        shape = classify_key(key)
+    except UsageError:
+        return None
+    if shape.kind != "direct":
+        return None
+    parts = shape.chat.split(":")
+    for at, part in enumerate(parts[:3]):
+        if _KIND_TOKENS.get(part) == "direct":
+            return ":".join(parts[at + 1 :])
+    return None
