@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +21,7 @@ from sessionmem.cli.root import Context
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.mentions import Mention
     from sessionmem.session.forget import ForgetReport
 
 LISTED = 20  # items listed per kind in the human report (--json lists all)
@@ -142,7 +143,7 @@ def _listed(title: str, items: Sequence[str], limit: int) -> Iterator[str]:
         yield f"    ... and {len(items) - limit} more"
 
 
-def _mention_text(mention: Any) -> str:
+def _mention_text(mention: Mention) -> str:
     lines = ", ".join(str(n) for n in mention.lines)
     more = f" and {mention.total - len(mention.lines)} more" if mention.total > len(mention.lines) else ""
     why = [f"names {name}" for name in mention.names]

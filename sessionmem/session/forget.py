@@ -36,8 +36,8 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class ForgetReport:
     index: IndexErasure | None = None  # None: no index was given
     mentions: tuple[Mention, ...] = ()
     kept_aside: tuple[str, ...] = ()
-    issues: tuple[str, ...] = field(default=())
+    issues: tuple[str, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -270,11 +270,11 @@ def _index_lock(places: Places) -> Any:
     return index.sync_lock() if index is not None else contextlib.nullcontext()
 
 
-def _erase_locked(plan_for: Person, places: Places, held: frozenset[str]) -> ForgetReport | set[str]:
+def _erase_locked(person: Person, places: Places, held: frozenset[str]) -> ForgetReport | set[str]:
     """Under the index's sync lock: find everything again and remove it, in order (the index, the notes,
     the store). Returns the session keys to hold first when one of theirs is not held yet."""
     with _index_lock(places):
-        plan = plan_forget(plan_for, places)
+        plan = plan_forget(person, places)
         if not set(plan.session_keys) <= held:
             return set(plan.session_keys)
         index = places.memory_index
@@ -302,9 +302,13 @@ def _report(
     )
 
 
+TakeLocks = Callable[[set[str]], Awaitable[frozenset[str]]]
+
+
 @contextlib.asynccontextmanager
-async def _held(store: SessionBackend, timeout_s: float) -> Any:
-    """Turn locks taken one by one (``await take(keys)``), all released on exit."""
+async def _held(store: SessionBackend, timeout_s: float) -> AsyncIterator[TakeLocks]:
+    """Turn locks taken as their keys are found (``await take(keys)``: the keys held so far), all
+    released on exit. Sorted, so two forgets of overlapping people take them in one order."""
     async with contextlib.AsyncExitStack() as stack:
         taken: set[str] = set()
 

@@ -3,8 +3,9 @@
 ``sessionmem forget WHO`` (and :func:`~sessionmem.session.forget.forget`) reads ``WHO`` as:
 
 - a session key, ``agent:<agentId>:<rest>``: that chat, with every session key of it: the key itself
-  and its threads and topics (``…:thread:<id>``, ``…:topic:<id>``; a thread is part of its chat, as its
-  notes are in the chat's folder), in any case. A key of another agent is refused;
+  and its threads and topics (``…:thread:<id>``, ``…:topic:<id>``: a thread is part of its chat), in any
+  case, each with the folder :func:`sessionmem.privacy.chat_folder` gives it. A key of another agent is
+  refused;
 - a key without ``agent:`` that names a chat (``telegram:direct:42``, ``discord:group:7``, ``main``):
   the same chat of the agent ``forget`` runs for;
 - anything else is a peer id (``42``, ``alice``, ``+15551234567``): that person on every channel and

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +36,24 @@ BEN_HOME = "memory/peers/telegram~direct~43"
 WORDS = {ANA: ANA_WORD, ANA_THREAD: ANA_WORD, ANA_DISCORD: ANA_WORD, BEN: BEN_WORD}
 
 
-def flush_writes(request: ModelRequest) -> Any:
-    """The silent flush saves a note naming whoever is talking; the summary is the scripted one."""
-    if request.purpose == "compaction":
-        return default_summary(request)
-    if request.purpose != "flush":
-        return "ok"
-    if request.messages[-1].role == "tool":
-        return NO_REPLY
-    word = WORDS.get(str(request.metadata.get("session_key")), "nobody")
-    return ToolCall("flush-1", "memory_append_daily", {"text": f"- flushed: {word} drinks rooibos tea"})
+def flushing(note: Callable[[str], str]) -> Callable[[ModelRequest], Any]:
+    """A scripted model whose silent flush appends ``note(session key)`` to the daily log; other turns
+    answer "ok", the summary is the scripted one."""
+
+    def respond(request: ModelRequest) -> Any:
+        if request.purpose == "compaction":
+            return default_summary(request)
+        if request.purpose != "flush":
+            return "ok"
+        if request.messages[-1].role == "tool":
+            return NO_REPLY
+        text = note(str(request.metadata.get("session_key")))
+        return ToolCall("flush-1", "memory_append_daily", {"text": text})
+
+    return respond
+
+
+flush_writes = flushing(lambda key: f"- flushed: {WORDS.get(key, 'nobody')} drinks rooibos tea")
 
 
 class Home:

@@ -20,13 +20,23 @@ from sessionmem.config import Config, merge
 from sessionmem.errors import UsageError
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
-from sessionmem.model.scripted import NO_REPLY, ScriptedModel, default_summary
+from sessionmem.model.scripted import ScriptedModel
 from sessionmem.session.backend import ErasableStore, open_entry
 from sessionmem.session.forget import forget_sync
 from sessionmem.session.lifecycle import rotated_entry
 from sessionmem.session.person import parse_person
 from sessionmem.session.runner import SessionRunner
-from tests.session.forget_home import ANA, ANA_HOME, ANA_WORD, BEN, BEN_HOME, BEN_WORD, Home, files_holding
+from tests.session.forget_home import (
+    ANA,
+    ANA_HOME,
+    ANA_WORD,
+    BEN,
+    BEN_HOME,
+    BEN_WORD,
+    Home,
+    files_holding,
+    flushing,
+)
 from tests.support.stores import open_store, with_store
 
 THREAD = ANA + ":thread:7"
@@ -168,16 +178,6 @@ def test_a_dry_run_lists_everything_and_changes_nothing(home: Home) -> None:
     assert not again.found and again.issues == ()
 
 
-def flush_to_shared(request: ModelRequest) -> Any:
-    if request.purpose == "compaction":
-        return default_summary(request)
-    if request.purpose != "flush":
-        return "ok"
-    if request.messages[-1].role == "tool":
-        return NO_REPLY
-    return ToolCall("f", "memory_append_daily", {"text": "- the user keeps bees in the garden"})
-
-
 def test_shared_notes_that_name_them_or_hold_what_they_wrote_are_listed_and_left_as_they_are(
     tmp_path: Path,
 ) -> None:
@@ -189,7 +189,10 @@ def test_shared_notes_that_name_them_or_hold_what_they_wrote_are_listed_and_left
         Config(), {"agents": {"defaults": {"userTimezone": "UTC", "compaction": {"keepRecentTokens": 20}}}}
     )
     runner = SessionRunner(
-        ScriptedModel(responder=flush_to_shared), config=config, workspace=workspace, state_dir=state
+        ScriptedModel(responder=flushing(lambda key: "- the user keeps bees in the garden")),
+        config=config,
+        workspace=workspace,
+        state_dir=state,
     )
     runner.open(ANA).run_turn_sync("I keep bees")
     runner.open(ANA).run_turn_sync("and three hives in the garden")
