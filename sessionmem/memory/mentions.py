@@ -5,7 +5,8 @@ the daily logs and ``MEMORY.md`` that every session writes with ``memory.scope: 
 group's transcript. Editing those silently would change other people's memory, so they are found here
 and listed for the owner to review. Two kinds of evidence:
 
-- ``names``: their id or a name as the owner gave it, matched as a whole word, ignoring case;
+- ``names``: their id or a name as the owner gave it, matched as a whole word (not inside a number, a
+  time or a date either), ignoring case;
 - ``written``: lines their own sessions wrote there (the text of their write-tool calls, read from their
   transcripts before these are erased), matched as whole lines.
 
@@ -57,9 +58,7 @@ class MentionFinder:
         self.names = tuple(dict.fromkeys(given))
         by_length = sorted(self.names, key=len, reverse=True)  # the longest first: "ann lee" before "ann"
         self._pattern = (
-            re.compile("|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in by_length), re.IGNORECASE)
-            if by_length
-            else None
+            re.compile("|".join(_whole(n) for n in by_length), re.IGNORECASE) if by_length else None
         )
         self._lower = {n.lower(): n for n in self.names}
         self.written = frozenset(w for w in (line.strip() for line in written) if len(w) >= MIN_WRITTEN)
@@ -88,3 +87,9 @@ class MentionFinder:
         if not total:
             return None
         return Mention(path, tuple(matched), total, tuple(n for n in self.names if n in found), written)
+
+
+def _whole(name: str) -> str:
+    """``name`` as a whole word: no letter or digit touching it, nor a number it would be part of
+    (peer ``42`` is not in ``00:42:55``, ``2026-11-42`` or ``3.42``)."""
+    return rf"(?<!\w)(?<!\d[:.,/-]){re.escape(name)}(?!\w)(?![:.,/-]\d)"

@@ -213,11 +213,30 @@ def find_mentions(plan: ForgetPlan, places: Places, names: Sequence[str]) -> tup
     for kept in store.kept_transcripts():
         if (kept.name, kept.session_id) in theirs:
             continue
-        lines = (line.decode("utf-8", "replace") for line in store.transcript_lines(kept))
+        lines = (said_in(line) for line in store.transcript_lines(kept))
         mention = finder.scan(transcript_label(kept), lines)
         if mention is not None:
             found.append(mention)
     return tuple(found)
+
+
+def said_in(line: bytes) -> str:
+    """What a transcript line says: a message's text and its tool calls' arguments, a summary; not the
+    ids, times and keys around them (a peer id ``42`` would be found in every ``…:42:…`` time)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(obj, dict):
+        return ""
+    if obj.get("type") == "compaction":
+        return str(obj.get("summary") or "")
+    message = message_from_dict(obj.get("message")) if obj.get("type") == "message" else None
+    if message is None:
+        return ""
+    said = [message.content]
+    said += [str(v) for call in message.tool_calls for v in call.arguments.values() if isinstance(v, str)]
+    return "\n".join(said)
 
 
 def written_lines(store: ErasableStore, transcripts: Sequence[KeptTranscript]) -> set[str]:
