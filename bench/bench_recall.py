@@ -160,7 +160,7 @@ def drop_schemas(dsn: str, schemas: set[str]) -> None:
     import psycopg
     from psycopg import sql
 
-    with psycopg.connect(pg_target(dsn, "bench").dsn, autocommit=True) as conn:
+    with psycopg.connect(pg_target(dsn, "bench").conninfo, autocommit=True) as conn:
         for schema in sorted(schemas):
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 

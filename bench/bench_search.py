@@ -246,7 +246,7 @@ def drop_schema(store: str, size: int) -> None:
     from sessionmem.memory.pg_store import pg_target
 
     target = pg_target(pg_dsn(store, size), "bench")
-    with psycopg.connect(target.dsn, autocommit=True) as conn:
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(target.schema)))
 
 

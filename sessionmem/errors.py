@@ -19,6 +19,7 @@ SessionMemError
 │   ├── EmbeddingError          a provider call failed (after retries) or returned bad vectors
 │   │   ├── UnusableVectorsError    some inputs got no usable vector, the others did (memory.embed_remote)
 │   │   └── VectorWidthChanged      the provider's vectors changed width (memory.indexer)
+│   ├── IndexDiskFull           the disk holding the index is full (names the index); the index is unchanged
 │   ├── MemoryPathError         a memory path is outside the allowed files (memory_get)
 │   └── NotMarkdownError        a memory file is not text (memory.files)
 ├── CompactionFailed            the summary call failed; nothing was changed (session.compaction)
@@ -150,6 +151,19 @@ class EmbedderUnavailable(MemoryIndexError):
 
 class EmbeddingError(MemoryIndexError):
     """An embedding call failed after retries, or returned unusable vectors."""
+
+
+class IndexDiskFull(MemoryIndexError):
+    """A sync could not write the index: the disk holding it is full. The sync was rolled back (the index
+    answers from what it held) and the next one, once there is space, completes it."""
+
+    def __init__(self, path: str, reason: str = "no space left on device") -> None:
+        super().__init__(
+            f"the disk holding the memory index {path} is full ({reason}): the index is unchanged; "
+            "free some space and sync again"
+        )
+        self.path = path
+        self.reason = reason
 
 
 class MemoryPathError(MemoryIndexError):

@@ -8,6 +8,7 @@ dependency) is used, which can. ``VectorSupport`` records which path was taken a
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sqlite3
@@ -47,6 +48,9 @@ def sqlite_module() -> tuple[ModuleType, str]:
         return sqlean, "sqlean"
     except ImportError:  # pragma: no cover - sqlean.py is a dependency
         return sqlite3, "sqlite3"
+
+
+DB_ERRORS: tuple[type[BaseException], ...] = tuple({sqlite3.DatabaseError, sqlite_module()[0].DatabaseError})
 
 
 def connect(
@@ -157,22 +161,32 @@ def process_lock(path: str | Path) -> Any:
 
 @contextmanager
 def atomic(conn: Any) -> Iterator[Any]:
-    """BEGIN IMMEDIATE/COMMIT at the top level, a SAVEPOINT when nested; rolls back on error."""
+    """BEGIN IMMEDIATE/COMMIT at the top level, a SAVEPOINT when nested; rolls back on error, a failed
+    COMMIT included.
+
+    SQLite may already have rolled the transaction back itself after SQLITE_FULL or SQLITE_IOERR (its
+    documentation says to answer those with a ROLLBACK that may then fail): the rollback runs only while
+    a transaction is open, and its own failure is never raised over the error that caused it.
+    (``tests/memory/test_index_disk_full.py`` fills the disk during a sync.)"""
     if conn.in_transaction:
         name = f"sp_{id(conn)}_{os.urandom(4).hex()}"
         conn.execute(f"SAVEPOINT {name}")
         try:
             yield conn
         except BaseException:
-            conn.execute(f"ROLLBACK TO {name}")
-            conn.execute(f"RELEASE {name}")
+            if conn.in_transaction:
+                with contextlib.suppress(*DB_ERRORS):
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
             raise
         conn.execute(f"RELEASE {name}")
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            with contextlib.suppress(*DB_ERRORS):
+                conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbeddingError, UsageError
 from sessionmem.memory.embedding import Progress, row_problems
+from sessionmem.memory.http_answers import check_json_body, not_json_answer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -418,12 +419,23 @@ class RemoteEmbedder:
             except EmbeddingError:
                 raise
             except Exception as exc:
+                answer = not_json_answer(exc)
+                if answer is not None:  # not retried: the endpoint is not an embeddings API, or broken
+                    problem = answer.describe(self._secrets)
+                    break  # raised below, outside this handler: the chain behind holds the whole body
                 retryable = is_retryable(exc)
                 if not retryable or attempt + 1 >= self.retry.attempts:
                     tries = f" after {attempt + 1} attempts" if retryable else ""
                     raise EmbeddingError(f"{self._label} failed{tries}: {_describe(exc)}") from exc
                 self._sleep(self.retry.delay_s(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+        else:
+            raise AssertionError("unreachable")  # pragma: no cover
+        raise EmbeddingError(f"{self._label} at {self.endpoint} {problem}")
+
+    @property
+    def _secrets(self) -> list[str | None]:
+        """What a message must never hold: the API key and the values of credential headers."""
+        return [self._api_key, *(v for k, v in self.headers.items() if _SECRET_HEADER.search(k))]
 
     def _request(self, batch: list[str], *, query: bool) -> list[list[float]]:
         from sessionmem.tokens import configure_litellm_environment
@@ -485,6 +497,8 @@ class RemoteEmbedder:
                     base_url=self.base_url or DEFAULT_BASE_URLS.get(self.provider),
                     max_retries=0,
                     timeout=timeout,  # litellm does not override a given client's timeout per request
+                    # a 200 that is not JSON is said as such (memory.http_answers), not as litellm's 500
+                    http_client=openai.DefaultHttpxClient(event_hooks={"response": [check_json_body]}),
                 )
             except openai.OpenAIError as exc:  # no key given and none in OPENAI_API_KEY
                 raise EmbeddingError(f"{self._label}: {exc}") from exc

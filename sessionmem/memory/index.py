@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.dsn import is_postgres_dsn
-from sessionmem.errors import ConfigError, EmbeddingError, MemoryIndexError
+from sessionmem.errors import ConfigError, EmbeddingError, IndexDiskFull, MemoryIndexError
 from sessionmem.memory.background import Workers
 from sessionmem.memory.calibration import Calibration
 from sessionmem.memory.calibration import refresh as refresh_calibration
@@ -50,6 +50,7 @@ from sessionmem.memory.indexer import (
     Indexer,
     SyncReport,
     VectorWidthChanged,
+    disk_full_reason,
     is_corruption,
     meta_mismatch,
     plan_source,
@@ -59,7 +60,7 @@ from sessionmem.memory.indexer import (
 )
 from sessionmem.memory.rebuild import (
     caused_by_corruption,
-    check_owner,
+    claim_owner,
     desired_meta,
     move_aside,
     open_checked,
@@ -248,6 +249,11 @@ class MemoryIndex:
                     conn.close()
 
     @property
+    def _shown_location(self) -> str:
+        """The index for messages: its file, or its PostgreSQL target without a password."""
+        return str(self.path)  # a PgTarget shows itself without its password
+
+    @property
     def _file(self) -> Path:
         """The SQLite file (only the file store's code asks)."""
         assert isinstance(self.path, Path), "the PostgreSQL store has no file"
@@ -263,7 +269,7 @@ class MemoryIndex:
             self._conn = self._connect_checked()
             self._vector = self._conn.vector
             try:
-                check_owner(self._conn, self.agent_id, self.path)
+                claim_owner(self._conn, self.agent_id, self._shown_location)
             except ConfigError:
                 self._conn.close()
                 raise
@@ -285,7 +291,7 @@ class MemoryIndex:
                     self._issues.append(f"{problem}; dropped its tables and rebuilt from the Markdown files")
                     log.warning("memory index %s: %s; dropped and rebuilt", target, problem)
                 self._fts_error = store.apply_schema(tokenizer)
-                check_owner(store, self.agent_id, target.display)
+                claim_owner(store, self.agent_id, self._shown_location)
         except BaseException:
             store.close()
             raise
@@ -449,6 +455,7 @@ class MemoryIndex:
         try:
             with self._sync_mutex:
                 self._remove_dead_scratch()
+                claim_owner(self._conn, self.agent_id, self._shown_location)  # still this agent's?
                 try:
                     report = self._sync_or_fall_back(force, progress, report, scope)
                 except DB_ERRORS as exc:
@@ -459,7 +466,11 @@ class MemoryIndex:
         except BaseException as exc:
             if scope.memory:
                 self._dirty = True
-            self._last_error = f"last sync ({reason}) failed: {exc}"
+            full = disk_full_reason(exc)
+            error = IndexDiskFull(str(self.path), full) if full is not None else None
+            self._last_error = f"last sync ({reason}) failed: {error or exc}"
+            if error is not None:
+                raise error from exc
             raise
         self._last_error = None
         report.seconds = time.monotonic() - started
@@ -634,6 +645,7 @@ class MemoryIndex:
             indexer = self._indexer(conn, embedder, report, progress)
             indexer.fts = fts_error is None
             indexer.sync(self._sources(), full=True)
+            claim_owner(conn, self.agent_id, self._shown_location)  # the new index is this agent's too
             self._finish(conn, desired, embedder, stored=None, prune=True, width=indexer.width)
             if not self.settings.cache.enabled:
                 with conn.atomic():

@@ -30,6 +30,7 @@ index at the new width in a scratch file. A pass never drops or recreates ``chun
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -41,10 +42,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import EmbeddingError, SessionMemError
+from sessionmem.errors import EmbeddingError, SessionMemError, os_error_reason
 from sessionmem.memory.chunk_context import chunk_context, heading_trails, indexed_text
 from sessionmem.memory.chunking import Chunk, chunk_markdown, drop_blank, remap_lines, split_for_embedding
-from sessionmem.memory.db import atomic, sqlite_module
+from sessionmem.memory.db import DB_ERRORS, atomic
 from sessionmem.memory.files import EntryContent, MemoryFile, NotMarkdownError, file_date, named_date
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.schema import (
@@ -73,7 +74,6 @@ EMBED_BATCH = 64  # texts per embed_documents call
 WRITE_BATCH_CHUNKS = 512  # chunks buffered before a batch is embedded and written
 UNREADABLE_HASH = "unreadable"
 
-DB_ERRORS: tuple[type[BaseException], ...] = tuple({sqlite3.DatabaseError, sqlite_module()[0].DatabaseError})
 # Upserts in the form both stores run (``store.py``).
 _INSERT_CACHE = (
     "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at)"
@@ -111,6 +111,27 @@ def is_corruption(exc: BaseException) -> bool:
         word in text
         for word in ("not a database", "malformed", "corrupt", "disk image", "vtable constructor failed")
     )
+
+
+SQLITE_FULL = 13  # SQLite's result code for "database or disk is full"
+POSTGRES_DISK_FULL = "53100"  # SQLSTATE disk_full
+
+
+def disk_full_reason(exc: BaseException) -> str | None:
+    """Why a write failed when it failed for want of disk space (SQLite's SQLITE_FULL, PostgreSQL's
+    disk_full, ENOSPC or EDQUOT from a file), looking through the exceptions behind ``exc``; else None."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, DB_ERRORS) and getattr(link, "sqlite_errorcode", None) == SQLITE_FULL:
+            return "no space left on device"
+        if getattr(link, "sqlstate", None) == POSTGRES_DISK_FULL:
+            return "the database server's disk is full"
+        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", None)):
+            return os_error_reason(link)
+        link = link.__cause__ or link.__context__
+    return None
 
 
 @dataclass

@@ -34,9 +34,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from sessionmem.dsn import shown_dsn
+from sessionmem.dsn import PostgresUrl, postgres_errors
 from sessionmem.errors import ConfigError, MemoryIndexError
 from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.fts_tokens import (
@@ -60,33 +59,38 @@ _NO_PGVECTOR = "vectors in PostgreSQL bytea rows, served by the in-process matri
 
 @dataclass(frozen=True, slots=True)
 class PgTarget:
-    """Where one agent's index lives: the DSN to connect with and the schema."""
+    """Where one agent's index lives: the database's URL (:mod:`sessionmem.dsn`; its ``repr`` holds no
+    password) and the schema."""
 
-    dsn: str
+    url: PostgresUrl
     schema: str
 
     @property
     def display(self) -> str:
-        """The DSN without its password, and the schema."""
-        return f"{shown_dsn(self.dsn)} schema {self.schema}"
+        """The URL without its password, and the schema."""
+        return f"{self.url.shown} schema {self.schema}"
+
+    @property
+    def conninfo(self) -> str:
+        """What psycopg connects with (the password included: never show it)."""
+        return self.url.conninfo
 
     def __str__(self) -> str:
         return self.display
 
 
 def pg_target(raw: str, agent_id: str) -> PgTarget:
-    """``memorySearch.store.path`` (a postgresql:// DSN) for ``agent_id``: ``{agentId}`` replaced, the
-    ``schema`` query parameter taken out (default ``memory_<agentId>``)."""
-    parts = urlsplit(raw.strip().replace("{agentId}", agent_id))
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), f"memory_{agent_id}")
-    rest = [(k, v) for k, v in query if k != "schema"]
+    """``memorySearch.store.path`` (a postgresql:// URL) for ``agent_id``: ``{agentId}`` replaced, the
+    ``schema`` query parameter taken out (default ``memory_<agentId>``). A malformed URL raises
+    :class:`ConfigError` naming the part that is wrong, never its value."""
+    url = PostgresUrl.parse(raw.replace("{agentId}", agent_id), setting="memorySearch.store.path")
+    schema = url.param("schema")
+    schema = f"memory_{agent_id}" if schema is None else schema
     if not schema or len(schema) > 63 or "\x00" in schema:
         raise ConfigError(
             f"memorySearch.store.path: schema {schema!r} is not a usable PostgreSQL schema name"
         )
-    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment))
-    return PgTarget(dsn, schema)
+    return PgTarget(url.without_param("schema"), schema)
 
 
 @functools.lru_cache(maxsize=512)
@@ -158,19 +162,20 @@ class PgStore:
         psycopg = _psycopg()
         from psycopg import sql
 
-        try:
-            conn = psycopg.connect(target.dsn, autocommit=True)
-        except psycopg.Error as exc:
-            raise MemoryIndexError(f"cannot connect to the memory index at {target.display}: {exc}") from exc
-        schema = sql.Identifier(target.schema)
-        try:
-            if create:
-                with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
-                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-            conn.execute(sql.SQL("SET search_path TO {}").format(schema))
-        except BaseException:
-            conn.close()
-            raise
+        def unusable(problem: str) -> MemoryIndexError:
+            return MemoryIndexError(f"cannot connect to the memory index at {target.display}: {problem}")
+
+        with postgres_errors(target.url, unusable):
+            conn = psycopg.connect(target.conninfo, autocommit=True)
+            schema = sql.Identifier(target.schema)
+            try:
+                if create:
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
+                        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+            except BaseException:
+                conn.close()
+                raise
         return cls(conn, target, tokenizer)
 
     @property

@@ -39,7 +39,7 @@ from sessionmem.memory.indexer import (
     is_corruption,
     schema_problem,
 )
-from sessionmem.memory.schema import AUDIENCE_VERSION, META_KEY
+from sessionmem.memory.schema import AUDIENCE_VERSION, META_KEY, OWNER_KEY
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "caused_by_corruption",
-    "check_owner",
+    "claim_owner",
     "desired_meta",
+    "index_owner",
     "move_aside",
     "open_checked",
     "read_json_attached",
@@ -71,7 +72,7 @@ def desired_meta(
     agent_id: str | None = None,
 ) -> dict[str, Any]:
     """The meta an index built now would record; any difference from the stored one means a rebuild
-    (``agentId`` excepted: :func:`check_owner` refuses an index file of another agent first)."""
+    (``agentId`` excepted: :func:`claim_owner` refuses an index file of another agent first)."""
     extras = sorted(str(p) for p in normalize_extra_paths(workspace, settings.extra_paths))
     scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
     return {
@@ -93,15 +94,35 @@ def desired_meta(
     }
 
 
-def check_owner(conn: Any, agent_id: str, path: Path | str) -> None:
-    """Refuse an index (a file, or a PostgreSQL schema) another agent's index wrote (two agents configured
-    onto one ``store.path``)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
-    try:
-        owner = json.loads(row[0]).get("agentId") if row is not None else None
-    except (ValueError, AttributeError):
-        owner = None
-    if isinstance(owner, str) and owner != agent_id:
+def index_owner(conn: Any) -> str | None:
+    """The agent an index belongs to: its claim (:data:`OWNER_KEY`, written when it was first opened), or
+    the agent its meta names (an index synced by an earlier release); None when neither says."""
+    for key, field in ((OWNER_KEY, None), (META_KEY, "agentId")):
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        try:
+            value = json.loads(row[0]) if row is not None else None
+        except ValueError:
+            value = None
+        if field is not None:
+            value = value.get(field) if isinstance(value, dict) else None
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def claim_owner(conn: Any, agent_id: str, path: Path | str) -> None:
+    """Refuse an index (a file, or a PostgreSQL schema) that another agent's index opened first (two agents
+    configured onto one ``store.path``); an index no agent has claimed becomes ``agent_id``'s at once, so
+    the refusal holds whichever agent opens, syncs or rebuilds first. Call holding the index's sync lock."""
+    owner = index_owner(conn)
+    if owner is None:
+        with conn.atomic():
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
+                (OWNER_KEY, json.dumps(agent_id)),
+            )
+        owner = index_owner(conn)
+    if owner != agent_id:
         raise ConfigError(
             f"memory index {path} belongs to agent {owner!r}; agent {agent_id!r} would share it and search "
             "its notes: memorySearch.store.path must contain {agentId} (one index file per agent)"

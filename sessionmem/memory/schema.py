@@ -10,6 +10,7 @@ SCHEMA_VERSION = 1
 
 # JSON: provider, model, providerKey, sources, scopeHash, chunking, ftsTokenizer, ftsText, vectorDims
 META_KEY = "memory_index_meta_v1"
+OWNER_KEY = "memory_index_owner"  # the agent that opened the index first (rebuild.claim_owner)
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (

@@ -313,7 +313,7 @@ def _report(
         dry_run=dry_run,
         session_keys=plan.session_keys,
         transcripts=tuple(transcript_label(kept) for kept in plan.transcripts),
-        folders=plan.folders,
+        folders=tuple(folder for folder in plan.folders if _held_anything(folder, plan)),
         notes=plan.notes,
         history=plan.history,
         index=index,
@@ -322,6 +322,12 @@ def _report(
 
 
 TakeLocks = Callable[[set[str]], Awaitable[frozenset[str]]]
+
+
+def _held_anything(folder: str, plan: ForgetPlan) -> bool:
+    """Whether a folder of theirs held notes or earlier versions (a chat that wrote none has none)."""
+    inside = (folder + "/", history_folder(folder) + "/")
+    return any(path.startswith(inside) for path in (*plan.notes, *plan.history))
 
 
 @contextlib.asynccontextmanager

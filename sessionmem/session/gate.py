@@ -17,14 +17,14 @@ event (``error``), and then counts for its cycle too: the user's turn goes on, a
 retried before every turn of the cycle (each retry would add a failing call to every turn). Only the
 store records such a flush; reconciliation keeps it (:func:`~sessionmem.session.recovery.reconciled`).
 
-A flush whose note could not be written (one of its writes refused by the file system, a full disk: the
-tool told the model so, naming the file) does not count: the model did its part, but the note exists
-nowhere, and only running the flush again can save it. Its messages after the failure are marked
-``writeFailed`` in the transcript, so reconciliation does not count it either; the store is not updated;
-its ``flush`` event carries the error. It runs again at the next turn over the flush threshold (one flush
-call per turn while the disk stays full, writing the note as soon as there is space), and again before
-the compaction that closes its cycle, which then goes ahead: the summary keeps the gist and the transcript
-the conversation.
+A flush whose note could not be written (one of its writes refused: by the file system, a full disk; as
+unsafe; as not the session's to write; the tool told the model so, naming the file) does not count: the
+model did its part, but the note exists nowhere, and only running the flush again can save it. Its
+messages after the failure are marked ``writeFailed`` in the transcript, so reconciliation does not count
+it either; the store is not updated; its ``flush`` event carries the error. It runs again at the next turn
+over the flush threshold (one flush call per turn while the disk stays full, writing the note as soon as
+there is space), and again before the compaction that closes its cycle, which then goes ahead: the summary
+keeps the gist and the transcript the conversation.
 
 Several runners and processes on one session key are serialised by the store's turn lock, which the
 runner holds around every turn and reloads the session's state under (:meth:`SessionState.resync`), so

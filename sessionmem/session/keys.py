@@ -1,8 +1,10 @@
 """Session keys, session ids and the paths they map to (reference §1.10, §3.1).
 
 A *session key* names a routing bucket (``agent:main:main``, ``agent:main:discord:group:42``); a
-*session id* names the transcript currently behind it. Keys are compared after trim + lowercase,
-as OpenClaw's store does, so ``Agent:Main:MAIN`` and ``agent:main:main`` are one session. What a key
+*session id* names the transcript currently behind it. Keys are compared in their canonical form
+(:func:`sessionmem.privacy.canonical_key`): trimmed, the agent, channel and kind markers in lower case, so
+``Agent:Main:MAIN`` and ``agent:main:main`` are one session, while the id of a person is kept as written
+(unless their channel ignores case): the store and the person's memory folder agree on who is who. What a key
 says about privacy (direct, group, channel, or a shape not known, which counts as shared) is decided
 in :mod:`sessionmem.privacy`, the one place the memory rule lives.
 
@@ -18,7 +20,7 @@ from typing import Literal, TypeGuard
 
 from sessionmem.errors import UsageError
 from sessionmem.memory.transcript_names import is_archive_name
-from sessionmem.privacy import KeyShape, classify_key
+from sessionmem.privacy import KeyShape, ascii_lower, canonical_key, classify_key
 
 ChatType = Literal["direct", "group", "channel"]
 PromptMode = Literal["full", "minimal"]
@@ -32,13 +34,13 @@ _AGENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$", re.IGNORECASE)
 
 
 def normalize_key(key: str) -> str:
-    """The store's form of a session key: surrounding whitespace trimmed, lowercased."""
-    return key.strip().lower()
+    """The store's form of a session key (:func:`sessionmem.privacy.canonical_key`)."""
+    return canonical_key(key)
 
 
 def default_key(agent_id: str = DEFAULT_AGENT_ID) -> str:
     """The agent's main session key, ``agent:<agentId>:main``."""
-    return f"agent:{normalize_key(agent_id)}:{DEFAULT_MAIN_KEY}"
+    return f"agent:{ascii_lower(agent_id.strip())}:{DEFAULT_MAIN_KEY}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,34 @@ class SessionKey:
         return "minimal" if (self.is_subagent or self.is_cron) else "full"
 
 
+def agent_session_key(agent_id: str, key: str | None = None) -> str:
+    """The key a runner of ``agent_id`` keeps the session ``key`` under (the same for ``runner.open``, the
+    CLI's ``--session`` and every other way a key comes in).
+
+    None is the agent's main session; a key without the ``agent:`` prefix (``main``,
+    ``telegram:direct:42``) is taken as ``agent:<agentId>:<key>``, as OpenClaw's gateway does; a key of
+    another agent is refused with a :class:`UsageError` (its sessions and memory are that agent's).
+    """
+    own = ascii_lower(agent_id.strip())
+    if key is None:
+        return default_key(own)
+    shape = classify_key(key)
+    if shape.agent_id is None:
+        return classify_key(f"agent:{own}:{shape.key}").key
+    if shape.agent_id != own:
+        raise UsageError(
+            f"session key {shown_key(shape.key)} belongs to agent {shape.agent_id!r}, and this runner serves "
+            f"agent {own!r}: open it with a runner of agent {shape.agent_id!r} (a key without agent: is "
+            "taken as this agent's)"
+        )
+    return shape.key
+
+
+def shown_key(key: str, limit: int = 120) -> str:
+    """``key`` quoted for a message, cut to ``limit`` characters (a key is outside input)."""
+    return repr(key if len(key) <= limit else key[:limit] + "…")
+
+
 def parse_key(key: str) -> SessionKey:
     """Parse a session key. Unusual shapes parse (and count as shared, never private); an ``agent:`` key
     without an agent id or a rest (``agent::x``, ``agent:main``) raises :class:`UsageError`."""
@@ -126,7 +156,7 @@ def is_private(key: str) -> bool:
 
 def recovered_key(agent_id: str, session_id: str) -> str:
     """Key given to a transcript found on disk whose session key is unknown."""
-    return f"agent:{normalize_key(agent_id)}:recovered:{session_id.lower()}"
+    return f"agent:{ascii_lower(agent_id.strip())}:recovered:{session_id.lower()}"
 
 
 def validate_session_id(session_id: str) -> str:

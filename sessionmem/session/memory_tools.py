@@ -11,8 +11,10 @@ Safety rules, on purpose:
   appended whole or not at all (a write cut short by a full disk is rolled back,
   :func:`sessionmem.safefs.append_under`), with a newline separator when the file does not end in one
   (as OpenClaw's flush writer). Appending text that is already at the end of the file is a no-op, so a
-  model re-emitting its note does not duplicate it. A write the file system refuses is a tool error
-  naming the file; in the flush it also keeps the flush from counting (:mod:`sessionmem.session.gate`).
+  model re-emitting its note does not duplicate it. A write refused (the file system's error, a full
+  disk, a symlink on the way, a path the session may not write) is a tool error naming the file; in
+  the flush it also keeps the flush from counting and its event carries the error
+  (:mod:`sessionmem.session.gate`): a flush's note is never lost without a word.
 - ``replace`` of MEMORY.md first saves the current text as a dated version under
   ``.memory-history/MEMORY.md/`` (the newest 20 kept, never indexed; ``sessionmem.memory.history``) and
   then writes the new content atomically (temp file + rename); a replace that would drop more than half
@@ -124,8 +126,9 @@ class MemoryWriter:
     """The workspace's memory files, with the rules above; ``on_write`` hears every change.
 
     ``visibility``: what the session may read and write (everything by default, as the owner);
-    ``home``: where its own memory lives (the root files by default); ``on_failure`` hears every write the
-    file system refused (a full disk), which the tool reports to the model as an error naming the file."""
+    ``home``: where its own memory lives (the root files by default); ``on_failure`` hears every write refused
+    once its text was checked (by the file system, a full disk; as unsafe; as not the session's to write),
+    which the tool reports to the model as an error naming the file."""
 
     def __init__(
         self,
@@ -167,12 +170,12 @@ class MemoryWriter:
         text, removed = _clean(text)
         if not text.strip():
             raise ToolError("nothing to append: text is empty")
-        self._resolve_write(rel)
         try:
+            self._resolve_write(rel)
             if not append_text(self.workspace, rel, text):
                 return f"Already present at the end of {rel}; nothing appended."
-        except UnsafeWriteError as exc:
-            raise ToolError(str(exc)) from None
+        except (ToolError, UnsafeWriteError) as exc:
+            raise self._refused(rel, str(exc)) from None
         except FileWriteError as exc:
             raise self._failed(rel, exc, f"nothing was appended; {rel} is as it was") from None
         self._notify(rel, "append", len(text))
@@ -184,7 +187,10 @@ class MemoryWriter:
             raise ToolError(
                 f"replace is only allowed for {self.home.memory_file}, not {rel}; use mode=append"
             )
-        self._resolve_write(rel)
+        try:
+            self._resolve_write(rel)
+        except ToolError as exc:
+            raise self._refused(rel, str(exc)) from None
         try:
             old = self._current(rel)
             if len(old) >= SHRINK_MIN_CHARS and len(content) < len(old) * SHRINK_LIMIT:
@@ -195,7 +201,7 @@ class MemoryWriter:
             saved = save_version(self.workspace, rel, old) if old else None
             replace_under(self.workspace, rel, content.encode("utf-8"))
         except UnsafeWriteError as exc:
-            raise ToolError(str(exc)) from None
+            raise self._refused(rel, str(exc)) from None
         except FileWriteError as exc:
             raise self._failed(rel, exc, f"{rel} is unchanged") from None
         self._notify(rel, "replace", len(content))
@@ -226,6 +232,13 @@ class MemoryWriter:
         if not self.visibility.allows(markdown_label(rel)):
             raise ToolError(str(MemoryPathError(rel, refusal(self.visibility))))
         return target
+
+    def _refused(self, rel: str, problem: str) -> ToolError:
+        """The tool error for a write of ``rel`` refused here (not the session's to write, or unsafe: a
+        symlink on the way), reported to ``on_failure`` first: the note was saved nowhere."""
+        if self.on_failure is not None:
+            self.on_failure(rel, problem)
+        return ToolError(problem)
 
     def _failed(self, rel: str, exc: FileWriteError, outcome: str) -> ToolError:
         """The tool error for a write the file system refused, reported to ``on_failure`` first."""

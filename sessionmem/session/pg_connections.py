@@ -16,14 +16,19 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sessionmem.dsn import PostgresUrl
 
 
 class Connections:
-    """The store's pool, and the connections holding turn locks in this process, by session key."""
+    """The store's pool, and the connections holding turn locks in this process, by session key; ``url``
+    is the database's (its errors pass through :func:`~sessionmem.dsn.postgres_errors` with it)."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, url: PostgresUrl) -> None:
         self.pool = pool
+        self.url = url
         self._holders: dict[str, tuple[Any, threading.RLock]] = {}
         self._guard = threading.Lock()
 

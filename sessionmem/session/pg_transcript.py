@@ -23,13 +23,14 @@ holds the session's turn).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from sessionmem.dsn import postgres_errors
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message
 from sessionmem.session.pg_connections import Connections
@@ -45,17 +46,15 @@ from sessionmem.session.transcript import (
 )
 
 
-@contextlib.contextmanager
-def transcript_errors(session_id: str, what: str) -> Iterator[None]:
-    """A database error while reading or appending, as a :class:`TranscriptError` naming the session."""
-    import psycopg
-
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise TranscriptError(
-            f"cannot {what} the transcript of session {session_id} in PostgreSQL: {exc}".rstrip()
-        ) from exc
+def transcript_errors(connections: Connections, session_id: str, what: str) -> AbstractContextManager[None]:
+    """A database error while reading or appending, as a :class:`TranscriptError` naming the session
+    (:func:`~sessionmem.dsn.postgres_errors`)."""
+    return postgres_errors(
+        connections.url,
+        lambda problem: TranscriptError(
+            f"cannot {what} the transcript of session {session_id} in PostgreSQL: {problem}"
+        ),
+    )
 
 
 class PostgresTranscript:
@@ -89,7 +88,7 @@ class PostgresTranscript:
         """The transcript of ``session_id``, created (its header row) when new; two hosts opening one new
         session at once create one header."""
         header = new_header(session_id, cwd, session_key=session_key)
-        with transcript_errors(session_id, "open"), connections.connection(session_key) as conn:
+        with transcript_errors(connections, session_id, "open"), connections.connection(session_key) as conn:
             conn.execute(
                 """INSERT INTO sessionmem_transcripts (agent_id, session_id, session_key, header)
                    VALUES (%s, %s, %s, %s::json) ON CONFLICT (agent_id, session_id) DO NOTHING""",
@@ -124,7 +123,7 @@ class PostgresTranscript:
         eid = new_entry_id(self._ids)
         line = orjson.dumps(new_entry(etype, eid, self._leaf, fields))
         with (
-            transcript_errors(self._session_id, "append to"),
+            transcript_errors(self._connections, self._session_id, "append to"),
             self._connections.connection(self.session_key) as conn,
         ):
             conn.execute(
@@ -169,7 +168,7 @@ class PostgresTranscript:
 
     def _rows_after(self, row_id: int) -> list[tuple[int, dict[str, Any]]]:
         with (
-            transcript_errors(self._session_id, "read"),
+            transcript_errors(self._connections, self._session_id, "read"),
             self._connections.connection(self.session_key) as conn,
         ):
             found = conn.execute(
@@ -184,7 +183,7 @@ class PostgresTranscript:
         StoredLines`: what an export writes as the JSONL lines)."""
         yield orjson.dumps(self.header)
         with (
-            transcript_errors(self._session_id, "read"),
+            transcript_errors(self._connections, self._session_id, "read"),
             self._connections.connection(self.session_key) as conn,
         ):
             found = conn.execute(
@@ -214,7 +213,7 @@ class PostgresTranscript:
     def version(self) -> int:
         """The newest row's id (0 when empty): changes whenever any host appends. One indexed lookup."""
         with (
-            transcript_errors(self._session_id, "read"),
+            transcript_errors(self._connections, self._session_id, "read"),
             self._connections.connection(self.session_key) as conn,
         ):
             row = conn.execute(
@@ -228,7 +227,7 @@ class PostgresTranscript:
         """The lines' bytes after the latest compaction entry; without one, the whole transcript, header
         included (what the file's size would be)."""
         with (
-            transcript_errors(self._session_id, "read"),
+            transcript_errors(self._connections, self._session_id, "read"),
             self._connections.connection(self.session_key) as conn,
         ):
             row = conn.execute(

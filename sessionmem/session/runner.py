@@ -60,6 +60,7 @@ from sessionmem.session.announce import announce_created, emit
 from sessionmem.session.backend import SessionBackend, TranscriptLog, open_entry
 from sessionmem.session.cache import SessionCache
 from sessionmem.session.commands import SessionStatus, before_turn, session_status
+from sessionmem.session.earlier_keys import adopt_earlier_session
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent, TurnResult
 from sessionmem.session.flush import user_zone
@@ -130,13 +131,19 @@ class SessionRunner:
         """The session for ``session_key`` (default ``agent:<agentId>:main``), created if new.
 
         The same key gives the same :class:`Session` object while it is in memory, so two callers share
-        one context. Opening reconciles the store entry with the transcript (DESIGN 16)."""
+        one context. Opening reconciles the store entry with the transcript (DESIGN 16).
+
+        A key without ``agent:`` is taken as ``agent:<agentId>:<key>``; a key of another agent raises
+        :class:`~sessionmem.errors.UsageError` (:func:`~sessionmem.session.keys.agent_session_key`)."""
         self.in_memory.check_open()
-        key = keys.normalize_key(session_key or keys.default_key(self.agent_id))
+        key = keys.agent_session_key(self.agent_id, session_key)
         found = self.in_memory.get(key)
         if found is not None:
             return found
-        entry, created = open_entry(self.store, key)  # created in one locked update when new
+        entry = self.store.get(key) or adopt_earlier_session(self.store, key)
+        created = False
+        if entry is None:  # created in one locked update (two processes opening it adopt one session)
+            entry, created = open_entry(self.store, key)
         transcript = self.store.open_transcript(key, entry, cwd=self.workspace)
         # Trigger: open() made a new store entry. Why: open() is sync and hooks are async, and
         # rotations announce their own new session. Outcome: session:start ("created") is due at the

@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from sessionmem.dsn import shown_dsn
+from sessionmem.dsn import PostgresUrl, postgres_errors
 from sessionmem.errors import ConfigError, SessionError, TurnLockTimeout, UsageError
 from sessionmem.session import keys
 from sessionmem.session.backend import (
@@ -59,7 +59,6 @@ from sessionmem.session.transcript import new_header
 
 try:
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
     raise ConfigError(
@@ -82,63 +81,69 @@ def turn_lock_id(agent_id: str, key: str) -> int:
 class PostgresSessionStore(SessionBackendABC):
     """The sessions of one agent in a PostgreSQL database; see the module docstring."""
 
-    def __init__(self, pool: Any, lock_pool: Any, *, agent_id: str, where: str) -> None:
+    def __init__(self, pool: Any, lock_pool: Any, *, agent_id: str, url: PostgresUrl) -> None:
         self.agent_id = keys.validate_agent_id(agent_id)
-        self.where = where  # host:port/db, for messages
+        self.where = url.shown  # scheme://user@host:port/db, for messages: never the password
+        self._url = url
         self._pool = pool
         self._lock_pool = lock_pool
-        self._connections = Connections(pool)
+        self._connections = Connections(pool, url)
 
     @classmethod
     def connect(
         cls,
-        dsn: str,
+        dsn: str | PostgresUrl,
         *,
         agent_id: str = keys.DEFAULT_AGENT_ID,
         pool_size: int = DEFAULT_POOL_SIZE,
         lock_pool_size: int = DEFAULT_LOCK_POOL_SIZE,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     ) -> PostgresSessionStore:
-        """Connect to ``dsn``, create or migrate the tables, and return the store of ``agent_id``.
+        """Connect to ``dsn`` (a ``postgresql://`` URL, :mod:`sessionmem.dsn`), create or migrate the
+        tables, and return the store of ``agent_id``.
 
-        Raises :class:`~sessionmem.errors.ConfigError` when the DSN is invalid or the server cannot be
-        reached within ``connect_timeout_s``."""
-        where = shown_dsn(dsn)
-        try:
-            conninfo_to_dict(dsn)  # a malformed DSN is said so here; the pool would only time out on it
-        except psycopg.ProgrammingError as exc:
-            raise ConfigError(f"session.store is not a valid PostgreSQL DSN: {exc}") from exc
+        Raises :class:`~sessionmem.errors.ConfigError` when the URL is invalid (naming the part, never its
+        value) or the server cannot be reached within ``connect_timeout_s``; no message holds the
+        password."""
+        url = dsn if isinstance(dsn, PostgresUrl) else PostgresUrl.parse(dsn, setting="the session store URL")
+        where = url.shown
         if pool_size < 1 or lock_pool_size < 1:
             raise UsageError("pool_size and lock_pool_size must be at least 1")
         pools = []
+
+        def unusable(problem: str) -> ConfigError:
+            return ConfigError(
+                f"cannot use the PostgreSQL session store at {where}: {problem} "
+                "(is the server running, and the URL in session.store right?)"
+            )
+
         try:
-            for name, size in (("sessionmem-store", pool_size), ("sessionmem-turn-locks", lock_pool_size)):
-                pool = ConnectionPool(
-                    dsn,
-                    min_size=1,
-                    max_size=size,
-                    kwargs={"autocommit": True},
-                    configure=_transcript_commits,
-                    name=name,
-                    open=False,
-                    timeout=connect_timeout_s,
-                )
-                pools.append(pool)
-                pool.open(wait=True, timeout=connect_timeout_s)
-            with pools[0].connection() as conn:
-                ensure_schema(conn)
-        except (PoolTimeout, psycopg.Error) as exc:
-            for pool in pools:
-                pool.close()
-            raise ConfigError(
-                f"cannot use the PostgreSQL session store at {where}: {exc or type(exc).__name__} "
-                "(is the server running, and the DSN in session.store right?)"
-            ) from exc
+            with postgres_errors(url, unusable):
+                # One connection first: a refused login or a missing database is said as the server says
+                # it, at once (a pool would retry until its timeout, then say only that it timed out).
+                with psycopg.connect(
+                    url.conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout_s))
+                ) as conn:
+                    ensure_schema(conn)
+                sizes = (("sessionmem-store", pool_size), ("sessionmem-turn-locks", lock_pool_size))
+                for name, size in sizes:
+                    pool = ConnectionPool(
+                        url.conninfo,
+                        min_size=1,
+                        max_size=size,
+                        kwargs={"autocommit": True},
+                        configure=_transcript_commits,
+                        name=name,
+                        open=False,
+                        timeout=connect_timeout_s,
+                    )
+                    pools.append(pool)
+                    pool.open(wait=True, timeout=connect_timeout_s)
         except BaseException:
             for pool in pools:
                 pool.close()
             raise
-        return cls(pools[0], pools[1], agent_id=agent_id, where=where)
+        return cls(pools[0], pools[1], agent_id=agent_id, url=url)
 
     def close(self) -> None:
         """Close both pools (turn locks still held are released with their connections)."""
@@ -154,12 +159,13 @@ class PostgresSessionStore(SessionBackendABC):
     @contextlib.contextmanager
     def _db(self, what: str, key: str | None = None) -> Iterator[Any]:
         """The connection for a statement about session ``key`` (:class:`Connections`); a database error
-        becomes a :class:`SessionError` naming ``what``."""
-        try:
-            with self._connections.connection(key) as conn:
-                yield conn
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise SessionError(f"PostgreSQL session store {self.where}: cannot {what}: {exc}") from exc
+        becomes a :class:`SessionError` naming ``what`` (:func:`~sessionmem.dsn.postgres_errors`)."""
+
+        def failed(problem: str) -> SessionError:
+            return SessionError(f"PostgreSQL session store {self.where}: cannot {what}: {problem}")
+
+        with postgres_errors(self._url, failed), self._connections.connection(key) as conn:
+            yield conn
 
     # --- entries ---
 
@@ -416,8 +422,17 @@ class PgTurnLock:
     def _timeout(self) -> TurnLockTimeout:
         return TurnLockTimeout(self.session_key, self.name, self.timeout_s)
 
+    def _failed(self, problem: str) -> SessionError:
+        return SessionError(
+            f"cannot take the turn lock of session {self.session_key} ({self.name}): {problem}"
+        )
+
     def _try_fast(self) -> bool:
         """Without waiting: a free connection and a free lock. True when the lock is held."""
+        with postgres_errors(self._connections.url, self._failed):
+            return self._try_fast_raw()
+
+    def _try_fast_raw(self) -> bool:
         try:
             self._conn = self._pool.getconn(timeout=FAST_CONNECTION_WAIT_S)
         except PoolTimeout:
@@ -434,6 +449,10 @@ class PgTurnLock:
 
     def _wait(self, deadline: float) -> None:
         """Blocking: a connection (if the fast try had none), then the lock, both by ``deadline``."""
+        with postgres_errors(self._connections.url, self._failed):
+            self._wait_raw(deadline)
+
+    def _wait_raw(self, deadline: float) -> None:
         if self._conn is None:
             try:
                 self._conn = self._pool.getconn(timeout=max(0.001, deadline - time.monotonic()))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sessionmem.dsn import is_postgres_dsn, shown_dsn
+from sessionmem.dsn import PostgresUrl, is_postgres_dsn
 from sessionmem.errors import ConfigError, UsageError
 from sessionmem.session import keys
 from sessionmem.session.backend import SessionBackend
@@ -33,16 +33,17 @@ _CONNINFO = re.compile(r"^\s*(host|hostaddr|dbname|user|port|service)\s*=", re.I
 
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
-    """What a ``session.store`` value names: the backend, and its file (``path``) or DSN (``dsn``)."""
+    """What a ``session.store`` value names: the backend, and its file (``path``) or PostgreSQL URL
+    (``url``, whose ``repr`` holds no password)."""
 
     kind: StoreKind
     path: Path | None = None
-    dsn: str | None = None
+    url: PostgresUrl | None = None
 
     @property
     def shown(self) -> str:
-        """The store for messages: its file, or the DSN without its password and parameters."""
-        return str(self.path) if self.path is not None else shown_dsn(self.dsn or "")
+        """The store for messages: its file, or the URL without its password and parameters."""
+        return str(self.path) if self.path is not None else str(self.url)
 
     @property
     def sessions_dir(self) -> Path | None:
@@ -51,23 +52,30 @@ class StoreSpec:
 
 
 def parse_store_spec(spec: str | None, *, state_dir: Path, agent_id: str) -> StoreSpec:
-    """Read a ``session.store`` value (see the module docstring); a malformed one raises UsageError."""
+    """Read a ``session.store`` value (see the module docstring); a malformed one raises UsageError (a
+    malformed PostgreSQL URL: ConfigError naming the part that is wrong, never the value)."""
     text = (spec or "").strip()
     scheme = _SCHEME.match(text)
     if scheme is not None:
         name = scheme.group(1).lower()
         if is_postgres_dsn(text):
-            return StoreSpec("postgresql", dsn=text)
-        if name != "sqlite" or not text[len("sqlite://") :].startswith("/"):
+            return StoreSpec("postgresql", url=PostgresUrl.parse(text, setting="session.store"))
+        if name == "sqlite" and not text[len("sqlite://") :].startswith("/"):
             raise UsageError(
-                f"session.store {spec!r}: not a store this sessionmem knows; use a path (sessions.json, "
-                "or *.sqlite for SQLite), sqlite:///<absolute path>, or a postgresql:// DSN"
+                "session.store: a sqlite:// URL with a relative path is not a store this sessionmem knows: "
+                "write sqlite:///<absolute path>"
+            )
+        if name != "sqlite":
+            # The value is not echoed: a mistyped scheme may come with a password
+            raise UsageError(
+                f"session.store: {scheme.group(0)!r} is not a store this sessionmem knows; use a path "
+                "(sessions.json, or *.sqlite for SQLite), sqlite:///<absolute path>, or a postgresql:// URL"
             )
         return StoreSpec("sqlite", keys.store_path(state_dir, agent_id, text[len("sqlite://") :]))
     if _CONNINFO.match(text):
         raise UsageError(
-            f"session.store {spec!r} is a key=value connection string; write PostgreSQL as a URL: "
-            "postgresql://user@host:port/dbname"
+            "session.store is a key=value connection string; write PostgreSQL as a URL: "
+            "postgresql://user:password@host:port/dbname"
         )
     if text.lower() == "sqlite":
         return StoreSpec("sqlite", keys.sessions_dir(state_dir, agent_id) / "sessions.sqlite")
@@ -81,8 +89,8 @@ def open_session_store(spec: str | None, *, state_dir: Path, agent_id: str) -> S
     if where.kind == "postgresql":
         from sessionmem.session.store_postgres import PostgresSessionStore
 
-        assert where.dsn is not None
-        return PostgresSessionStore.connect(where.dsn, agent_id=agent_id)
+        assert where.url is not None
+        return PostgresSessionStore.connect(where.url, agent_id=agent_id)
     assert where.path is not None
     if where.kind == "sqlite":
         from sessionmem.session.store_sqlite import SqliteSessionStore

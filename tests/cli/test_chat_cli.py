@@ -146,14 +146,28 @@ def test_event_formatting() -> None:
 
 
 def test_session_option_picks_the_key(chat_args: list[str], isolated_env: Path) -> None:
-    args = [*chat_args, "--session", "agent:main:Work", "--json"]
+    # The agent part is lowered; a name after it is kept as written (sessionmem.privacy.canonical_key).
+    args = [*chat_args, "--session", "Agent:Main:Work", "--json"]
     result = CliRunner().invoke(cli, args, input="hello work\n")
     assert result.exit_code == 0, result.output
     turn = json.loads(result.stdout.splitlines()[0])
-    assert turn["session_key"] == "agent:main:work"
+    assert turn["session_key"] == "agent:main:Work"
     store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
-    assert list(store) == ["agent:main:work"]
-    assert "hello work" in Path(store["agent:main:work"]["sessionFile"]).read_text(encoding="utf-8")
+    assert list(store) == ["agent:main:Work"]
+    assert "hello work" in Path(store["agent:main:Work"]["sessionFile"]).read_text(encoding="utf-8")
+
+
+def test_session_option_takes_a_bare_key_as_the_agents_and_refuses_another_agents(
+    chat_args: list[str], isolated_env: Path
+) -> None:
+    result = CliRunner().invoke(cli, [*chat_args, "--session", "telegram:direct:42", "--json"], input="hi\n")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[0])["session_key"] == "agent:main:telegram:direct:42"
+    refused = CliRunner().invoke(cli, [*chat_args, "--session", "agent:beta:main"], input="hi\n")
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "belongs to agent 'beta', and this runner serves agent 'main'" in refused.output
+    store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
+    assert list(store) == ["agent:main:telegram:direct:42"]
 
 
 def test_chat_is_listed_in_help() -> None:

@@ -156,6 +156,34 @@ def test_with_a_memory_per_person_the_owner_still_reads_every_persons_notes(home
     assert "starts school in Porto" in text_of(got["read"])["text"]
 
 
+def test_the_owner_reads_the_notes_of_a_person_whose_id_is_not_plain_ascii(home: Path) -> None:
+    # The runner writes josé's note in his own folder (memory.scope peer); the owner's client finds it
+    # and reads it by the path the search gave.
+    from sessionmem.model.scripted import ScriptedModel
+    from sessionmem.session.runner import SessionRunner
+    from tests.scenarios.harness import tool_results
+
+    config = write_config(home, write_tools=False, scope="peer")
+    runner = SessionRunner(
+        ScriptedModel(), config=Config.load(config), workspace=home / "workspace", state_dir=home / "state"
+    )
+    (written,) = tool_results(
+        runner,
+        "agent:main:telegram:direct:José",
+        ("memory_append_daily", {"text": "- José's quince jam recipe"}),
+    )
+    assert written.startswith("Appended content to memory/peers/telegram~direct~jos%c3%a9/")
+
+    async def session(client: Client) -> dict[str, Any]:
+        found = text_of(await client.call_tool("memory_search", {"query": "quince jam recipe"}))
+        (path,) = [r["path"] for r in found["results"]]
+        return {"path": path, "read": text_of(await client.call_tool("memory_get", {"path": path}))}
+
+    got = run(stdio_params(home, config), session)
+    assert got["path"].startswith("memory/peers/telegram~direct~jos%c3%a9/")
+    assert "José's quince jam recipe" in got["read"]["text"]
+
+
 def test_stdio_refuses_a_write_when_the_config_does_not_enable_it(home: Path) -> None:
     config = write_config(home, write_tools=False)
 

@@ -43,6 +43,7 @@ from tests.support.openai_server import (
     hashed_vector,
     http_error,
     rate_limit,
+    raw_reply,
     server_error,
 )
 
@@ -157,6 +158,59 @@ def test_client_errors_fail_at_once(openai_server: OpenAIServer, status: int) ->
         remote(openai_server).embed_documents(["a", "b"])
     assert "attempts" not in str(info.value)
     assert len(openai_server.embeddings.requests) == 1
+
+
+API_KEY = "sk-live-Zq8Tw3Ke"
+PROXY_PAGE = (
+    b"<html><body>Gateway login for " + API_KEY.encode() + b"\x00\x1b[31m" + b"x" * 5000 + b"</body></html>"
+)
+
+
+@pytest.mark.parametrize("provider", ["openai-compatible", "openai", "mistral", "ollama", "gemini", "voyage"])
+def test_a_200_whose_body_is_not_json_is_said_as_such(openai_server: OpenAIServer, provider: str) -> None:
+    """It was "HTTP 500" (litellm's label for its own failure to read the body), and retried."""
+    openai_server.embeddings.push(*[raw_reply(PROXY_PAGE) for _ in range(3)])
+    with pytest.raises(EmbeddingError) as info:
+        remote(openai_server, provider, api_key=API_KEY).embed_query("hello")
+    message = str(info.value)
+    status = "HTTP 200" if provider in ("openai-compatible", "openai", "mistral") else "a success status"
+    assert f"at {openai_server.base_url} answered {status} with a body that is not JSON" in message, message
+    assert f"{len(PROXY_PAGE)} bytes" in message
+    assert "'<html><body>Gateway login for ***\\x00\\x1b[31mxxx" in message  # control bytes escaped
+    assert "HTTP 500" not in message and "\x1b" not in message and "\x00" not in message
+    assert len(message) < 400  # the first bytes only
+    assert len(openai_server.embeddings.requests) == 1  # not retried as a server error
+    chain: list[BaseException] = []
+    link: BaseException | None = info.value
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    assert not any(API_KEY in f"{e} {e!r}" for e in chain)
+
+
+def test_the_cli_says_what_the_embedding_server_answered(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sessionmem.cli import cli
+
+    workspace = tmp_path / "workspace"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "memory" / "a.md").write_text("- the spare anchor is in the blue locker\n")
+    memory_search = {
+        "provider": "openai",
+        "remote": {"baseUrl": openai_server.base_url, "apiKey": API_KEY},
+    }
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"agents": {"defaults": {"workspace": str(workspace), "memorySearch": memory_search}}})
+    )
+    openai_server.embeddings.push(*[raw_reply(PROXY_PAGE) for _ in range(6)])
+    result = CliRunner().invoke(
+        cli, ["--config", str(config), "--state-dir", str(tmp_path / "s"), "memory", "index"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "answered HTTP 200 with a body that is not JSON (text/html; charset=utf-8" in result.stderr
+    assert "HTTP 500" not in result.output and API_KEY not in result.output
 
 
 def test_default_backoff_really_waits(openai_server: OpenAIServer) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.config import Config, MemorySearchConfig, merge
+from sessionmem.errors import ConfigError
 from sessionmem.memory.embed_local import LocalEmbedder
 from sessionmem.memory.embedding import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
@@ -19,7 +20,7 @@ from sessionmem.memory.types import SearchRequest, VectorPath
 from sessionmem.messages import Message
 from sessionmem.privacy import EVERYTHING, reader_visibility
 from sessionmem.session.transcript import Transcript
-from tests.memory.stores import SQLITE, StoreUnderTest, rows
+from tests.memory.stores import SQLITE, StoreUnderTest, open_store, rows
 from tests.memory.support import FTS_ONLY
 
 GROUP = reader_visibility("agent:main:discord:group:7")
@@ -170,3 +171,52 @@ def test_an_index_written_before_audiences_gains_them_and_rebuilds(workspace: Pa
         assert report.full
         assert "MEMORY.md" not in paths(index, GROUP, "blood")
         assert "memory/notes.md" in paths(index, GROUP, "blood")
+
+
+def agent_home(tmp_path: Path, name: str, note: str) -> Path:
+    workspace = tmp_path / name
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "memory" / "notes.md").write_text(f"- {note}\n")
+    return workspace
+
+
+def test_two_agents_on_one_store_are_refused_whoever_opens_or_syncs_first(
+    tmp_path: Path, index_store: StoreUnderTest
+) -> None:
+    # One store.path for both agents, without {agentId} (SQLite: one file; PostgreSQL: one schema).
+    shared = (
+        settings(store={"path": str(tmp_path / "one.sqlite")}) if index_store.kind == "sqlite" else settings()
+    )
+    shared = index_store.settings(shared)
+    alice_ws = agent_home(tmp_path, "alice", "alice keeps TOKENALICE11 here")
+    bob_ws = agent_home(tmp_path, "bob", "bob keeps TOKENBOB99 here")
+
+    def open_as(agent: str, workspace: Path) -> MemoryIndex:
+        return MemoryIndex.open(
+            agent, workspace, shared, state_dir=tmp_path / agent, selection=FTS_ONLY, watch=False,
+            sessions_dir=tmp_path / agent / "sessions",
+        )  # fmt: skip
+
+    alice = open_as("alice", alice_ws)
+    try:
+        # Neither has synced yet: bob is refused all the same, and his notes never reach the store.
+        with pytest.raises(ConfigError, match=r"belongs to agent 'alice'.*must contain \{agentId\}"):
+            open_as("bob", bob_ws)
+        alice.sync()
+        assert paths(alice, EVERYTHING, "TOKENBOB99") == []
+        assert paths(alice, EVERYTHING, "TOKENALICE11") == ["memory/notes.md"]
+        alice.sync(force=True)  # a full rebuild writes a fresh index: still alice's
+        with pytest.raises(ConfigError, match="belongs to agent 'alice'"):
+            open_as("bob", bob_ws)
+        # An index synced by an earlier release says whose it is in its meta only: still refused.
+        store = open_store(alice)
+        try:
+            with store.atomic():
+                store.execute("DELETE FROM meta WHERE key = ?", ("memory_index_owner",))
+        finally:
+            store.close()
+        with pytest.raises(ConfigError, match="belongs to agent 'alice'"):
+            open_as("bob", bob_ws)
+        assert paths(alice, EVERYTHING, "TOKENBOB99") == []
+    finally:
+        alice.close()

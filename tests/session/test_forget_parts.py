@@ -49,7 +49,7 @@ THREAD = ANA + ":thread:7"
     ("who", "chat", "peer"),
     [
         ("agent:main:telegram:direct:42", "telegram:direct:42", None),
-        ("Agent:Main:Telegram:Direct:42:thread:9", "telegram:direct:42", None),  # a thread: its whole chat
+        ("Agent:Main:Telegram:Direct:42:thread:9", "telegram:direct:42:thread:9", None),  # a chat of its own
         ("telegram:direct:42", "telegram:direct:42", None),  # a chat without the agent prefix
         ("discord:group:7", "discord:group:7", None),
         ("main", "main", None),
@@ -78,7 +78,7 @@ def test_a_peer_is_every_direct_chat_with_that_id_and_a_chat_all_its_threads() -
     [
         ("", "needs a session key or a peer id"),
         ("   ", "needs a session key or a peer id"),
-        ("agent:beta:telegram:direct:42", "a key of agent beta, not main"),
+        ("agent:beta:telegram:direct:42", "belongs to agent 'beta', not 'main'"),
         ("agent::x", "malformed session key"),
         ("42:thread:1", "neither a session key"),
         ("4\x002", "control characters"),
@@ -326,7 +326,7 @@ def test_the_command_line_lists_forgets_and_reports_in_words_and_json(home: Home
         and nothing.output == "Nothing is kept of peer 42 on every channel of agent main.\n"
     )
     wrong = CliRunner().invoke(cli, [*home.options, "forget", "agent:beta:direct:42"])
-    assert wrong.exit_code == 1 and "a key of agent beta, not main" in wrong.output
+    assert wrong.exit_code == 1 and "belongs to agent 'beta', not 'main'" in wrong.output
     assert "Traceback" not in wrong.output
 
 

@@ -33,7 +33,18 @@ DM = "agent:main:telegram:direct:42"
 GROUP = "agent:main:discord:group:7"
 OTHER_GROUP = "agent:main:discord:group:1"
 CHANNEL = "agent:main:slack:channel:c01"
-SHARED_SHAPES = [GROUP, CHANNEL, "12345-678@g.us", "agent:main:group:123", "agent:main:cron:nightly"]
+# A group or channel marker anywhere makes a key shared, in a thread's or topic's part too.
+GROUP_THREAD_OF_A_DM = "agent:main:discord:direct:1:thread:group:5"
+CHANNEL_TOPIC_OF_A_DM = "agent:main:slack:direct:u1:topic:channel"
+SHARED_SHAPES = [
+    GROUP,
+    CHANNEL,
+    "12345-678@g.us",
+    "agent:main:group:123",
+    "agent:main:cron:nightly",
+    GROUP_THREAD_OF_A_DM,
+    CHANNEL_TOPIC_OF_A_DM,
+]
 
 
 def config(**memory_search: Any) -> Config:
@@ -115,7 +126,9 @@ def test_shared_sessions_never_get_memory_md_in_the_prompt_nor_write_tools(world
     assert OWNER_FACT in prompt and {"memory_write", "memory_append_daily"} <= names
 
 
-@pytest.mark.parametrize("key", [GROUP, CHANNEL, "12345-678@g.us"])
+@pytest.mark.parametrize(
+    "key", [GROUP, CHANNEL, "12345-678@g.us", GROUP_THREAD_OF_A_DM, CHANNEL_TOPIC_OF_A_DM]
+)
 def test_memory_get_refuses_private_files_and_other_chats_transcripts(world: World, key: str) -> None:
     dm, other = world.transcript(DM), world.transcript(OTHER_GROUP)
     results = world.tools(
@@ -215,3 +228,9 @@ def test_the_command_line_is_the_owner_and_sees_everything(world: World) -> None
     assert OWNER_FACT in got.output
     helped = runner.invoke(cli, ["memory", "--help"])
     assert "owner" in helped.output and "sees every" in helped.output
+
+
+@pytest.mark.parametrize("key", [GROUP_THREAD_OF_A_DM, CHANNEL_TOPIC_OF_A_DM])
+def test_a_dm_thread_marked_group_or_channel_searches_only_shared_notes(world: World, key: str) -> None:
+    (found,) = world.tools(key, ("memory_search", {"query": "quokka", "maxResults": 20}))
+    assert result_paths(found) == ["memory/notes.md"]

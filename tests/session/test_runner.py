@@ -689,3 +689,41 @@ def test_compaction_figures_are_the_projection_before_and_after(tmp_path: Path, 
     assert (
         count_request_tokens(model.calls[-1]) - (compaction.tokens_after + pending) == MESSAGE_OVERHEAD_TOKENS
     )
+
+
+def test_a_runner_keeps_only_its_own_agents_sessions(tmp_path: Path, workspace: Path) -> None:
+    model = ScriptedModel(responder=lambda request: "ok")
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, agent_id="alpha")
+    # Another agent's key is refused, and nothing is stored for it.
+    with pytest.raises(UsageError, match=r"belongs to agent 'beta', and this runner serves agent 'alpha'"):
+        runner.open("agent:beta:telegram:direct:42")
+    # A key without "agent:" is this agent's: the same session as its full form.
+    bare = runner.open("telegram:direct:42")
+    assert bare.key == "agent:alpha:telegram:direct:42"
+    bare.run_turn_sync("hi")
+    assert runner.open("agent:alpha:telegram:direct:42") is bare
+    assert runner.open("main").key == runner.open().key == "agent:alpha:main"
+    assert set(runner.store.all()) == {"agent:alpha:telegram:direct:42", "agent:alpha:main"}
+    header = transcript_lines(bare.transcript.path)[0]
+    assert header["sessionKey"] == "agent:alpha:telegram:direct:42"
+
+
+def test_sessions_an_earlier_release_stored_under_other_spellings(
+    tmp_path: Path, workspace: Path, caplog: Any
+) -> None:
+    model = ScriptedModel(responder=lambda request: "ok")
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, agent_id="alpha")
+    # An earlier release stored a bare key as it was, and lowered every key.
+    for key, session_id in (("discord:group:7", "bare-one"), ("agent:alpha:matrix:direct:alice", "lowered")):
+        runner.store.patch(key, session_id=session_id, session_file=runner.store.new_session_file(session_id))
+    # The bare key's session is this agent's: it goes on under the full key.
+    moved = runner.open("discord:group:7")
+    assert moved.key == "agent:alpha:discord:group:7" and moved.entry.session_id == "bare-one"
+    assert runner.store.get("discord:group:7") is None
+    # A lowered key may be another person's: it stays, a warning names both, a new session starts.
+    with caplog.at_level(logging.WARNING, logger="sessionmem.session.earlier_keys"):
+        alice = runner.open("agent:alpha:matrix:direct:Alice")
+    assert alice.entry.session_id != "lowered"
+    assert runner.store.get("agent:alpha:matrix:direct:alice").session_id == "lowered"  # type: ignore[union-attr]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "sessionmem.session.earlier_keys"]
+    assert "'agent:alpha:matrix:direct:Alice'" in warning and "'agent:alpha:matrix:direct:alice'" in warning

@@ -256,7 +256,7 @@ def test_an_unreachable_server_or_a_bad_dsn_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"127\.0\.0\.1:1/test"):
         PostgresSessionStore.connect("postgresql://postgres@127.0.0.1:1/test", connect_timeout_s=1)
     assert time.monotonic() - started < 10
-    with pytest.raises(ConfigError, match="not a valid PostgreSQL DSN"):
+    with pytest.raises(ConfigError, match="not a valid PostgreSQL URL: it must start with postgresql://"):
         PostgresSessionStore.connect("host=localhost port=5432 nonsense")
 
 

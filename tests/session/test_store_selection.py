@@ -78,8 +78,9 @@ def test_a_postgresql_url_picks_postgresql(tmp_path: Path, pg_dsn: str) -> None:
 def test_a_conninfo_string_and_unknown_schemes_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="key=value connection string; write PostgreSQL as a URL"):
         open_session_store("host=127.0.0.1 dbname=test", state_dir=tmp_path, agent_id="main")
-    with pytest.raises(UsageError, match="'mysql://h/db': not a store this sessionmem knows"):
-        open_session_store("mysql://h/db", state_dir=tmp_path, agent_id="main")
+    with pytest.raises(UsageError, match="'mysql://' is not a store this sessionmem knows") as caught:
+        open_session_store("mysql://u:s3cret@h/db", state_dir=tmp_path, agent_id="main")
+    assert "s3cret" not in str(caught.value)  # a mistyped scheme's password is not echoed
     with pytest.raises(UsageError, match="not a store"):
         open_session_store("sqlite://relative.sqlite", state_dir=tmp_path, agent_id="main")
     assert not list(tmp_path.iterdir())  # nothing was created

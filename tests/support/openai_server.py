@@ -12,7 +12,7 @@ Every request is recorded.
 Use (the ``openai_server`` fixture is registered in ``tests/conftest.py``)::
 
     from tests.support.openai_server import (
-        context_length_error, delay, embedding_reply, http_error, rate_limit, server_error,
+        context_length_error, delay, embedding_reply, http_error, rate_limit, raw_reply, server_error,
         text_reply, tool_call_reply,
     )
 
@@ -25,6 +25,7 @@ Use (the ``openai_server`` fixture is registered in ``tests/conftest.py``)::
         openai_server.chat.push(server_error(503))             # or http_error(status, message)
         openai_server.chat.push(context_length_error())        # 400 context_length_exceeded
         openai_server.chat.push(delay(2.0, text_reply("late")))  # for timeouts
+        openai_server.embeddings.push(raw_reply(b"<html>502</html>"))  # a body that is not JSON
         openai_server.chat.handler = lambda body: text_reply("from a function")
 
         litellm.completion(model="openai/test-model", api_base=openai_server.base_url,
@@ -78,6 +79,7 @@ class Reply:
     fill_prompt_tokens: bool = False  # compute usage.prompt_tokens from the request's messages
     use_default: bool = False  # answer with the endpoint's default (after ``delay_s``)
     stream: list[dict[str, Any]] | None = None  # the SSE chunks to send to a streaming request, as given
+    raw: bytes | None = None  # sent as the body as is (not JSON), with ``headers`` (a content-type)
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
@@ -186,6 +188,11 @@ def empty_stream() -> Reply:
     """A server that answers ``stream: true`` with no chunk at all (only ``data: [DONE]``), and a
     non-streamed request with an empty assistant message."""
     return dataclasses.replace(text_reply("", completion_tokens=0), stream=[])
+
+
+def raw_reply(body: bytes, *, status: int = 200, content_type: str = "text/html; charset=utf-8") -> Reply:
+    """A body that is not JSON (a proxy's error page, a truncated answer), sent as is."""
+    return Reply(status=status, raw=body, headers={"content-type": content_type})
 
 
 def delay(seconds: float, reply: Reply | str | None = None) -> Reply:
@@ -481,7 +488,9 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a broken test handler shows up as a 500 the test can see
                 reply = server_error(500, f"test handler failed: {exc!r}")
             streaming = isinstance(body, dict) and body.get("stream") and endpoint is server.chat
-            if streaming and reply.status == 200:
+            if reply.raw is not None:
+                self._send_raw(reply.status, reply.raw, reply.headers)
+            elif streaming and reply.status == 200:
                 self._send_sse(
                     iter(reply.stream) if reply.stream is not None else _stream_chunks(reply.body, body)
                 )
@@ -490,12 +499,17 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(reply.status, payload, reply.headers)
 
         def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode("utf-8")
+            self._send_raw(
+                status,
+                json.dumps(payload).encode("utf-8"),
+                {"content-type": "application/json", **(headers or {})},
+            )
+
+        def _send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
             try:
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
-                for key, value in (headers or {}).items():
+                for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
