@@ -34,6 +34,7 @@ SCRIPTS = (
     "store_pg",
     "hosts",
     "cli",
+    "forget",
     "index",
     "huge_file",
     "recall",

@@ -347,6 +347,59 @@ def _place(folder: int, tmp: str, name: str, data: bytes) -> bool:
     return True
 
 
+def remove_tree_under(root: str | os.PathLike[str], rel_dir: str, *, dry_run: bool = False) -> list[str]:
+    """Remove the folder ``root/rel_dir`` and all it holds, reached and walked without following a
+    symlink (a symlink inside is removed itself, never what it points to); returns the ``root``-relative
+    paths of the files removed (``dry_run``: of those that would be), sorted. A missing folder: ``[]``.
+
+    Walked with a stack of open folder descriptors, not recursion: a folder nested deeper than Python's
+    recursion limit is removed like any other."""
+    parts = _parts(rel_dir)
+    found: list[str] = []
+    try:
+        with folder_under(root, "/".join(parts[:-1]), create=False) as parent:
+            if not stat.S_ISDIR(os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode):
+                if not dry_run:  # a symlink (or a file) where the folder should be: itself goes
+                    os.unlink(parts[-1], dir_fd=parent)
+                return [rel_dir]
+            top = os.open(parts[-1], os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=parent)
+            stack: list[tuple[int, str, list[str]]] = [(top, rel_dir, sorted(os.listdir(top)))]
+            try:
+                while stack:
+                    fd, prefix, names = stack[-1]
+                    if not names:  # every entry of this folder done: remove it from its parent
+                        stack.pop()
+                        os.close(fd)
+                        if not dry_run:
+                            holder = stack[-1][0] if stack else parent
+                            name = prefix.rsplit("/", 1)[-1]
+                            with contextlib.suppress(FileNotFoundError):
+                                os.rmdir(name, dir_fd=holder)
+                        continue
+                    name = names.pop()
+                    try:
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        if stat.S_ISDIR(st.st_mode):
+                            child = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+                            stack.append((child, f"{prefix}/{name}", sorted(os.listdir(child))))
+                            continue
+                        found.append(f"{prefix}/{name}")
+                        if not dry_run:
+                            os.unlink(name, dir_fd=fd)
+                    except FileNotFoundError:  # removed meanwhile
+                        continue
+            finally:
+                for fd, _, _ in stack:
+                    os.close(fd)
+    except FileNotFoundError:
+        return sorted(found)
+    except OSError as exc:
+        if exc.errno in _REFUSALS:
+            raise UnsafeWriteError(rel_dir, "it is a symlink or not a folder") from None
+        raise
+    return sorted(found)
+
+
 # --- whole files replaced atomically (the session stores, transcripts copied in) ---
 
 _ATOMIC_TEMP_RE = re.compile(r"\.[0-9a-f]{32}\.tmp")
@@ -385,8 +438,14 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make the renames and removals in ``folder`` survive a power cut (best effort: some file systems
+    cannot sync a folder)."""
     with contextlib.suppress(OSError):
-        dfd = os.open(path.parent, os.O_RDONLY)
+        dfd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:

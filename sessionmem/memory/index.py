@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,6 +82,7 @@ from sessionmem.safefs import make_private_dirs
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
     from sessionmem.memory.embedding import Embedder
+    from sessionmem.memory.erase import IndexErasure
     from sessionmem.memory.files import EntrySource
     from sessionmem.memory.pg_store import PgTarget
     from sessionmem.memory.session_sync import TranscriptDeltaScheduler
@@ -424,6 +425,24 @@ class MemoryIndex:
         and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
         searches."""
         return self._sync_mutex
+
+    def erase(
+        self, audiences: Collection[str], paths: Collection[str] = (), *, dry_run: bool = False
+    ) -> IndexErasure:
+        """Remove every row of the files labelled with ``audiences`` or indexed as ``paths``, their
+        chunks' cached vectors, and any readable copy of them in the database (``erase.py``): the
+        index's side of forgetting a person. Holds the sync lock; hold it yourself around this and the
+        deletion of the files, so that no sync indexes them again in between."""
+        from sessionmem.memory.erase import erase_rows
+
+        self._check_open()
+        with self._sync_mutex:
+            erased = erase_rows(
+                self._conn, audiences=audiences, paths=paths, vectors=self._vector.loaded, dry_run=dry_run
+            )
+        if not dry_run and (erased.chunks or erased.paths) and self._searcher is not None:
+            self._searcher.invalidate()
+        return erased
 
     def _check_open(self) -> None:
         if self._closed:

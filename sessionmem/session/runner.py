@@ -45,7 +45,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -59,7 +58,7 @@ from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
 from sessionmem.session import keys
 from sessionmem.session.announce import announce_created, emit
-from sessionmem.session.backend import SessionBackend, TranscriptLog
+from sessionmem.session.backend import SessionBackend, TranscriptLog, open_entry
 from sessionmem.session.cache import SessionCache
 from sessionmem.session.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.earlier_keys import adopt_earlier_session
@@ -77,6 +76,7 @@ from sessionmem.session.turn import run_model_turn
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
+    from sessionmem.session.forget import ForgetReport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -144,23 +144,8 @@ class SessionRunner:
             return found
         entry = self.store.get(key) or adopt_earlier_session(self.store, key)
         created = False
-        if entry is None:
-            # Trigger: two processes open one new key at once; both read "no entry". Why: creating in a
-            # second step would let each write its own sessionId, the last one winning in the store
-            # while the first talks to an orphan transcript. Outcome: the entry is created in one locked
-            # update that re-reads the store, so whoever comes second adopts the first one's session.
-            session_id = str(uuid.uuid4())
-            fresh = SessionEntry.model_validate(
-                {
-                    "sessionId": session_id,
-                    "sessionFile": self.store.new_session_file(session_id),
-                    "chatType": keys.chat_type(key),
-                    "sessionKey": key,
-                }
-            )
-            entry = self.store.update(key, lambda current: current or fresh)
-            assert entry is not None
-            created = entry.session_id == session_id
+        if entry is None:  # created in one locked update (two processes opening it adopt one session)
+            entry, created = open_entry(self.store, key)
         transcript = self.store.open_transcript(key, entry, cwd=self.workspace)
         # Trigger: open() made a new store entry. Why: open() is sync and hooks are async, and
         # rotations announce their own new session. Outcome: session:start ("created") is due at the
@@ -177,6 +162,37 @@ class SessionRunner:
     def sessions_in_memory(self) -> tuple[str, ...]:
         """The keys of the sessions this runner holds in memory, least recently used first."""
         return self.in_memory.keys()
+
+    async def forget(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
+        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on
+        every channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
+        (:mod:`sessionmem.session.forget`, which says what stays and is listed). Their sessions are held
+        meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
+        theirs starts a new session. ``dry_run``: only say what would go. A gateway's
+        ``DELETE /api/sessions/{key}``."""
+        from sessionmem.session.forget import forget
+
+        self.in_memory.check_open()
+        report = await forget(
+            who,
+            store=self.store,
+            workspace=self.workspace,
+            agent_id=self.agent_id,
+            memory_index=self.memory_index,
+            extra_paths=self.agent.memory_search.extra_paths,
+            names=names,
+            dry_run=dry_run,
+            lock_timeout_s=self.config.session.turn_lock_timeout_seconds,
+        )
+        if not dry_run:
+            for key in report.session_keys:
+                self.in_memory.discard(key)
+        return report
+
+    def forget_sync(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
+        """Blocking :meth:`forget`; refuses to run inside an event loop (use ``await runner.forget``)."""
+        _check_no_running_loop("forget_sync")
+        return asyncio.run(self.forget(who, names=names, dry_run=dry_run))
 
     # ------------------------------------------------------------ lifecycle
 

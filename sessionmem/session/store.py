@@ -31,7 +31,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -190,6 +190,13 @@ class SessionStore(TranscriptFolderBackend):
         norm = keys.normalize_key(key)
         with self.transaction() as entries:
             return entries.pop(norm, None)
+
+    def erase_entries(self, session_keys: Sequence[str]) -> list[str]:
+        """Remove the entries of ``session_keys`` in one atomic rewrite of sessions.json (``forget``)."""
+        with self.transaction() as entries:
+            for key in session_keys:
+                entries.pop(keys.normalize_key(key), None)
+        return []
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[dict[str, SessionEntry]]:

@@ -31,7 +31,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,34 @@ class SqliteSessionStore(TranscriptFolderBackend):
                 return current
 
         return self._run(remove)
+
+    def erase_entries(self, session_keys: Sequence[str]) -> list[str]:
+        """Remove the rows of ``session_keys`` in one transaction with ``secure_delete`` on (the freed
+        cells and pages are zeroed), rewrite the file (``VACUUM``: every turn rewrote its row, leaving
+        older copies in free space), then checkpoint and truncate the WAL, which holds older page images
+        (``forget``). Returns what could not be done (a WAL another connection keeps busy)."""
+        rows = [(keys.normalize_key(k),) for k in session_keys]
+
+        def remove(conn: sqlite3.Connection) -> list[str]:
+            (before,) = conn.execute("PRAGMA secure_delete").fetchone()
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                with self._transaction(conn):
+                    conn.executemany("DELETE FROM sessions WHERE key = ?", rows)
+            finally:
+                conn.execute(f"PRAGMA secure_delete = {int(before)}")
+            issues = []
+            try:  # rows rewritten every turn left older copies of themselves in free space
+                conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                issues.append(f"VACUUM of {self.path} failed ({exc}); free pages may hold older rows")
+            (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                issues.append(f"{self.path}-wal could not be truncated (another connection was reading it)")
+            return issues
+
+        issues: list[str] = self._run(remove)
+        return issues
 
     def put_many(self, entries: dict[str, SessionEntry]) -> None:
         """Store ``entries`` (key -> entry, replacing what those keys held) in one transaction."""
