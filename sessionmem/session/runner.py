@@ -191,8 +191,7 @@ class SessionRunner:
 
     def forget_sync(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
         """Blocking :meth:`forget`; refuses to run inside an event loop (use ``await runner.forget``)."""
-        _check_no_running_loop("forget_sync")
-        return asyncio.run(self.forget(who, names=names, dry_run=dry_run))
+        return run_blocking("forget_sync", lambda: self.forget(who, names=names, dry_run=dry_run))
 
     # ------------------------------------------------------------ lifecycle
 
