@@ -35,7 +35,9 @@ SCRIPTS = (
     "hosts",
     "cli",
     "hostile",
+    "forget",
     "index",
+    "huge_file",
     "recall",
     "search",
 )

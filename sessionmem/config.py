@@ -11,11 +11,16 @@ Every default from the seeds lives here, once. A config file looks like::
 Python code builds the same objects directly (``Config()`` is all defaults) or overrides with
 ``config.model_copy(update=...)`` / :func:`merge`. ``Config.for_agent(agent_id)`` resolves the
 per-agent entry over the defaults. Reading files and the environment happens only in the CLI.
+
+Every model knows which of its values the user wrote (``user_set``, pydantic's ``model_fields_set``);
+``for_agent`` and :func:`merge` keep that knowledge through their layering. Values the user wrote are
+honoured as written; only defaults adapt to a small window (:meth:`CompactionConfig.budget`, DESIGN 22).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,12 +29,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from sessionmem.errors import ConfigError
+from sessionmem.pathnames import given_path
 
 DEFAULT_AGENT_ID = "main"
 DEFAULT_CONTEXT_TOKENS = 200_000
@@ -41,14 +48,31 @@ class _Model(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
+    def user_set(self, name: str) -> bool:
+        """True when field ``name`` was written (a config file, a dict, a keyword argument, an update),
+        False when it holds its default."""
+        return name in self.model_fields_set
 
-def _camel(name: str) -> str:
+
+def _file_path(value: str | None) -> str | None:
+    """A path setting resolved once, when the config is read (:func:`~sessionmem.pathnames.given_path`:
+    ``~`` expanded, against the current folder of that moment). What names no file is kept as written:
+    a URL or DSN (``://``), an ``hf:`` URI, a ``key=value`` string (refused later, saying why) and the
+    ``sqlite`` keyword of ``session.store``."""
+    text = (value or "").strip()
+    if not text or "://" in text or "=" in text or text.startswith("hf:") or text.lower() == "sqlite":
+        return value
+    return str(given_path(text))
+
+
+def camel_case(name: str) -> str:
+    """``snake_name`` as ``snakeName``: the spelling of every config key and every JSON output's keys."""
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
 
 
 class _Camel(_Model):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, alias_generator=_camel)
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, alias_generator=camel_case)
 
 
 # ---------------------------------------------------------------------------- memory search
@@ -58,6 +82,8 @@ class LocalEmbeddingConfig(_Camel):
     model_path: str | None = None  # a GGUF path or an hf:owner/repo/file.gguf URI
     model_cache_dir: str | None = None
     n_threads: int | None = None
+
+    _paths = field_validator("model_path", "model_cache_dir")(_file_path)
     # Longer texts are embedded in windows of this many tokens, averaged (never past the model's context).
     window_tokens: int = Field(256, ge=16)
 
@@ -84,6 +110,8 @@ class VectorStoreConfig(_Camel):
     enabled: bool = True
     extension_path: str | None = None
 
+    _paths = field_validator("extension_path")(_file_path)
+
 
 class FtsStoreConfig(_Camel):
     # "porter": unicode61 with English stemming (measured best, see bench/README.md); "unicode61" exact
@@ -95,6 +123,8 @@ class StoreConfig(_Camel):
     path: str | None = None  # may contain {agentId}; default <state-dir>/memory/{agentId}.sqlite
     vector: VectorStoreConfig = VectorStoreConfig()
     fts: FtsStoreConfig = FtsStoreConfig()
+
+    _paths = field_validator("path")(_file_path)
 
 
 class ChunkingConfig(_Camel):
@@ -215,6 +245,43 @@ class MemoryFlushConfig(_Camel):
         return parse_byte_size(value) if isinstance(value, str) else value
 
 
+@dataclass(frozen=True, slots=True)
+class WindowBudget:
+    """How a context window is shared out: the reserve (room for the reply and the next prompt), the
+    soft threshold (how much earlier than compaction the flush runs) and what compaction keeps verbatim.
+
+    ``scaled`` names the settings cut to fit this window (``compaction.reserveTokensFloor``, ...): in a
+    small window (the reserve and the soft threshold together over half of it) the ones left at their
+    defaults are cut to at most a quarter and an eighth of it, so the flush runs at 5/8 of it and
+    compaction at 3/4 instead of never (the formula would give 0 for both). Values the user wrote are
+    kept as written; ``forced`` marks the one exception, a window found at run time (a provider's stated
+    window) too small for them, where they are cut too. A configured window they do not fit is refused
+    when the config loads (:meth:`CompactionConfig.room_problem`).
+    """
+
+    context_window: int
+    reserve: int
+    soft_threshold: int
+    keep_recent: int
+    scaled: tuple[str, ...] = ()
+    forced: bool = False
+
+    @property
+    def compaction_threshold(self) -> int:
+        """Projected tokens at which the runner compacts: ``contextWindow − reserve``."""
+        return max(0, self.context_window - self.reserve)
+
+    @property
+    def flush_threshold(self) -> int:
+        """``contextWindow − reserve − softThresholdTokens``, never below 0 (0 = never flush)."""
+        return max(0, self.context_window - self.reserve - self.soft_threshold)
+
+
+RESERVE_FLOOR_KEY = "compaction.reserveTokensFloor"
+RESERVE_KEY = "compaction.reserveTokens"
+SOFT_THRESHOLD_KEY = "compaction.memoryFlush.softThresholdTokens"
+
+
 class CompactionConfig(_Camel):
     enabled: bool = True
     reserve_tokens: int = Field(16_384, ge=0)
@@ -227,6 +294,69 @@ class CompactionConfig(_Camel):
     def effective_reserve_tokens(self) -> int:
         """DESIGN decision 3: one reserve for both the flush threshold and compaction."""
         return max(self.reserve_tokens, self.reserve_tokens_floor)
+
+    def budget(self, context_window: int) -> WindowBudget:
+        """The reserve, soft threshold and kept-recent budget for ``context_window`` (see
+        :class:`WindowBudget`). The reserve is the effective one (DESIGN 3), of the values after scaling:
+        a written floor stays a floor. Compaction keeps at most half of what fits under its threshold:
+        keeping more would leave almost nothing to summarise, and the next turn would compact again."""
+        window = max(0, int(context_window))
+        parts = self._budget_parts(window)
+        small = max(parts[0][1], parts[1][1]) + parts[2][1] > window // 2
+        cut = [key for key, value, written, share in parts if small and not written and value > share]
+        reserve, soft = _scaled(parts, cut)
+        forced = window - reserve - soft <= 0
+        if forced:  # a window found at run time too small for what the user wrote: cut those too
+            cut = [key for key, value, _, share in parts if value > share]
+            reserve, soft = _scaled(parts, cut)
+        keep = min(self.keep_recent_tokens, max(1, (window - reserve) // 2))
+        # a reserve setting cut under the other one's value changed nothing: not named
+        scaled = tuple(k for k, v, _, _ in parts if k in cut and (k == SOFT_THRESHOLD_KEY or v > reserve))
+        return WindowBudget(window, reserve, soft, keep, scaled, forced and bool(scaled))
+
+    def _budget_parts(self, window: int) -> list[tuple[str, int, bool, int]]:
+        """(key, value, written by the user, its share of a small window) of the reserve's two settings
+        and the soft threshold."""
+        flush = self.memory_flush
+        return [
+            (
+                RESERVE_FLOOR_KEY,
+                self.reserve_tokens_floor,
+                self.user_set("reserve_tokens_floor"),
+                window // 4,
+            ),
+            (RESERVE_KEY, self.reserve_tokens, self.user_set("reserve_tokens"), window // 4),
+            (
+                SOFT_THRESHOLD_KEY,
+                flush.soft_threshold_tokens,
+                flush.user_set("soft_threshold_tokens"),
+                window // 8,
+            ),
+        ]
+
+    def room_problem(self, context_window: int) -> str | None:
+        """Why the values the user wrote leave no room in ``context_window`` (the flush would come at 0
+        or below: ``contextWindow − reserve − softThresholdTokens``), or None."""
+        budget = self.budget(context_window)
+        if not budget.forced:
+            return None
+        written = [
+            f"{key} {value:,}"
+            for key, value, was_written, _ in self._budget_parts(budget.context_window)
+            if was_written and key in budget.scaled
+        ]
+        return (
+            f"{' + '.join(written)} leave{'s' if len(written) == 1 else ''} no room for the memory flush "
+            "(it comes at the window − reserve − softThresholdTokens): lower them, or leave them unset to "
+            "have them scaled to a small window"
+        )
+
+
+def _scaled(parts: list[tuple[str, int, bool, int]], cut: list[str]) -> tuple[int, int]:
+    """(reserve, soft threshold) with the ``cut`` settings at their share: the reserve the larger of its
+    two settings (DESIGN 3)."""
+    floor, reserve, soft = (share if key in cut else value for key, value, _, share in parts)
+    return max(floor, reserve), soft
 
 
 class ModelEntryConfig(_Camel):
@@ -297,9 +427,11 @@ class SessionConfig(_Camel):
     # are dropped (open() reloads them from the store and transcript).
     max_idle_sessions: int = Field(256, ge=0)
 
+    _paths = field_validator("store")(_file_path)
+
 
 class HookEntryConfig(_Camel):
-    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=_camel)
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=camel_case)
     enabled: bool | None = None
 
 
@@ -313,6 +445,34 @@ class HooksConfig(_Camel):
     internal: InternalHooksConfig = InternalHooksConfig()
 
 
+MIN_API_KEY_CHARS = 16
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot guard an HTTP server (None: it can); the reason never quotes the key."""
+    if len(key) < MIN_API_KEY_CHARS:
+        return f"an API key must be at least {MIN_API_KEY_CHARS} characters long"
+    if not key.isascii() or not key.isprintable() or " " in key:
+        return "an API key must be printable ASCII without spaces (it travels in an HTTP header)"
+    return None
+
+
+class ServerConfig(_Camel):
+    """sessionmem's HTTP servers (``sessionmem mcp --http``, the gateway): ``apiKeys`` are the bearer
+    tokens that open them (``sessionmem.server.auth``), kept out of every repr and dump."""
+
+    api_keys: tuple[SecretStr, ...] = ()
+
+    @field_validator("api_keys")
+    @classmethod
+    def _usable_keys(cls, keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for key in keys:
+            problem = api_key_problem(key.get_secret_value())
+            if problem is not None:
+                raise ValueError(problem)
+        return keys
+
+
 def _rendered_store(raw: str, agent_id: str) -> str:
     """Where ``memorySearch.store.path`` puts ``agent_id``'s index: a file, or a PostgreSQL database and
     schema (``memory.pg_store``; its default schema contains the agent id)."""
@@ -322,7 +482,7 @@ def _rendered_store(raw: str, agent_id: str) -> str:
         from sessionmem.memory.pg_store import pg_target
 
         return pg_target(raw, agent_id).display
-    return str(Path(raw.replace("{agentId}", agent_id)).expanduser().absolute())
+    return str(given_path(raw.replace("{agentId}", agent_id)))
 
 
 class Config(_Camel):
@@ -330,6 +490,25 @@ class Config(_Camel):
     memory: MemoryConfig = MemoryConfig()
     session: SessionConfig = SessionConfig()
     hooks: HooksConfig = HooksConfig()
+    server: ServerConfig = ServerConfig()
+
+    @model_validator(mode="after")
+    def _room_in_each_window(self) -> Config:
+        """A window the config states (``contextTokens``, ``models.<name>.contextWindow``) must hold the
+        reserve and soft threshold the user wrote (defaults are scaled to it instead)."""
+        agents: list[tuple[str | None, AgentConfig]] = [(None, self.agents.defaults)]
+        agents += [(entry.id, self.for_agent(entry.id)) for entry in self.agents.list if entry.id]
+        for agent_id, agent in agents:
+            windows = [("contextTokens", agent.context_tokens)]
+            windows += [
+                (f"models.{name}.contextWindow", e.context_window) for name, e in agent.models.items()
+            ]
+            for key, window in windows:
+                problem = agent.compaction.room_problem(window) if window else None
+                if problem is not None:
+                    where = "agents.defaults" if agent_id is None else f"agent {agent_id!r}"
+                    raise ConfigError(f"{where}: {key} {window:,}: {problem}")
+        return self
 
     @model_validator(mode="after")
     def _one_index_per_agent(self) -> Config:
@@ -353,7 +532,7 @@ class Config(_Camel):
 
     def for_agent(self, agent_id: str = DEFAULT_AGENT_ID) -> AgentConfig:
         """The agent's settings: its ``agents.list`` entry laid over ``agents.defaults``."""
-        base = self.agents.defaults.model_dump(by_alias=True, exclude_unset=False)
+        base = self.agents.defaults.model_dump(by_alias=True, exclude_unset=True)  # what the user wrote
         for entry in self.agents.list:
             if entry.id == agent_id:
                 base = deep_merge(base, entry.model_dump(by_alias=True, exclude_unset=True))
@@ -393,8 +572,9 @@ class Config(_Camel):
 
 
 def merge(config: Config, overrides: dict[str, Any]) -> Config:
-    """Lay a nested dict of overrides (camelCase or snake_case keys) over ``config``."""
-    merged = deep_merge(config.model_dump(by_alias=True), overrides)
+    """Lay a nested dict of overrides (camelCase or snake_case keys) over ``config`` (what the user
+    wrote stays written, see ``user_set``)."""
+    merged = deep_merge(config.model_dump(by_alias=True, exclude_unset=True), overrides)
     return Config.from_dict(merged)
 
 

@@ -32,8 +32,9 @@ from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.safefs import make_private_dirs
 from sessionmem.scripted_runs import Record, RecordSink, small_window_config
-from sessionmem.session.events import Event
+from sessionmem.session.events import Event, event_record
 
 CONTEXT_WINDOW = 3000
 RESERVE_TOKENS = 900  # compaction at 2,100 projected tokens
@@ -353,7 +354,7 @@ async def _run(
 
     config = demo_config(memory_search, timezone)
     agent_cfg = config.for_agent("main")
-    (workspace / "memory").mkdir(parents=True, exist_ok=True)
+    make_private_dirs(workspace / "memory")
     agent = DemoAgent()
     model = ScriptedModel(responder=agent, name="scripted-demo")
     report = DemoReport(workspace, state_dir)
@@ -381,13 +382,13 @@ async def _run(
             {
                 "event": "start",
                 "workspace": str(workspace),
-                "state_dir": str(state_dir),
+                "stateDir": str(state_dir),
                 "model": model.name,
-                "memory_mode": index.status().mode,
-                "context_window": session.context_window,
-                "flush_threshold": driver.thresholds[0],
-                "compaction_threshold": driver.thresholds[1],
-                "session_id": session.entry.session_id,
+                "memoryMode": index.status().mode,
+                "contextWindow": session.context_window,
+                "flushThreshold": driver.thresholds[0],
+                "compactionThreshold": driver.thresholds[1],
+                "sessionId": session.entry.session_id,
             }
         )
         for line in agent.script:
@@ -408,7 +409,7 @@ async def _run(
             "hit": report.hit,
             "flushes": report.flushes,
             "compactions": report.compactions,
-            "memory_files": report.memory_files,
+            "memoryFiles": report.memory_files,
         }
     )
     return report
@@ -445,8 +446,8 @@ class _Driver:
             self._after.append(record)
 
     def _record(self, event: Event) -> Record | None:
-        data = {k: v for k, v in vars(event).items() if k not in ("kind", "timestamp")}
-        kind = event.kind
+        data = event_record(event, without=("timestamp",))
+        kind = data.pop("event")
         if kind == "tool_call":
             if data["name"] in ("write", "memory_append_daily", "memory_write"):
                 args = data["arguments"]
@@ -465,10 +466,9 @@ class _Driver:
         elif kind == "compaction":
             self.report.compactions += 1
         elif kind == "new":
-            for name in ("memory_file", "archived_path"):
+            for name in ("memoryFile", "archivedPath"):
                 if data.get(name):
                     data[name] = _relative(Path(data[name]), self.report.workspace, self.report.state_dir)
-            data["hook_errors"] = list(data.get("hook_errors") or ())
         return {"event": kind, **data}
 
     def _search_record(self, data: Record) -> Record:
@@ -479,13 +479,13 @@ class _Driver:
             payload = {}
         if not isinstance(payload, dict):
             payload = {}
-        if data.get("is_error") and not payload.get("error"):
+        if data.get("isError") and not payload.get("error"):
             payload["error"] = full[:300]
         hits = [
             {
                 "path": r.get("path"),
-                "start_line": r.get("startLine"),
-                "end_line": r.get("endLine"),
+                "startLine": r.get("startLine"),
+                "endLine": r.get("endLine"),
                 "score": r.get("score"),
                 "snippet": r.get("snippet"),
             }
@@ -517,7 +517,7 @@ class _Driver:
         # The projection at the end of the turn: when the turn's own size triggered a compaction, the
         # figure it triggered at (the projection has dropped since), else the projection now.
         tokens = next(
-            (r["tokens_before"] for r in self._after if r["event"] == "compaction"),
+            (r["tokensBefore"] for r in self._after if r["event"] == "compaction"),
             self.session.projection().tokens,
         )
         turn = {
@@ -527,9 +527,9 @@ class _Driver:
             "user": text,
             "reply": result.reply,
             "tokens": tokens,
-            "flush_threshold": self.thresholds[0],
-            "compaction_threshold": self.thresholds[1],
-            "context_window": self.session.context_window,
+            "flushThreshold": self.thresholds[0],
+            "compactionThreshold": self.thresholds[1],
+            "contextWindow": self.session.context_window,
         }
         self._flush_records(self._before, self._during, [turn], self._after)
         if text == RECALL_QUESTION:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,9 +144,11 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def listen_loopback(port: int, host: str = "127.0.0.1") -> socket.socket:
-    """A listening socket on ``host:port``; ``OSError`` (port taken, no permission) before anything runs."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def listen_tcp(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket on ``host:port`` (IPv4 or IPv6); ``OSError`` (port taken, no permission, an
+    address this machine does not have) before anything runs."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -157,16 +159,34 @@ def listen_loopback(port: int, host: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
-async def serve_http(server: Server[Any], sock: socket.socket, *, path: str = "/mcp") -> None:
-    """Serve streamable HTTP on ``sock`` (from :func:`listen_loopback`: the owner's machine only).
+async def serve_http(
+    server: Server[Any], sock: socket.socket, *, path: str = "/mcp", api_keys: Sequence[str] = ()
+) -> None:
+    """Serve streamable HTTP on ``sock`` (from :func:`listen_tcp`).
 
-    The SDK turns on DNS-rebinding protection for loopback hosts, so a web page in the owner's browser
-    cannot reach the memory through this port; other processes on the machine can.
+    On a loopback address the DNS-rebinding check is on, so a web page in the owner's browser cannot
+    reach the memory through this port; other processes on the machine can, unless ``api_keys`` are
+    given: then every request needs ``Authorization: Bearer <key>`` (``server.auth``). An address other
+    machines reach is refused without a key (a ``ConfigError`` before anything is served).
     """
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    host = sock.getsockname()[0]
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    from sessionmem.server.auth import BearerAuth, is_loopback, require_guard
+
+    host = str(sock.getsockname()[0])
+    require_guard(host, api_keys)
+    security = None
+    if is_loopback(host):  # the SDK turns the check on by itself for three spellings of loopback only
+        hosts = ["127.0.0.1", "localhost", "[::1]", *([host] if ":" not in host else [])]
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{h}:*" for h in hosts],
+            allowed_origins=[f"http://{h}:*" for h in hosts],
+        )
+    app: Any = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=security)
+    if api_keys:
+        app = BearerAuth(app, api_keys)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
 

@@ -342,3 +342,56 @@ def home_for(key: str, scope: str = "agent") -> MemoryHome:
 def refusal(visibility: Visibility) -> str:
     """Why a path is refused to this reader (the same whether or not the file exists)."""
     return f"private to another chat or to the owner, not visible from {visibility.reader}"
+
+
+# ---------------------------------------------------------------------------- who a key is (forget)
+
+
+def within_chat(key: str, chat: str) -> bool:
+    """Whether the session ``key`` is of the chat ``chat`` (a :attr:`KeyShape.chat`): that chat, or one of
+    its threads or topics, at any depth (``…:direct:42:thread:9`` is within ``…:direct:42``)."""
+    try:
+        rest = classify_key(key).chat
+    except UsageError:
+        return False
+    if rest == chat:
+        return True
+    tokens, parent = rest.split(":"), chat.split(":")
+    return (
+        len(tokens) > len(parent) + 1
+        and tokens[: len(parent)] == parent
+        and ascii_lower(tokens[len(parent)]) in _THREAD_TOKENS
+    )
+
+
+def direct_parts(key: str) -> tuple[str, str] | None:
+    """A direct chat's key as (its chat up to and including the ``direct`` marker, the peer's id), a
+    thread or topic left out: ``agent:main:telegram:direct:42:thread:9`` -> (``telegram:direct``,
+    ``42``); None for every other kind of key (and a malformed one). The id is as the canonical key
+    holds it (:func:`canonical_key`: lowered on channels that ignore case)."""
+    try:
+        shape = classify_key(key)
+    except UsageError:
+        return None
+    if shape.kind != "direct":
+        return None
+    tokens = shape.chat.split(":")
+    chat = _without_thread([ascii_lower(token) for token in tokens])
+    for at, token in enumerate(chat[:3]):
+        if _KIND_TOKENS.get(token) == "direct":
+            return ":".join(tokens[: at + 1]), ":".join(tokens[at + 1 : len(chat)])
+    return None
+
+
+def is_direct_chat_with(key: str, peer: str) -> bool:
+    """Whether ``key`` is a direct chat (or a thread of one) with the peer whose id is ``peer``, on any
+    channel or account, the id compared as that channel writes it (``Alice`` is ``alice`` on Telegram,
+    which ignores case, and not on a channel that keeps it). The same id on several channels counts as
+    one person, as OpenClaw's per-peer sessions (and its identity links, which rewrite a person's ids to
+    one) count it."""
+    parts = direct_parts(key)
+    if parts is None:
+        return False
+    head, theirs = parts
+    written = direct_parts(f"{head}:{peer}")
+    return written is not None and written[1] == theirs

@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sessionmem.config import camel_case
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.safefs import make_private_dirs
 from sessionmem.scripted_runs import Record, RecordSink, small_window_config
-from sessionmem.session.events import Event
+from sessionmem.session.events import Event, event_record
 from sessionmem.session.tools import Tool, ToolError
 from sessionmem.session.transcript import message_from_dict, read_entries
 
@@ -203,16 +205,17 @@ class ReplayReport:
 
     def to_json(self) -> Record:
         data = dataclasses.asdict(self)
-        return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+        return {camel_case(k): str(v) if isinstance(v, Path) else v for k, v in data.items()}
 
 
-def event_record(event: Event) -> Record | None:
-    """A runner event as a record: ``{"event": kind, "session_key": ..., "session_id": ..., ...fields}``
-    (the runner's own turn event is left out: the replay reports turns itself, with the token figure)."""
+def replay_record(event: Event) -> Record | None:
+    """A runner event as a record: ``{"event": kind, "sessionKey": ..., "sessionId": ..., ...fields}``
+    (:func:`~sessionmem.session.events.event_record` without the timestamp, so a replay's records are
+    the same every run; the runner's own turn event is left out: the replay reports turns itself, with
+    the token figure)."""
     if event.kind == "turn":
         return None
-    data = {k: v for k, v in vars(event).items() if k not in ("kind", "timestamp")}
-    return {"event": event.kind, **{k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}}
+    return event_record(event, without=("timestamp",))
 
 
 def run_replay(
@@ -245,15 +248,15 @@ async def _run(
     agent = ReplayAgent(turns, slug=recording.stem.split(".")[0][:30] or "replay")
     model = ScriptedModel(responder=agent, name="scripted-replay")
     report = ReplayReport(recording, workspace, state_dir)
-    (workspace / "memory").mkdir(parents=True, exist_ok=True)
+    make_private_dirs(workspace / "memory")
 
     def on_event(event: Event) -> None:
-        record = event_record(event)
+        record = replay_record(event)
         if record is None:
             return
         if event.kind == "flush":
             report.flushes += 1
-            report.flush_cycles.append(int(record.get("compaction_count", 0)))
+            report.flush_cycles.append(int(record.get("compactionCount", 0)))
         elif event.kind == "compaction":
             report.compactions += 1
         sink(record)
@@ -277,9 +280,9 @@ async def _run(
                 "recording": str(recording),
                 "turns": len(turns),
                 "workspace": str(workspace),
-                "state_dir": str(state_dir),
-                "context_window": session.context_window,
-                "session_id": session.entry.session_id,
+                "stateDir": str(state_dir),
+                "contextWindow": session.context_window,
+                "sessionId": session.entry.session_id,
             }
         )
         for number, turn in enumerate(turns, start=1):
@@ -289,8 +292,8 @@ async def _run(
             sink(
                 {
                     "event": "turn",
-                    "session_key": session.key,
-                    "session_id": session.entry.session_id,
+                    "sessionKey": session.key,
+                    "sessionId": session.entry.session_id,
                     "turn": number,
                     "user": turn.user,
                     "reply": result.reply,

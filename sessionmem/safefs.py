@@ -1,7 +1,10 @@
 """Writing files inside a folder without ever leaving it, and with the transcripts' private mode.
 
 Every file sessionmem creates is created here or with :data:`PRIVATE_FILE_MODE` (0600: the memory
-files, the index and its locks hold the same private text as the transcripts).
+files, the index and its locks hold the same private text as the transcripts). Every folder it creates
+is made by :func:`make_private_dirs` (or :func:`folder_under`, which uses the same mode),
+:data:`PRIVATE_DIR_MODE` (0700): a folder's names are private too (``memory/peers/<chat>/`` lists
+people's ids, the ``/new`` files their conversations' slugs, ``sessions/`` the session ids).
 
 Writes into the agent's workspace (daily logs, MEMORY.md and its history, the ``/new`` hook's file,
 the flush) go through :func:`open_under` and the helpers on top of it:
@@ -49,6 +52,7 @@ except ImportError:  # Windows: appends are still single writes
 log = logging.getLogger(__name__)
 
 PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -61,6 +65,23 @@ def create_private(path: str | os.PathLike[str]) -> None:
     SQLite gives its ``-wal``/``-shm`` files the database file's mode)."""
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE_MODE))
+
+
+def make_private_dirs(path: str | os.PathLike[str]) -> None:
+    """Create folder ``path`` and its missing parents, each with mode 0700 (``os.makedirs`` gives the
+    parents the umask's mode); an existing folder is left as it is."""
+    try:
+        os.mkdir(path, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        if parent == os.path.abspath(path):
+            raise
+        make_private_dirs(parent)
+        with contextlib.suppress(FileExistsError):  # made by another thread or process meanwhile
+            os.mkdir(path, PRIVATE_DIR_MODE)
 
 
 def narrow_to_private(*paths: str | os.PathLike[str]) -> None:
@@ -85,7 +106,7 @@ def folder_under(root: str | os.PathLike[str], rel_dir: str, *, create: bool = T
     """An open descriptor of ``root/rel_dir`` reached without following a symlink below ``root``;
     missing folders (the root too) are created when ``create``. ``rel_dir`` "" is the root itself."""
     if create:
-        os.makedirs(root, exist_ok=True)
+        make_private_dirs(root)
     fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
         for part in _parts(rel_dir) if rel_dir else []:
@@ -106,7 +127,7 @@ def _enter(parent: int, name: str, rel: str, create: bool) -> int:
             if not create or attempt == 2:
                 raise
             with contextlib.suppress(FileExistsError):
-                os.mkdir(name, dir_fd=parent)
+                os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=parent)
         except OSError as exc:
             if exc.errno in _REFUSALS:
                 raise UnsafeWriteError(rel, f"{name} is a symlink or not a folder") from None
@@ -149,7 +170,7 @@ def _open_checked_lexically(root: Path, parts: list[str], flags: int) -> int:  #
         current = current / part
         if current.is_symlink():
             raise UnsafeWriteError("/".join(parts), f"{part} is a symlink")
-        current.mkdir(exist_ok=True)
+        make_private_dirs(current)
     return _checked(os.open(current / parts[-1], flags | _NOFOLLOW, PRIVATE_FILE_MODE), "/".join(parts))
 
 
@@ -326,6 +347,59 @@ def _place(folder: int, tmp: str, name: str, data: bytes) -> bool:
     return True
 
 
+def remove_tree_under(root: str | os.PathLike[str], rel_dir: str, *, dry_run: bool = False) -> list[str]:
+    """Remove the folder ``root/rel_dir`` and all it holds, reached and walked without following a
+    symlink (a symlink inside is removed itself, never what it points to); returns the ``root``-relative
+    paths of the files removed (``dry_run``: of those that would be), sorted. A missing folder: ``[]``.
+
+    Walked with a stack of open folder descriptors, not recursion: a folder nested deeper than Python's
+    recursion limit is removed like any other."""
+    parts = _parts(rel_dir)
+    found: list[str] = []
+    try:
+        with folder_under(root, "/".join(parts[:-1]), create=False) as parent:
+            if not stat.S_ISDIR(os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode):
+                if not dry_run:  # a symlink (or a file) where the folder should be: itself goes
+                    os.unlink(parts[-1], dir_fd=parent)
+                return [rel_dir]
+            top = os.open(parts[-1], os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=parent)
+            stack: list[tuple[int, str, list[str]]] = [(top, rel_dir, sorted(os.listdir(top)))]
+            try:
+                while stack:
+                    fd, prefix, names = stack[-1]
+                    if not names:  # every entry of this folder done: remove it from its parent
+                        stack.pop()
+                        os.close(fd)
+                        if not dry_run:
+                            holder = stack[-1][0] if stack else parent
+                            name = prefix.rsplit("/", 1)[-1]
+                            with contextlib.suppress(FileNotFoundError):
+                                os.rmdir(name, dir_fd=holder)
+                        continue
+                    name = names.pop()
+                    try:
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        if stat.S_ISDIR(st.st_mode):
+                            child = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+                            stack.append((child, f"{prefix}/{name}", sorted(os.listdir(child))))
+                            continue
+                        found.append(f"{prefix}/{name}")
+                        if not dry_run:
+                            os.unlink(name, dir_fd=fd)
+                    except FileNotFoundError:  # removed meanwhile
+                        continue
+            finally:
+                for fd, _, _ in stack:
+                    os.close(fd)
+    except FileNotFoundError:
+        return sorted(found)
+    except OSError as exc:
+        if exc.errno in _REFUSALS:
+            raise UnsafeWriteError(rel_dir, "it is a symlink or not a folder") from None
+        raise
+    return sorted(found)
+
+
 # --- whole files replaced atomically (the session stores, transcripts copied in) ---
 
 _ATOMIC_TEMP_RE = re.compile(r"\.[0-9a-f]{32}\.tmp")
@@ -347,7 +421,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE
     Temp file in the same folder (same filesystem, so ``os.replace`` is atomic), fsync, replace,
     then fsync the folder so the rename itself survives a power cut.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     tmp = atomic_temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
@@ -364,8 +438,14 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make the renames and removals in ``folder`` survive a power cut (best effort: some file systems
+    cannot sync a folder)."""
     with contextlib.suppress(OSError):
-        dfd = os.open(path.parent, os.O_RDONLY)
+        dfd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:

@@ -42,16 +42,16 @@ def check_story(records: list[dict[str, Any]], workspace: Path) -> None:
     # The first flush comes before its compaction and belongs to the cycle that compaction closes.
     flush_at, compaction_at = first(records, "flush"), first(records, "compaction")
     assert flush_at < compaction_at
-    assert records[flush_at]["compaction_count"] == records[compaction_at]["compaction_count"] - 1 == 0
+    assert records[flush_at]["compactionCount"] == records[compaction_at]["compactionCount"] - 1 == 0
     compaction = records[compaction_at]
-    assert compaction["tokens_after"] < compaction["tokens_before"]
+    assert compaction["tokensAfter"] < compaction["tokensBefore"]
 
     # Turns cross the thresholds: the turn before the first flush is below the flush threshold, a later
     # one reaches the compaction threshold.
     turns = [r for r in records if r["event"] == "turn" and r["session"] == 1]
     assert 15 <= len(turns) <= 25
-    assert turns[0]["tokens"] < turns[0]["flush_threshold"]
-    assert max(t["tokens"] for t in turns) >= turns[0]["compaction_threshold"]
+    assert turns[0]["tokens"] < turns[0]["flushThreshold"]
+    assert max(t["tokens"] for t in turns) >= turns[0]["compactionThreshold"]
 
     # One measure throughout (the session's projection): the flush runs at the flush threshold, one
     # pending message above the turn before it; the compaction's "before" is the figure of the turn that
@@ -59,12 +59,12 @@ def check_story(records: list[dict[str, Any]], workspace: Path) -> None:
     steps = [b["tokens"] - a["tokens"] for a, b in itertools.pairwise(turns[:10])]
     flush = records[flush_at]
     before_flush = next(r for r in reversed(records[:flush_at]) if r["event"] == "turn")
-    assert turns[0]["flush_threshold"] <= flush["tokens"] < turns[0]["compaction_threshold"]
+    assert turns[0]["flushThreshold"] <= flush["tokens"] < turns[0]["compactionThreshold"]
     assert 0 <= flush["tokens"] - before_flush["tokens"] <= max(steps)  # + the pending message
     triggering = next(r for r in reversed(records[:compaction_at]) if r["event"] == "turn")
-    assert compaction["tokens_before"] == triggering["tokens"] >= turns[0]["compaction_threshold"]
+    assert compaction["tokensBefore"] == triggering["tokens"] >= turns[0]["compactionThreshold"]
     following = next(r for r in records[compaction_at:] if r["event"] == "turn")
-    assert 0 < following["tokens"] - compaction["tokens_after"] <= max(steps)
+    assert 0 < following["tokens"] - compaction["tokensAfter"] <= max(steps)
 
     # The flush wrote the early fact (stated in turn 2) to the daily log.
     flush_write = next(r for r in records[:flush_at] if r["event"] == "memory_write")
@@ -77,13 +77,13 @@ def check_story(records: list[dict[str, Any]], workspace: Path) -> None:
     new_at = first(records, "new")
     assert new_at > compaction_at
     new = records[new_at]
-    slug_file = workspace / new["memory_file"]
+    slug_file = workspace / new["memoryFile"]
     assert slug_file.name == daily.name.removesuffix(".md") + "-japan-trip.md"
     assert slug_file.is_file() and "Session Key" in slug_file.read_text(encoding="utf-8")
-    archived = workspace / new["archived_path"]
+    archived = workspace / new["archivedPath"]
     assert archived.is_file() and ".jsonl.reset." in archived.name
     created = [r for r in records if r["event"] == "memory_write" and r["mode"] == "create"]
-    assert [r["path"] for r in created] == [new["memory_file"]]
+    assert [r["path"] for r in created] == [new["memoryFile"]]
 
     # The new session searches memory and answers from the hit.
     search_at = first(records, "memory_search")
@@ -95,7 +95,7 @@ def check_story(records: list[dict[str, Any]], workspace: Path) -> None:
     assert top["path"] == flush_write["path"] and "peanut" in top["snippet"] and top["score"] > 0
     answer = next(r for r in records[search_at:] if r["event"] == "turn")
     assert answer["session"] == 2 and "peanut allergy" in answer["reply"]
-    assert f"{top['path']}#L{top['start_line']}-L{top['end_line']}" in answer["reply"]
+    assert f"{top['path']}#L{top['startLine']}-L{top['endLine']}" in answer["reply"]
     done = records[-1]
     assert done["recalled"] is True and done["compactions"] >= 1 and done["flushes"] >= 1
 
@@ -110,7 +110,7 @@ def test_demo_json_tells_the_whole_story(tmp_path: Path) -> None:
     # Sessions and index live in the demo folder, not in the user's state folder.
     sessions = json.loads((workspace / STATE_FOLDER / "agents/main/sessions/sessions.json").read_text())
     entry = sessions["agent:main:main"]
-    assert entry["sessionId"] == records[first(records, "new")]["session_id"]
+    assert entry["sessionId"] == records[first(records, "new")]["sessionId"]
     assert entry.get("compactionCount", 0) == 0  # the new session starts its own cycles
 
 
@@ -197,7 +197,7 @@ def test_bar_and_timeline_order() -> None:
     printed: list[str] = []
     timeline = Timeline(printed.append)
     timeline({"event": "memory_write", "path": "memory/d.md", "mode": "append", "chars": 5, "lines": ["- x"]})
-    timeline({"event": "flush", "reason": "r", "path": "memory/d.md", "compaction_count": 0})
+    timeline({"event": "flush", "reason": "r", "path": "memory/d.md", "compactionCount": 0})
     assert "silent memory flush" in printed[0] and printed[-1].endswith("+ - x")
 
 
@@ -213,7 +213,7 @@ def test_a_failing_workspace_hook_is_a_record_and_a_timeline_line(tmp_path: Path
     for record in records:
         json.dumps(record)  # every --json line still serialises
     (failed,) = [r for r in records if r["event"] == "hook_error"]
-    assert (failed["hook"], failed["hook_event"]) == ("broken-audit", "compaction:after")
+    assert (failed["hook"], failed["hookEvent"]) == ("broken-audit", "compaction:after")
     assert "audit log offline" in failed["error"]
     assert format_record(failed) == [f"         ⚠ {failed['error']}"]
     kinds = [r["event"] for r in records]
@@ -230,7 +230,7 @@ def test_demo_uses_a_configured_local_model(tmp_path: Path, gguf_model: Path) ->
     )
     assert result.exit_code == 0, result.output
     records = records_of(result.stdout)
-    assert records[0]["memory_mode"] == "hybrid"
+    assert records[0]["memoryMode"] == "hybrid"
     search_record = records[first(records, "memory_search")]
     assert search_record["mode"] == "hybrid"
     check_story(records, workspace)

@@ -1,9 +1,11 @@
 """Every file sessionmem creates has the transcripts' mode, 0600: the index (which holds transcript text
 when the sessions source is on) and its -wal/-shm, the locks, daily logs, MEMORY.md and its earlier
-versions, the /new hook's file, sessions.json."""
+versions, the /new hook's file, sessions.json. Every folder it creates is 0700: a folder's names (a
+person's id in ``memory/peers/<chat>/``, a ``/new`` slug, a session id) are private too."""
 
 from __future__ import annotations
 
+import ast
 import os
 import stat
 from collections.abc import Iterator
@@ -35,7 +37,21 @@ def created_files(*roots: Path) -> dict[str, int]:
     }
 
 
-def test_every_file_sessionmem_creates_is_private(tmp_path: Path, usual_umask: None) -> None:
+def created_folders(*roots: Path) -> dict[str, int]:
+    """``{<root name>/<path>: mode}`` of ``roots`` and every folder under them."""
+    return {
+        Path(root.name, p.relative_to(root)).as_posix(): stat.S_IMODE(p.lstat().st_mode)
+        for root in roots
+        for p in [root, *root.rglob("*")]
+        if p.is_dir() and not p.is_symlink()
+    }
+
+
+@pytest.fixture
+def used(tmp_path: Path, usual_umask: None) -> Iterator[tuple[Path, Path]]:
+    """(workspace, state) after a session wrote through every path: the write tools (MEMORY.md replaced,
+    so a version is kept), the transcript, ``/new`` (a peer folder) and the index with transcripts
+    (still open: its -wal and -shm files are there)."""
     workspace, state = tmp_path / "workspace", tmp_path / "state"
     config = merge(
         Config(),
@@ -73,11 +89,41 @@ def test_every_file_sessionmem_creates_is_private(tmp_path: Path, usual_umask: N
         session.run_turn_sync("/new")
         index.sync()
         index.sync(force=True)
-        files = created_files(workspace, state)
-        assert any(name.endswith(".sqlite-wal") for name in files) and any(".jsonl" in n for n in files)
-        assert any("memory/peers/main/" in name for name in files)  # the /new hook's file
-        assert any(".memory-history/MEMORY.md/" in name for name in files)  # the replaced version
+        yield workspace, state
     finally:
         index.close()
+
+
+def test_every_file_sessionmem_creates_is_private(used: tuple[Path, Path]) -> None:
+    files = created_files(*used)
+    assert any(name.endswith(".sqlite-wal") for name in files) and any(".jsonl" in n for n in files)
+    assert any("memory/peers/main/" in name for name in files)  # the /new hook's file
+    assert any(".memory-history/MEMORY.md/" in name for name in files)  # the replaced version
     loose = {name: oct(mode) for name, mode in files.items() if mode != 0o600}
     assert loose == {}
+
+
+def test_every_folder_sessionmem_creates_is_private(used: tuple[Path, Path]) -> None:
+    folders = created_folders(*used)
+    for made in ("workspace/memory/peers/main", "workspace/.memory-history", "state"):
+        assert made in folders
+    assert any(name.endswith("/sessions") for name in folders)
+    assert any(name.endswith("/locks") for name in folders)
+    loose = {name: oct(mode) for name, mode in folders.items() if mode != 0o700}
+    assert loose == {}
+
+
+def test_folders_are_made_only_through_the_private_helper() -> None:
+    """Every folder goes through ``safefs.make_private_dirs`` (or ``safefs.folder_under``): a ``mkdir``
+    or ``makedirs`` anywhere else would make a folder with the umask's mode."""
+    package = Path(__file__).resolve().parent.parent / "sessionmem"
+    calls = [
+        f"{path.relative_to(package)}:{node.lineno}"
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "safefs.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"mkdir", "makedirs"}
+    ]
+    assert calls == []

@@ -6,7 +6,6 @@ import asyncio
 import fnmatch
 import logging
 import re
-import time
 import tomllib
 from pathlib import Path
 
@@ -92,16 +91,21 @@ def test_failing_hook_is_reported_and_does_not_stop_others(
 
 
 def test_slow_hook_times_out_without_blocking_the_caller(tmp_path: Path) -> None:
+    cancelled: list[bool] = []
+
     async def slow(ev: HookEvent) -> None:
-        await asyncio.sleep(10)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
 
     registry = HookRegistry(timeout_s=0.05)
     registry.register(COMMAND_NEW, slow, name="slow")
     registry.register(COMMAND_NEW, lambda ev: 1, name="after")
-    started = time.perf_counter()
     outcomes = asyncio.run(registry.emit(event(tmp_path)))
-    assert time.perf_counter() - started < 2
     assert outcomes[0].ok is False and "timed out" in (outcomes[0].error or "")
+    assert cancelled == [True]  # stopped at its timeout, not left running nor awaited to the end
     assert outcomes[1].ok is True
 
 

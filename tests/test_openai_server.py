@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from typing import Any
 
 import pytest
@@ -109,10 +108,8 @@ def test_rate_limit_and_server_errors(litellm: Any, openai_server: OpenAIServer)
 
 def test_delay_makes_a_timeout(litellm: Any, openai_server: OpenAIServer) -> None:
     openai_server.chat.push(delay(3.0, "late"))
-    started = time.monotonic()
-    with pytest.raises(litellm.Timeout):
+    with pytest.raises(litellm.Timeout):  # without the timeout the call would get "late"
         _complete(litellm, openai_server, timeout=0.3)
-    assert time.monotonic() - started < 2.5
 
 
 def test_embeddings_default_hashed_vectors(litellm: Any, openai_server: OpenAIServer) -> None:

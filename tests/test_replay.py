@@ -50,9 +50,9 @@ def test_replay_flushes_once_per_compaction_cycle(recording: Path, tmp_path: Pat
     for record in records:
         if record["event"] == "flush":
             assert record["error"] is None
-            cycles_flushed.append(record["compaction_count"])
+            cycles_flushed.append(record["compactionCount"])
         elif record["event"] == "compaction":
-            assert record["compaction_count"] - 1 in cycles_flushed
+            assert record["compactionCount"] - 1 in cycles_flushed
     assert cycles_flushed == sorted(set(cycles_flushed)) == report.flush_cycles
     assert report.compactions == sum(r["event"] == "compaction" for r in records)
 

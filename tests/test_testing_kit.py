@@ -104,9 +104,9 @@ def test_replay_from_python_reports_records_with_their_session(tmp_path: Path) -
         RECORDINGS / "trip-planning.jsonl", tmp_path / "ws", tmp_path / "state", emit=records.append
     )
     assert report.flushes > 0 and report.compactions > 0
-    session_ids = {r["session_id"] for r in records if r["event"] in ("turn", "flush", "compaction")}
+    session_ids = {r["sessionId"] for r in records if r["event"] in ("turn", "flush", "compaction")}
     assert len(session_ids) == 1 and None not in session_ids
-    assert all(r["session_key"] == "agent:main:main" for r in records if r["event"] == "flush")
+    assert all(r["sessionKey"] == "agent:main:main" for r in records if r["event"] == "flush")
 
 
 def test_the_kit_names_are_public() -> None:

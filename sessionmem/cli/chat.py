@@ -13,8 +13,13 @@ Output: replies on stdout (streamed as the model writes them when stdout is a te
 answer shows nothing); notes about flushes, compactions and new sessions on stderr. With
 ``--json``, one JSON object per line on stdout for every event, named by its ``event`` field as in
 ``demo --json`` and ``replay --json`` (``turn`` with the reply, ``flush``, ``compaction``, ``new``,
-``memory_write``, ``tool_call``, ..., each with ``session_key`` and ``session_id``), plus ``status`` and
-``command`` objects for /status and the other commands, and ``error`` for a failed turn (the chat goes on).
+``memory_write``, ``tool_call``, ..., each with ``sessionKey`` and ``sessionId``: keys in camelCase, as in
+every JSON output), plus ``status`` and ``command`` objects for /status and the other commands, and
+``error`` for a failed turn (the chat goes on).
+
+Exit status: 0 when every message was answered; 1 when any turn failed (a model call that failed, a
+store that refused), after the chat ends, with ``N of M messages failed`` on stderr, so a script
+piping messages in can tell.
 
 Examples::
 
@@ -36,6 +41,8 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
+from sessionmem.safefs import make_private_dirs
+from sessionmem.session.events import event_record
 
 if TYPE_CHECKING:
     from sessionmem.cli.root import Context
@@ -48,33 +55,27 @@ QUIT_COMMANDS = frozenset({"/quit", "/exit"})
 # ---------------------------------------------------------------------------- formatting (pure)
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    """An event as a JSON-ready dict, its kind first as ``event`` (the name the demo and the replay use)."""
-    data = dataclasses.asdict(event)
-    return {"event": data.pop("kind"), **data}
-
-
 def event_note(event: Event) -> str | None:
     """A one-line human note for events worth telling about on stderr, else None."""
     kind = event.kind
-    data = event_json(event)
+    data = event_record(event)
     if kind == "flush":
         failed = f" failed: {data['error']}" if data.get("error") else ""
         return f"· memory flush ({data.get('path')}){failed}"
     if kind == "compaction":
         return (
-            f"· compacted ({data.get('tokens_before', 0):,} → {data.get('tokens_after', 0):,} tokens, "
-            f"count {data.get('compaction_count')})"
+            f"· compacted ({data.get('tokensBefore', 0):,} → {data.get('tokensAfter', 0):,} tokens, "
+            f"count {data.get('compactionCount')})"
         )
     if kind == "compaction_failed":
         return f"· compaction failed: {data.get('error')}"
     if kind == "new":
-        saved = f", saved {data['memory_file']}" if data.get("memory_file") else ""
-        return f"· new session {data.get('session_id')} ({data.get('reason')}{saved})"
+        saved = f", saved {data['memoryFile']}" if data.get("memoryFile") else ""
+        return f"· new session {data.get('sessionId')} ({data.get('reason')}{saved})"
     if kind == "memory_write":
         return f"· memory {data.get('mode')}: {data.get('path')}"
     if kind == "tool_call":
-        return f"· tool {data.get('name')}{' (error)' if data.get('is_error') else ''}"
+        return f"· tool {data.get('name')}{' (error)' if data.get('isError') else ''}"
     if kind == "hook_error":
         return f"· {data.get('error')}"  # "hook 'name' failed on compaction:after: ..." (hooks.py)
     return None
@@ -106,7 +107,7 @@ class ChatPrinter:
 
     def on_event(self, event: Event) -> None:
         if self.as_json:
-            output.echo_line_json(event_json(event))
+            output.echo_line_json(event_record(event))
             return
         note = event_note(event)
         if note is not None:
@@ -133,36 +134,45 @@ class ChatPrinter:
             output.echo_err(f"error: {message}")
 
 
+@dataclasses.dataclass
+class ChatTally:
+    """How a chat went: messages sent (commands included) and turns that failed."""
+
+    sent: int = 0
+    failed: int = 0
+
+
 async def chat_loop(
     session: Session,
     read_line: Callable[[], str],
     printer: ChatPrinter,
     *,
     prompt: Callable[[], None] | None = None,
-) -> int:
-    """Run turns for each line until ``/quit`` or end of input; returns the number of messages sent.
+) -> ChatTally:
+    """Run turns for each line until ``/quit`` or end of input; returns how many were sent and failed.
 
     ``read_line`` blocks (stdin), so it runs in a thread; one event loop serves the whole chat, so
     litellm's async clients stay bound to a live loop.
     """
-    sent = 0
+    tally = ChatTally()
     while True:
         if prompt is not None:
             prompt()
         line = await asyncio.to_thread(read_line)
         if not line:  # end of input
-            return sent
+            return tally
         text = line.strip()
         if not text:
             continue
         if text.lower() in QUIT_COMMANDS:
-            return sent
-        sent += 1
+            return tally
+        tally.sent += 1
         try:
             result = await session.run_turn(text, on_partial=printer.partial if printer.stream else None)
         except SessionMemError as exc:  # a failed turn is reported; the chat goes on
             printer.end_stream()
             printer.error(exc)
+            tally.failed += 1
             continue
         if result.command is not None:
             printer.command(session, result.command, result.reply)
@@ -226,7 +236,7 @@ def chat(
 
     model = LiteLLMModel(name, api_base=api_base, api_key=api_key)
     _quiet_litellm()
-    (app.workspace / "memory").mkdir(parents=True, exist_ok=True)
+    make_private_dirs(app.workspace / "memory")
     printer = ChatPrinter(as_json, stream=_isatty(sys.stdout))
     stdin = sys.stdin
     interactive = _isatty(stdin)
@@ -245,7 +255,9 @@ def chat(
         if interactive and not as_json:
             output.echo_err(f"sessionmem chat · {session.key} · {name} · /status /compact /new /quit")
         prompt = (lambda: click.echo("> ", nl=False, err=True)) if interactive and not as_json else None
-        asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+        tally = asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+    if tally.failed:  # the chat went on; the exit status still says a turn failed
+        raise output.CommandFailed(f"{tally.failed} of {tally.sent} messages failed")
 
 
 def _quiet_litellm() -> None:

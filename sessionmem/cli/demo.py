@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
+from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.cli.root import Context
@@ -50,16 +51,16 @@ def format_record(record: dict[str, Any]) -> list[str]:
         return [
             "sessionmem demo: a scripted conversation (no API key, no network)",
             f"  workspace  {record['workspace']}",
-            f"  model      {record['model']} · memory search {record['memory_mode']}",
-            f"  window     {record['context_window']:,} tokens · silent flush at "
-            f"{record['flush_threshold']:,} · compaction at {record['compaction_threshold']:,}",
+            f"  model      {record['model']} · memory search {record['memoryMode']}",
+            f"  window     {record['contextWindow']:,} tokens · silent flush at "
+            f"{record['flushThreshold']:,} · compaction at {record['compactionThreshold']:,}",
             "  tokens     the projected prompt (system prompt, messages, tool schemas), as the thresholds"
             " count it",
             "",
             "── session 1 " + "─" * 50,
         ]
     if kind == "turn":
-        tokens, limit = record["tokens"], record["compaction_threshold"]
+        tokens, limit = record["tokens"], record["compactionThreshold"]
         head = (
             f"turn {record['turn']:>2}  {bar(tokens, limit)} {tokens:>5,} / {limit:,} tokens  "
             f"you: {_short(record['user'], 48)}"
@@ -81,8 +82,8 @@ def format_record(record: dict[str, Any]) -> list[str]:
         return [f"{pad}⚑ memory flush skipped: {record.get('reason')}"]
     if kind == "compaction":
         return [
-            f"{pad}⇣ compaction #{record['compaction_count']} ({record.get('reason')}): "
-            f"{record['tokens_before']:,} → {record['tokens_after']:,} tokens"
+            f"{pad}⇣ compaction #{record['compactionCount']} ({record.get('reason')}): "
+            f"{record['tokensBefore']:,} → {record['tokensAfter']:,} tokens"
         ]
     if kind == "compaction_failed":
         return [f"{pad}⇣ compaction failed: {record.get('error')}"]
@@ -91,9 +92,9 @@ def format_record(record: dict[str, Any]) -> list[str]:
     if kind == "new":
         return [
             "",
-            f"/new     ⟳ session {str(record.get('previous_session_id'))[:8]} archived as "
-            f"{Path(str(record.get('archived_path') or '-')).name}",
-            f"{pad}saved under its slug: {record.get('memory_file') or '(no memory file)'}",
+            f"/new     ⟳ session {str(record.get('previousSessionId'))[:8]} archived as "
+            f"{Path(str(record.get('archivedPath') or '-')).name}",
+            f"{pad}saved under its slug: {record.get('memoryFile') or '(no memory file)'}",
             "",
             "── session 2 " + "─" * 50,
         ]
@@ -108,12 +109,12 @@ def format_record(record: dict[str, Any]) -> list[str]:
             lines_of = [ln for ln in str(hit.get("snippet", "")).splitlines() if ln.strip()]
             first = max(lines_of, key=lambda ln: sum(t in ln.lower() for t in terms), default="")
             lines.append(
-                f"{pad}    {hit['path']}#L{hit['start_line']}-L{hit['end_line']}  score {hit['score']:.3f}"
+                f"{pad}    {hit['path']}#L{hit['startLine']}-L{hit['endLine']}  score {hit['score']:.3f}"
                 f"  {_short(first, 50)}"
             )
         return lines
     if kind == "done":
-        files = ", ".join(record.get("memory_files") or []) or "(none)"
+        files = ", ".join(record.get("memoryFiles") or []) or "(none)"
         verdict = (
             "✓ recalled the early fact" if record.get("recalled") else "✗ the early fact was NOT recalled"
         )
@@ -168,7 +169,7 @@ def _workspace(given: str | None) -> Path:
         raise click.UsageError(
             f"--workspace {path} must be a new or empty folder (the demo writes files there)"
         )
-    path.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path)
     return path
 
 

@@ -9,10 +9,15 @@ Examples::
 
     sessionmem mcp                                   # stdio: the client starts this command
     sessionmem --agent work mcp --http 8765          # streamable HTTP on http://127.0.0.1:8765/mcp
+    SESSIONMEM_API_KEY=... sessionmem mcp --http 8765 --host 0.0.0.0   # other machines, with a token
+
+Over HTTP, an API key (``$SESSIONMEM_API_KEY`` or ``server.apiKeys``) is required of every request
+when one is set, and must be set to listen on an address other than loopback (``server.auth``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -36,39 +41,57 @@ log = logging.getLogger(__name__)
     metavar="PORT",
     help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.",
 )
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="ADDRESS",
+    help="Address to listen on with --http; other than loopback only with an API key "
+    "($SESSIONMEM_API_KEY or server.apiKeys).",
+)
 @click.pass_context
-def mcp(ctx: click.Context, port: int | None) -> None:
+def mcp(ctx: click.Context, port: int | None, host: str) -> None:
     """Serve memory_search, memory_get (and, when enabled, the write tools) over MCP.
 
     Stdio by default: configure your assistant to start `sessionmem mcp`. The client is the agent's
-    owner: it reads all of the agent's memory, as this command line does.
+    owner: it reads all of the agent's memory, as this command line does. Over HTTP, clients send
+    `Authorization: Bearer <key>` when an API key is set ($SESSIONMEM_API_KEY or server.apiKeys);
+    an address other than loopback is refused without one.
 
     \b
     Examples:
       sessionmem --workspace ~/notes mcp
       sessionmem --agent work mcp --http 8765
+      SESSIONMEM_API_KEY=... sessionmem mcp --http 8765 --host 0.0.0.0
     """
     import anyio
 
     from sessionmem.cli.memory import open_index
-    from sessionmem.mcp_server import build_server, listen_loopback, require_sdk, serve_http, serve_stdio
+    from sessionmem.mcp_server import build_server, listen_tcp, require_sdk, serve_http, serve_stdio
+    from sessionmem.server.auth import api_keys, require_guard
 
     require_sdk()  # before anything is opened: a missing SDK says how to install it
     app = output.resolved(ctx)
     sock = None
+    keys: tuple[str, ...] = ()
     if port is not None:
+        keys = api_keys(app.config.server, app.env)
+        require_guard(host, keys)  # before the port is taken
         try:
-            sock = listen_loopback(port)
+            sock = listen_tcp(port, host)
         except OSError as exc:
-            raise output.CommandFailed(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
+            raise output.CommandFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     with open_index(app, watch=None) as index:
         tools = server_tools(app, index)
         server = build_server(tools, instructions=tools.memory.recall_section() or None)
         if sock is None:
             anyio.run(serve_stdio, server)
         else:
-            output.echo_err(f"sessionmem MCP server on http://127.0.0.1:{port}/mcp (agent {app.agent_id})")
-            anyio.run(serve_http, server, sock)
+            shown = f"[{host}]" if ":" in host else host
+            guard = "an API key required" if keys else "no API key: this machine's users only"
+            url = f"http://{shown}:{port}/mcp"
+            output.echo_err(f"sessionmem MCP server on {url} (agent {app.agent_id}; {guard})")
+            anyio.run(functools.partial(serve_http, server, sock, api_keys=keys))
 
 
 def server_tools(app: Context, index: MemoryIndex) -> MemoryServerTools:

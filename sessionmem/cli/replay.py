@@ -16,24 +16,25 @@ from typing import Any
 import click
 
 from sessionmem.cli import output
+from sessionmem.safefs import make_private_dirs
 
 STATE_FOLDER = ".sessionmem"
 
 
 def format_summary(report: dict[str, Any]) -> list[str]:
     """The human summary of a finished replay (its ``done`` record)."""
-    cycles = ", ".join(str(c) for c in report.get("flush_cycles") or []) or "none"
-    files = ", ".join(report.get("memory_files") or []) or "(none)"
+    cycles = ", ".join(str(c) for c in report.get("flushCycles") or []) or "none"
+    files = ", ".join(report.get("memoryFiles") or []) or "(none)"
     return [
         f"Replayed {report['recording']}",
         f"  turns        {report['turns']}",
         f"  flushes      {report['flushes']} (in compaction cycles: {cycles})",
         f"  compactions  {report['compactions']}",
         f"  memory files {files}",
-        f"  final tokens {report['final_tokens']:,}",
+        f"  final tokens {report['finalTokens']:,}",
         f"  workspace    {report['workspace']}",
         f"  transcript   {report['transcript']}",
-        f"  sessions     {report['sessions_json']}",
+        f"  sessions     {report['sessionsJson']}",
     ]
 
 
@@ -45,7 +46,7 @@ def _workspace(given: str | None) -> Path:
         raise click.UsageError(
             f"--workspace {path} must be a new or empty folder (the replay writes files there)"
         )
-    path.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path)
     return path
 
 

@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,10 +76,13 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
+from sessionmem.pathnames import given_path
+from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
     from sessionmem.memory.embedding import Embedder
+    from sessionmem.memory.erase import IndexErasure
     from sessionmem.memory.files import EntrySource
     from sessionmem.memory.pg_store import PgTarget
     from sessionmem.memory.session_sync import TranscriptDeltaScheduler
@@ -110,8 +113,8 @@ def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> 
     """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agentId>.sqlite`` (a file
     store; :func:`store_location` also knows PostgreSQL)."""
     if settings.store.path:
-        return Path(settings.store.path.replace("{agentId}", agent_id)).expanduser().absolute()
-    return Path(state_dir).expanduser().absolute() / "memory" / f"{agent_id}.sqlite"
+        return given_path(settings.store.path.replace("{agentId}", agent_id))
+    return given_path(state_dir) / "memory" / f"{agent_id}.sqlite"
 
 
 def store_location(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path | PgTarget:
@@ -154,11 +157,11 @@ class MemoryIndex:
         sessions_dir: Path | None = None,
     ) -> None:
         self.agent_id = agent_id
-        self.workspace = Path(os.path.abspath(Path(workspace).expanduser()))
+        self.workspace = given_path(workspace)  # resolved once: a later chdir moves nothing
         self.settings = settings
         self.path = path
-        self.state_dir = Path(state_dir)
-        self._sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
+        self.state_dir = given_path(state_dir)
+        self._sessions_dir = given_path(sessions_dir) if sessions_dir is not None else None
         self._selection = selection
         self._env: Mapping[str, str] = os.environ if env is None else env  # API keys for providers
         self._fallback_tried = False  # the runtime fallback is tried once per index
@@ -208,6 +211,7 @@ class MemoryIndex:
         folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``.
         Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per process); it happens
         here, not in the background, so no edit after ``open`` returns is missed."""
+        state_dir = given_path(state_dir)
         path = store_location(agent_id, settings, state_dir)
         index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir)
         index._open_db()
@@ -262,7 +266,7 @@ class MemoryIndex:
         if not isinstance(self.path, Path):
             self._open_pg(self.path)
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         with self._sync_mutex:
             self._remove_dead_scratch()
             self._conn = self._connect_checked()
@@ -421,6 +425,24 @@ class MemoryIndex:
         and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
         searches."""
         return self._sync_mutex
+
+    def erase(
+        self, audiences: Collection[str], paths: Collection[str] = (), *, dry_run: bool = False
+    ) -> IndexErasure:
+        """Remove every row of the files labelled with ``audiences`` or indexed as ``paths``, their
+        chunks' cached vectors, and any readable copy of them in the database (``erase.py``): the
+        index's side of forgetting a person. Holds the sync lock; hold it yourself around this and the
+        deletion of the files, so that no sync indexes them again in between."""
+        from sessionmem.memory.erase import erase_rows
+
+        self._check_open()
+        with self._sync_mutex:
+            erased = erase_rows(
+                self._conn, audiences=audiences, paths=paths, vectors=self._vector.loaded, dry_run=dry_run
+            )
+        if not dry_run and (erased.chunks or erased.paths) and self._searcher is not None:
+            self._searcher.invalidate()
+        return erased
 
     def _check_open(self) -> None:
         if self._closed:

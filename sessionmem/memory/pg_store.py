@@ -43,6 +43,7 @@ from sessionmem.memory.fts_tokens import (
     tsvector_literal,
 )
 from sessionmem.memory.schema import CHUNK_COLUMNS, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
+from sessionmem.memory.store import ScrubNotes
 
 if TYPE_CHECKING:
     from sessionmem.memory.embedding import Embedder
@@ -350,14 +351,38 @@ class PgStore:
         self.conn.execute("UPDATE chunks SET id = %s, path = %s WHERE rowid = %s", (new_id, new_path, rowid))
 
     def delete_chunks(self, rowids: Sequence[int]) -> None:
-        self.conn.execute(
-            "UPDATE chunks_fts_df d SET df = d.df - x.n FROM (SELECT u.lexeme, count(*) AS n"
-            " FROM chunks_fts f CROSS JOIN LATERAL unnest(f.fts) u WHERE f.rowid = ANY(%s)"
-            " GROUP BY u.lexeme) x WHERE d.lexeme = x.lexeme",
+        """The chunks, their keyword rows, and each of their tokens' counts; a token no chunk holds any
+        more leaves ``chunks_fts_df`` (a row with count 0 would keep a deleted note's words readable)."""
+        emptied = self.conn.execute(
+            "WITH x AS (SELECT u.lexeme, count(*) AS n FROM chunks_fts f CROSS JOIN LATERAL unnest(f.fts) u"
+            " WHERE f.rowid = ANY(%s) GROUP BY u.lexeme), counted AS (UPDATE chunks_fts_df d"
+            " SET df = d.df - x.n FROM x WHERE d.lexeme = x.lexeme RETURNING d.lexeme, d.df)"
+            " SELECT lexeme FROM counted WHERE df <= 0",
             (list(rowids),),
-        )
+        ).fetchall()
+        if emptied:
+            self.conn.execute("DELETE FROM chunks_fts_df WHERE lexeme = ANY(%s)", ([r[0] for r in emptied],))
         self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ANY(%s)", (list(rowids),))
         self.conn.execute("DELETE FROM chunks WHERE rowid = ANY(%s)", (list(rowids),))
+
+    @contextlib.contextmanager
+    def erasure(self) -> Iterator[ScrubNotes]:
+        """Deletes inside, then: the token counts no chunk needs any more (left by indexes written before
+        :meth:`delete_chunks` removed them) deleted, and the index's tables vacuumed, so their dead rows
+        are pruned. PostgreSQL does not zero the space it frees: the bytes stay in its data files (and its
+        WAL and backups) until reused; ``VACUUM FULL`` rewrites a table (README, Privacy)."""
+        notes = ScrubNotes()
+        yield notes
+        with self.atomic():
+            self.conn.execute("DELETE FROM chunks_fts_df WHERE df <= 0")
+        from psycopg import sql
+
+        try:
+            tables = sql.SQL(", ").join(sql.Identifier(name) for name in PG_TABLE_NAMES)
+            self.conn.execute(sql.SQL("VACUUM {}").format(tables))
+            notes.done.append("the index's tables vacuumed (dead rows pruned)")
+        except _psycopg().Error as exc:
+            notes.issues.append(f"VACUUM of the index's tables failed ({exc}); autovacuum will prune them")
 
     def keywords(self) -> KeywordSearch:
         if self._keywords is None:

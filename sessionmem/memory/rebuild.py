@@ -202,14 +202,17 @@ def remove_dead_scratch(live: Path) -> list[str]:
 
 @contextlib.contextmanager
 def scratch_index(live: Path, connect: ConnectFn) -> Iterator[Any]:
-    """A connection to a fresh ``<live>.tmp-<uuid>``; closed and deleted (with its journals) on exit."""
+    """A connection to a fresh ``<live>.tmp-<uuid>``; closed and deleted (with its journals) on exit,
+    also when opening it failed half-way (a full disk: the file made, its schema refused)."""
     tmp = live.with_name(f"{live.name}.tmp-{uuid.uuid4().hex}")
-    conn, _ = connect(tmp)
+    conn = None
     try:
+        conn, _ = connect(tmp)
         yield conn
     finally:
-        with contextlib.suppress(*DB_ERRORS):
-            conn.close()
+        if conn is not None:
+            with contextlib.suppress(*DB_ERRORS):
+                conn.close()
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(str(tmp) + suffix)

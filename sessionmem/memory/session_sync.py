@@ -27,7 +27,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sessionmem.memory.session_files import SessionDeltaTracker
 from sessionmem.memory.transcript_names import is_live_transcript_name
@@ -45,12 +45,28 @@ def sessions_enabled(settings: MemorySearchConfig) -> bool:
     return "sessions" in settings.sources
 
 
+class Timer(Protocol):
+    """A started one-shot timer (``threading.Timer`` is one)."""
+
+    def cancel(self) -> None: ...
+
+
+def start_daemon_timer(delay_s: float, fire: Callable[[], object]) -> Timer:
+    """``fire`` on a daemon thread after ``delay_s`` seconds."""
+    timer = threading.Timer(delay_s, fire)
+    timer.name = "sessionmem-session-delta"
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 class TranscriptDeltaScheduler:
     """Debounced delta checks of appended transcripts; thread-safe, one per index.
 
     ``baseline(path)`` gives the size the index last recorded for a file it has not tracked yet (None
     when never indexed: all of the file is then new). ``on_dirty(paths)`` is called from the timer
-    thread with the files that crossed a threshold.
+    thread with the files that crossed a threshold. ``start_timer(delay_s, fire)`` starts the debounce
+    window (a daemon ``threading.Timer``; a test may start windows it closes itself).
     """
 
     def __init__(
@@ -59,6 +75,7 @@ class TranscriptDeltaScheduler:
         config: SessionSyncConfig,
         on_dirty: Callable[[list[Path]], None],
         baseline: Callable[[Path], int | None] = lambda _path: None,
+        start_timer: Callable[[float, Callable[[], object]], Timer] = start_daemon_timer,
     ) -> None:
         self.sessions_dir = Path(os.path.abspath(sessions_dir))
         self.debounce_s = max(0.0, config.debounce_ms / 1000.0)
@@ -67,7 +84,8 @@ class TranscriptDeltaScheduler:
         self._baseline = baseline
         self._lock = threading.Lock()
         self._pending: set[Path] = set()
-        self._timer: threading.Timer | None = None
+        self._start_timer = start_timer
+        self._timer: Timer | None = None
         self._closed = False
         self._firing = 0
         self.checks = 0  # debounced checks run (for status and tests)
@@ -91,10 +109,7 @@ class TranscriptDeltaScheduler:
                 return False
             self._pending.add(target)
             if self._timer is None:
-                self._timer = threading.Timer(self.debounce_s, self._fire)
-                self._timer.name = "sessionmem-session-delta"
-                self._timer.daemon = True
-                self._timer.start()
+                self._timer = self._start_timer(self.debounce_s, self._fire)
         return True
 
     @property

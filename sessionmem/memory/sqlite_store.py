@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sessionmem.memory import db
 from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.fts_search import KeywordIndex
+from sessionmem.memory.store import ScrubNotes
 
 if TYPE_CHECKING:
     from sessionmem.memory.embedding import Embedder
@@ -130,6 +131,47 @@ class SqliteStore:
         if self.has_keyword_index():
             self.conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(r,) for r in rowids])
         self.conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in rowids])
+
+    @contextlib.contextmanager
+    def erasure(self) -> Iterator[ScrubNotes]:
+        """Deletes inside zero what they free (``PRAGMA secure_delete``); then the FTS5 index is merged
+        into one segment (``optimize``), the database rewritten (``VACUUM``) and the WAL checkpointed and
+        truncated.
+
+        Trigger: ``forget``. Why: a byte scan of the file found a deleted note in three places: FTS5's
+        segments (a delete only adds a tombstone; the token stays in the older segment until a merge),
+        pages and cells freed before, by ordinary syncs without ``secure_delete`` (a row rewritten or
+        moved by a page split leaves its old bytes behind), and the ``-wal`` file (old page images).
+        Outcome: none of them holds it. ``VACUUM`` costs a rewrite of the whole file (bench/README.md);
+        if it fails (no room for its temporary copy), the deleted rows themselves are still zeroed and
+        the failure is reported. A reader in another process that keeps the WAL busy is reported too."""
+        notes = ScrubNotes()
+        (before,) = self.conn.execute("PRAGMA secure_delete").fetchone()
+        self.conn.execute("PRAGMA secure_delete = ON")
+        try:
+            yield notes
+            notes.done.append("deleted rows overwritten with zeros (secure_delete)")
+            if self.has_keyword_index():
+                with self.atomic():
+                    self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
+                notes.done.append("FTS5 index merged, its deleted tokens dropped (optimize)")
+        finally:
+            self.conn.execute(f"PRAGMA secure_delete = {int(before)}")
+        try:
+            self.conn.execute("VACUUM")
+            notes.done.append("database rewritten without free pages or stale bytes (VACUUM)")
+        except self.errors as exc:
+            notes.issues.append(
+                f"VACUUM of {self.where} failed ({exc}); its free pages may still hold older copies of rows"
+            )
+        (busy, _, _) = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            notes.issues.append(
+                f"{self.where}-wal could not be truncated (another connection was reading the index); "
+                "it keeps old page images until the next checkpoint"
+            )
+        else:
+            notes.done.append("WAL checkpointed and truncated")
 
     def keywords(self) -> KeywordIndex:
         if self._keywords is None:

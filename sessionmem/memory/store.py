@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -45,6 +45,15 @@ def database_errors() -> tuple[type[BaseException], ...]:
     if psycopg is not None:
         found.add(psycopg.Error)
     return tuple(found)
+
+
+@dataclass(slots=True)
+class ScrubNotes:
+    """What :meth:`IndexStore.erasure` did so that deleted rows cannot be read back (``done``), and
+    what it could not do (``issues``), for the report of ``forget``."""
+
+    done: list[str] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +153,13 @@ class IndexStore(Protocol):
         ...
 
     def keywords(self) -> KeywordSearch: ...
+
+    def erasure(self) -> AbstractContextManager[ScrubNotes]:
+        """Around deletes that must leave no readable copy (``forget``): once the block ends without an
+        error, the deleted rows are gone from the database's pages, its keyword index and its log as far
+        as the store can reach (SQLite: ``secure_delete``, the FTS5 index merged, the WAL truncated;
+        PostgreSQL: the tables vacuumed). Yields the notes it fills in."""
+        ...
 
     # -- rebuild, sync lock, second connection -------------------------------------------------
     def rebuild(

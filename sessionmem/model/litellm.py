@@ -15,7 +15,10 @@ the window the provider stated when its message says it (:func:`stated_window`),
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -180,6 +183,32 @@ class LiteLLMModel:
 
     def _reply(self, response: Any) -> ModelReply:
         return parse_response(response, default_model=self.model, provider=self.provider)
+
+
+log = logging.getLogger(__name__)
+
+SETTLE_TIMEOUT_S = 5.0
+
+
+async def settle_background_work(timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """Let litellm run the logging callbacks its calls queued on this event loop (a no-op when litellm
+    was never imported; never raises).
+
+    Trigger: a blocking call (``run_turn_sync``) runs its turn on an event loop of its own, closed when
+    it returns. Why: litellm queues a logging callback per call on a process-wide worker bound to the
+    loop; the loop closed with them still queued, and the next loop's first call carried them over,
+    printing "LoggingWorker: event loop changed" on stderr (21 lines in 60 turns) while they piled up
+    unrun. Outcome: the blocking wrappers await this before their loop closes, as a long-lived loop
+    runs them anyway.
+    """
+    if "litellm" not in sys.modules:
+        return
+    try:
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+        await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout_s)
+    except Exception as exc:  # best effort: a logging flush never fails a turn
+        log.debug("litellm's logging callbacks did not settle: %s: %s", type(exc).__name__, exc)
 
 
 def _import_litellm() -> Any:

@@ -25,6 +25,8 @@ Optional capabilities (separate protocols, so the seam itself stays as it is):
 - :class:`StoredLines` (a transcript) and :class:`TranscriptImport` (a backend): a transcript read and
   written whole, line by line as stored, so ``sessionmem sessions export/import``
   (:mod:`sessionmem.session.copy`) moves a store between backends without changing a byte.
+- :class:`ErasableStore` (a backend): every transcript it keeps, and their erasure with the entries, so
+  ``forget`` (:mod:`sessionmem.session.forget`) removes a person from the store.
 
 Backends: :class:`~sessionmem.session.store.SessionStore` (sessions.json and JSONL transcripts in one
 sessions folder: OpenClaw's format, the default). Outside implementers write a plain class with these
@@ -35,15 +37,18 @@ runner makes inline (an async backend would wrap its client in blocking calls th
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from sessionmem.errors import UsageError
 from sessionmem.messages import Message, now_ms
+from sessionmem.session import keys
 from sessionmem.session.entry import SessionEntry, aliased_fields
 from sessionmem.session.transcript import Entry
 
@@ -149,6 +154,62 @@ class TranscriptImport(Protocol):
         ``key``, replacing any it had; returns ``entry`` as it must be stored here (e.g. ``sessionFile``
         naming this backend's file). Called before the entry is stored: the transcript is the record."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class KeptTranscript:
+    """One transcript a store keeps, live or archived (:class:`ErasableStore`)."""
+
+    name: str  # the file's name; for database rows, the session id
+    session_key: str | None  # the key its header names (None: none named)
+    session_id: str | None  # the session id its header names
+    path: Path | None = None  # the file, where transcripts are files
+
+
+@runtime_checkable
+class ErasableStore(Protocol):
+    """Optional capability of a :class:`SessionBackend`: what ``forget`` needs
+    (:mod:`sessionmem.session.forget`). All three of sessionmem's backends have it."""
+
+    def kept_transcripts(self) -> list[KeptTranscript]:
+        """Every transcript the store keeps: live ones, ``/new`` and ``/reset`` archives, deleted ones,
+        whoever they belong to."""
+        ...
+
+    def transcript_lines(self, kept: KeptTranscript) -> Iterator[bytes]:
+        """The stored lines of one of them (header first), to look for mentions of a person."""
+        ...
+
+    def erase(self, session_keys: Sequence[str], transcripts: Sequence[KeptTranscript]) -> list[str]:
+        """Delete ``transcripts``, then the entries of ``session_keys``, leaving no copy the store can
+        still read back (a database's free pages and log included, as far as it can reach them); returns
+        what it could not do (e.g. a log another process keeps busy)."""
+        ...
+
+
+def open_entry(store: SessionBackend, key: str) -> tuple[SessionEntry, bool]:
+    """The stored entry of ``key``, or a new session's (a new session id and transcript file), created
+    here; True when this call created it.
+
+    Trigger: two processes open one new key at once; both read "no entry". Why: creating in a second
+    step would let each write its own sessionId, the last one winning in the store while the first talks
+    to an orphan transcript. Outcome: the entry is created in one locked update that re-reads the store,
+    so whoever comes second adopts the first one's session."""
+    entry = store.get(key)
+    if entry is not None:
+        return entry, False
+    session_id = str(uuid.uuid4())
+    fresh = SessionEntry.model_validate(
+        {
+            "sessionId": session_id,
+            "sessionFile": store.new_session_file(session_id),
+            "chatType": keys.chat_type(key),
+            "sessionKey": key,
+        }
+    )
+    entry = store.update(key, lambda current: current or fresh)
+    assert entry is not None
+    return entry, entry.session_id == session_id
 
 
 @runtime_checkable

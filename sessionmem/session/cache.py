@@ -76,6 +76,13 @@ class SessionCache(Generic[S]):
             self._start_due.discard(key)
             return True
 
+    def discard(self, key: str) -> None:
+        """Stop holding ``key``'s session (its record was erased); a handle a caller kept still works, and
+        ``open(key)`` reads the store again."""
+        with self._guard:
+            self._sessions.pop(key, None)
+            self._start_due.discard(key)
+
     def keys(self) -> tuple[str, ...]:
         with self._guard:
             return tuple(self._sessions)

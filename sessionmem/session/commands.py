@@ -34,7 +34,7 @@ from typing import Any, Literal
 from sessionmem.errors import UsageError
 from sessionmem.messages import Usage, text_problem
 from sessionmem.session.events import CompactionResult, TurnResult
-from sessionmem.session.flush import compaction_threshold, cycle_flushed, flush_threshold
+from sessionmem.session.flush import cycle_flushed, window_budget
 from sessionmem.session.gate import compact_through_gate
 from sessionmem.session.lifecycle import rotate, stale_reason
 from sessionmem.session.state import SessionState
@@ -117,6 +117,8 @@ class SessionStatus:
     transcript: str  # the file, or "" where the backend keeps no transcript files
     model: str
     stale: str | None = None  # "daily" / "idle": the next message starts a new session
+    scaled: tuple[str, ...] = ()  # settings cut to fit this window (config.WindowBudget)
+    scaled_written: bool = False  # ... values the user wrote among them (a window found at run time)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,6 +136,7 @@ class SessionStatus:
             "transcript": self.transcript,
             "model": self.model,
             "stale": self.stale,
+            "scaledToWindow": list(self.scaled),
         }
 
 
@@ -142,14 +145,14 @@ def session_status(state: SessionState) -> SessionStatus:
     stored = state.runner.store.get(state.key)
     entry = stored if stored is not None else state.entry
     data = entry.to_json_dict()
-    cfg = state.runner.agent.compaction
+    budget = window_budget(state.context_window, state.runner.agent.compaction)
     return SessionStatus(
         session_key=state.key,
         session_id=entry.session_id,
         tokens=state.projection().tokens,
         context_window=state.context_window,
-        flush_threshold=flush_threshold(state.context_window, cfg),
-        compaction_threshold=compaction_threshold(state.context_window, cfg),
+        flush_threshold=budget.flush_threshold,
+        compaction_threshold=budget.compaction_threshold,
         compaction_count=entry.compaction_count,
         flushed_this_cycle=cycle_flushed(data),
         memory_flush_at=entry.memory_flush_at,
@@ -158,6 +161,8 @@ def session_status(state: SessionState) -> SessionStatus:
         transcript=str(state.transcript.path or ""),
         model=str(getattr(state.runner.model, "name", "") or ""),
         stale=stale_reason(state),
+        scaled=budget.scaled,
+        scaled_written=budget.forced,
     )
 
 
@@ -178,6 +183,7 @@ def format_status(status: SessionStatus) -> str:
             f"Model: {status.model or 'unknown'}",
             f"Tokens: {status.tokens:,} / {status.context_window:,} ({pct:.1f}%) · "
             f"flush at {status.flush_threshold:,} · compaction at {status.compaction_threshold:,}",
+            *([_scaled_line(status)] if status.scaled else []),
             f"Compactions: {status.compaction_count} · memory flush: {flush}",
             *(
                 [f"Expired ({status.stale} reset): the next message starts a new session"]
@@ -186,6 +192,14 @@ def format_status(status: SessionStatus) -> str:
             ),
         ]
     )
+
+
+def _scaled_line(status: SessionStatus) -> str:
+    keys = ", ".join(status.scaled)
+    if status.scaled_written:
+        window = f"{status.context_window:,}-token window"
+        return f"Configured values scaled: they leave no room in this {window}: {keys}"
+    return f"Thresholds: defaults scaled to this window: {keys}"
 
 
 def _format_ms(ms: int | None) -> str:

@@ -1,17 +1,21 @@
 """What the runner reports as it works: turns, flushes, compactions, tool calls, memory writes, failed hooks.
 
 Events are plain frozen dataclasses with a ``kind`` literal. The developer's ``on_event`` callback may
-be sync or async; an exception in it is logged and never breaks the user's turn.
+be sync or async; an exception in it is logged and never breaks the user's turn. In JSON (``chat``,
+``demo`` and ``replay --json``) an event is :func:`event_record`: its kind as ``event``, its fields in
+camelCase like every JSON output (``sessionKey``, ``sessionId``, ``tokensBefore``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessionmem.config import camel_case
 from sessionmem.messages import Message, Usage, now_ms
 
 log = logging.getLogger(__name__)
@@ -149,6 +153,26 @@ class CompactionResult:
 
 
 EventCallback = Callable[[Event], Awaitable[None] | None]
+
+
+def event_record(event: Event, *, without: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``event`` as a JSON-ready record: ``{"event": kind, ...fields}``, field names in camelCase (the
+    spelling of every JSON output), nested records (``usage``) too, tuples as lists; the values of a
+    mapping field (a tool call's ``arguments``) as they are. ``without``: field names left out."""
+    fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    return {
+        "event": event.kind,
+        **{camel_case(k): json_value(v) for k, v in fields.items() if k != "kind" and k not in without},
+    }
+
+
+def json_value(value: Any) -> Any:
+    """A field's value for :func:`event_record`: a dataclass as a camelCase record, a tuple as a list."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {camel_case(f.name): json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [json_value(v) for v in value]
+    return value
 
 
 async def deliver(callback: EventCallback | None, event: Event) -> None:

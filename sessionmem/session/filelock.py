@@ -34,7 +34,7 @@ except ImportError:  # Windows: the filelock package instead
     fcntl = None  # type: ignore[assignment]
 
 from sessionmem.errors import StoreLockTimeout, TurnLockTimeout
-from sessionmem.safefs import PRIVATE_FILE_MODE
+from sessionmem.safefs import PRIVATE_FILE_MODE, make_private_dirs
 
 
 def try_lock_file(path: Path) -> Any:
@@ -93,7 +93,7 @@ def lock_attempts(
     The caller sleeps (``time.sleep`` or ``asyncio.sleep``), so one loop serves threads and event loops.
     Sleeps back off ``min(max_delay_s, 50 ms * attempt)``. Waiting time is the sum of the sleeps, not a
     clock reading, so frozen clocks in tests cannot hang a waiter."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     handle = try_lock_file(path)
     waited, attempt = 0.0, 0
     while handle is None:

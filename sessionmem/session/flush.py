@@ -7,8 +7,8 @@ goes through the runner's ordinary turn loop with :func:`flush_prompts`.
 Differences from OpenClaw, on purpose:
 - the threshold uses the effective reserve ``max(reserveTokensFloor, reserveTokens)`` (DESIGN 3), so
   the flush always comes before threshold compaction;
-- a window too small for the reserves gets a scaled budget (:func:`window_budget`) instead of thresholds
-  of 0 that would never flush nor compact;
+- a window too small for the default reserves gets them scaled (:func:`window_budget`) instead of
+  thresholds of 0 that would never flush nor compact; values the user wrote are kept as written (DESIGN 22);
 - a flush is recorded against the cycle it *started* in (DESIGN 2), and only once its turn has ended
   (DESIGN 16): ``memoryFlushCompactionCount`` is written then, by the gate (:mod:`sessionmem.session.gate`).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sessionmem.config import CompactionConfig, MemoryFlushConfig
+from sessionmem.config import CompactionConfig, MemoryFlushConfig, WindowBudget
 from sessionmem.errors import ConfigError
 
 TARGET_HINT = "Store durable memories only in memory/YYYY-MM-DD.md (create memory/ if needed)."
@@ -68,49 +68,10 @@ class FlushDecision:
     skipped: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class WindowBudget:
-    """How a context window is shared out: the reserve (room for the reply and the next prompt), the
-    soft threshold (how much earlier than compaction the flush runs) and what compaction keeps verbatim.
-
-    ``scaled`` is True when the configured reserve and soft threshold together would take more than half
-    of the window (a small model, or ``contextTokens: 3000``): they are then cut to at most a quarter and
-    an eighth of the window, so the flush runs at 5/8 of it and compaction at 3/4 instead of never (with
-    OpenClaw's formula both thresholds would be 0). Values already below their share are kept.
-    """
-
-    context_window: int
-    reserve: int
-    soft_threshold: int
-    keep_recent: int
-    scaled: bool = False
-
-    @property
-    def compaction_threshold(self) -> int:
-        """Projected tokens at which the runner compacts: ``contextWindow − reserve``."""
-        return max(0, self.context_window - self.reserve)
-
-    @property
-    def flush_threshold(self) -> int:
-        """``contextWindow − reserve − softThresholdTokens``, never below 0 (0 = never flush)."""
-        return max(0, self.context_window - self.reserve - self.soft_threshold)
-
-
 def window_budget(context_window: int, compaction: CompactionConfig) -> WindowBudget:
-    """The reserve, soft threshold and kept-recent budget for ``context_window`` (see :class:`WindowBudget`).
-
-    The reserve is the effective one, ``max(reserveTokensFloor, reserveTokens)`` (DESIGN 3). Compaction
-    keeps at most half of what fits under its threshold: keeping more would leave almost nothing to
-    summarise, and the next turn would compact again.
-    """
-    window = max(0, int(context_window))
-    reserve = compaction.effective_reserve_tokens()
-    soft = compaction.memory_flush.soft_threshold_tokens
-    scaled = reserve + soft > window // 2
-    if scaled:
-        reserve, soft = min(reserve, window // 4), min(soft, window // 8)
-    keep = min(compaction.keep_recent_tokens, max(1, (window - reserve) // 2))
-    return WindowBudget(window, reserve, soft, keep, scaled)
+    """The reserve, soft threshold and kept-recent budget for ``context_window``: values the user wrote
+    as written, defaults scaled to a small window (:meth:`~sessionmem.config.CompactionConfig.budget`)."""
+    return compaction.budget(context_window)
 
 
 def flush_threshold(context_window: int, compaction: CompactionConfig) -> int:

@@ -10,24 +10,34 @@ read those files, so the naming and confinement rules live here once:
   folder moved), anything else is refused before anything is opened (:meth:`transcript_file`);
 - a rotation archives it as ``<file>.reset.<time>`` beside the live ones;
 - the turn lock is ``flock`` on ``<folder>/locks/<sha256 of the key>.lock``, a file never deleted;
-- a copy from another backend writes a transcript whole, atomically (:meth:`import_transcript`).
+- a copy from another backend writes a transcript whole, atomically (:meth:`import_transcript`);
+- ``forget`` finds every transcript file by its header and unlinks it (:meth:`erase`).
 
 Subclasses keep the entries (``get``, ``all``, ``update``, ``delete``) and say where the folder is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
+import orjson
+
 from sessionmem.errors import TranscriptError, os_error_reason
-from sessionmem.safefs import atomic_write_bytes
+from sessionmem.memory.transcript_names import HEADER_BYTES
+from sessionmem.safefs import atomic_write_bytes, fsync_folder
 from sessionmem.session import keys
-from sessionmem.session.backend import DEFAULT_TURN_LOCK_TIMEOUT_S, SessionBackendABC, TranscriptLog
+from sessionmem.session.backend import (
+    DEFAULT_TURN_LOCK_TIMEOUT_S,
+    KeptTranscript,
+    SessionBackendABC,
+    TranscriptLog,
+)
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.filelock import TurnLock
 from sessionmem.session.transcript import Transcript, archive_transcript_file
@@ -153,6 +163,75 @@ class TranscriptFolderBackend(SessionBackendABC):
                 f"session {key}: cannot write transcript {target}: {os_error_reason(exc)}"
             ) from exc
         return moved
+
+    # --- erasure (backend.ErasableStore) ---
+
+    def kept_transcripts(self) -> list[KeptTranscript]:
+        """Every transcript file in the folder (``*.jsonl``, archives ``*.jsonl.reset.*`` and
+        ``*.jsonl.deleted.*``, copies being written ``*.jsonl.<hex>.tmp``), with what its header names.
+        Symlinks are left out: they are not the store's files."""
+        out: list[KeptTranscript] = []
+        try:
+            found = sorted(os.scandir(self.sessions_dir), key=lambda e: e.name)
+        except FileNotFoundError:
+            return out
+        for item in found:
+            try:
+                if ".jsonl" not in item.name or not item.is_file(follow_symlinks=False):
+                    continue
+            except OSError:
+                continue
+            key, session_id = _header_names(Path(item.path))
+            out.append(KeptTranscript(item.name, key, session_id, Path(item.path)))
+        return out
+
+    def transcript_lines(self, kept: KeptTranscript) -> Iterator[bytes]:
+        if kept.path is None:
+            return
+        try:
+            with open(kept.path, "rb") as handle:
+                for line in handle:
+                    yield line.rstrip(b"\n")
+        except FileNotFoundError:
+            return
+
+    def erase(self, session_keys: Sequence[str], transcripts: Sequence[KeptTranscript]) -> list[str]:
+        """Unlink the transcript files (only files directly in the sessions folder), sync the folder, then
+        remove the entries (:meth:`erase_entries`). A file system keeps no name of an unlinked file; its
+        blocks are free space (README, Privacy)."""
+        folder = os.path.realpath(self.sessions_dir)
+        for kept in transcripts:
+            if kept.path is None or os.path.dirname(os.path.realpath(kept.path)) != folder:
+                raise TranscriptError(f"refusing to erase {kept.name}: not a file of {self.sessions_dir}")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(kept.path)
+        if transcripts:
+            fsync_folder(self.sessions_dir)
+        return self.erase_entries(session_keys)
+
+    def erase_entries(self, session_keys: Sequence[str]) -> list[str]:
+        """Remove the entries of ``session_keys`` (a backend whose storage keeps deleted bytes scrubs them);
+        returns what could not be done."""
+        for key in session_keys:
+            self.delete(key)
+        return []
+
+
+def _header_names(path: Path) -> tuple[str | None, str | None]:
+    """The session key and id a transcript's header line names (None for each it does not)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.read(HEADER_BYTES).split(b"\n", 1)[0]
+        header = orjson.loads(first)
+    except (OSError, orjson.JSONDecodeError):
+        return None, None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        return None, None
+    key, session_id = header.get("sessionKey"), header.get("id")
+    return (
+        key if isinstance(key, str) and key.strip() else None,
+        session_id if isinstance(session_id, str) and session_id else None,
+    )
 
 
 def _naming(current: SessionEntry | None, session_id: str, path: Path) -> SessionEntry | None:

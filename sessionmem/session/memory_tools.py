@@ -283,6 +283,11 @@ def read_tool(writer: MemoryWriter) -> Tool:
     )
 
 
+# The tools that write memory files, and the argument holding the text each writes (``forget`` reads them
+# in a person's transcripts to find the lines they wrote in shared notes).
+WRITTEN_TEXT_ARGUMENT = {"memory_append_daily": "text", "memory_write": "content", "write": "content"}
+
+
 def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
     """The everyday write tools: append to today's daily log, append to / replace the session's MEMORY.md
     (``MEMORY.md`` names the home's long-term file, e.g. ``memory/peers/<chat>/MEMORY.md``)."""

@@ -45,20 +45,20 @@ import asyncio
 import contextlib
 import logging
 import os
-import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
+from sessionmem.pathnames import given_path
 from sessionmem.session import keys
 from sessionmem.session.announce import announce_created, emit
-from sessionmem.session.backend import SessionBackend, TranscriptLog
+from sessionmem.session.backend import SessionBackend, TranscriptLog, open_entry
 from sessionmem.session.cache import SessionCache
 from sessionmem.session.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.earlier_keys import adopt_earlier_session
@@ -76,8 +76,10 @@ from sessionmem.session.turn import run_model_turn
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
+    from sessionmem.session.forget import ForgetReport
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SessionRunner:
@@ -105,8 +107,8 @@ class SessionRunner:
         self.config = config or Config()
         self.agent_id = keys.validate_agent_id(agent_id)
         self.agent = self.config.for_agent(agent_id)
-        self.workspace = Path(workspace)
-        self.state_dir = Path(state_dir)
+        self.workspace = given_path(workspace)  # resolved once: a later chdir moves nothing
+        self.state_dir = given_path(state_dir)
         self.tools = tuple(tools)
         self.on_event = on_event
         self.memory_index = memory_index
@@ -142,23 +144,8 @@ class SessionRunner:
             return found
         entry = self.store.get(key) or adopt_earlier_session(self.store, key)
         created = False
-        if entry is None:
-            # Trigger: two processes open one new key at once; both read "no entry". Why: creating in a
-            # second step would let each write its own sessionId, the last one winning in the store
-            # while the first talks to an orphan transcript. Outcome: the entry is created in one locked
-            # update that re-reads the store, so whoever comes second adopts the first one's session.
-            session_id = str(uuid.uuid4())
-            fresh = SessionEntry.model_validate(
-                {
-                    "sessionId": session_id,
-                    "sessionFile": self.store.new_session_file(session_id),
-                    "chatType": keys.chat_type(key),
-                    "sessionKey": key,
-                }
-            )
-            entry = self.store.update(key, lambda current: current or fresh)
-            assert entry is not None
-            created = entry.session_id == session_id
+        if entry is None:  # created in one locked update (two processes opening it adopt one session)
+            entry, created = open_entry(self.store, key)
         transcript = self.store.open_transcript(key, entry, cwd=self.workspace)
         # Trigger: open() made a new store entry. Why: open() is sync and hooks are async, and
         # rotations announce their own new session. Outcome: session:start ("created") is due at the
@@ -175,6 +162,36 @@ class SessionRunner:
     def sessions_in_memory(self) -> tuple[str, ...]:
         """The keys of the sessions this runner holds in memory, least recently used first."""
         return self.in_memory.keys()
+
+    async def forget(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
+        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on
+        every channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
+        (:mod:`sessionmem.session.forget`, which says what stays and is listed). Their sessions are held
+        meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
+        theirs starts a new session. ``dry_run``: only say what would go. A gateway's
+        ``DELETE /api/sessions/{key}``."""
+        from sessionmem.session.forget import forget
+
+        self.in_memory.check_open()
+        report = await forget(
+            who,
+            store=self.store,
+            workspace=self.workspace,
+            agent_id=self.agent_id,
+            memory_index=self.memory_index,
+            extra_paths=self.agent.memory_search.extra_paths,
+            names=names,
+            dry_run=dry_run,
+            lock_timeout_s=self.config.session.turn_lock_timeout_seconds,
+        )
+        if not dry_run:
+            for key in report.session_keys:
+                self.in_memory.discard(key)
+        return report
+
+    def forget_sync(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
+        """Blocking :meth:`forget`; refuses to run inside an event loop (use ``await runner.forget``)."""
+        return run_blocking("forget_sync", lambda: self.forget(who, names=names, dry_run=dry_run))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -194,8 +211,7 @@ class SessionRunner:
 
     def close(self) -> None:
         """Blocking :meth:`aclose`; refuses to run inside an event loop (use ``await runner.aclose()``)."""
-        _check_no_running_loop("close")
-        asyncio.run(self.aclose())
+        run_blocking("close", self.aclose)
 
     async def __aenter__(self) -> SessionRunner:
         return self
@@ -402,8 +418,7 @@ class Session:
 
     def run_turn_sync(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
-        _check_no_running_loop("run_turn_sync")
-        return asyncio.run(self.run_turn(text, on_partial))
+        return run_blocking("run_turn_sync", lambda: self.run_turn(text, on_partial))
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:
         """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none),
@@ -414,16 +429,31 @@ class Session:
 
     def compact_sync(self, instructions: str | None = None) -> CompactionResult:
         """Blocking :meth:`compact`; refuses to run inside an event loop."""
-        _check_no_running_loop("compact_sync")
-        return asyncio.run(self.compact(instructions))
+        return run_blocking("compact_sync", lambda: self.compact(instructions))
 
 
-def _check_no_running_loop(name: str) -> None:
+def run_blocking(name: str, work: Callable[[], Awaitable[T]]) -> T:
+    """The blocking API: ``work()`` on an event loop of its own, refused inside a running loop. Before
+    the loop closes, what the model layer left running on it settles (litellm's logging callbacks), so a
+    blocking call is as quiet as the async one on a long-lived loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return
-    raise UsageError(f"{name}() cannot be called from a running event loop; await the async method instead")
+        pass
+    else:
+        raise UsageError(
+            f"{name}() cannot be called from a running event loop; await the async method instead"
+        )
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            from sessionmem.model.litellm import settle_background_work
+
+            await settle_background_work()
+
+    return asyncio.run(main())
 
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from sessionmem.messages import Message
-from sessionmem.session.backend import SessionBackend, TranscriptLog, transcript_version
+from sessionmem.session.backend import SessionBackend, TranscriptLog, open_entry, transcript_version
 from sessionmem.session.entry import SessionEntry
 from sessionmem.session.events import Event, EventCallback
 from sessionmem.session.flush import workspace_writable
@@ -191,22 +191,28 @@ class SessionState:
         """Catch up with what other runners wrote, after taking the session's turn lock.
 
         Another runner may have rotated the session (a new session id in the store: its transcript is
-        opened), or appended turns, flushes and compactions (the transcript's version changed: it is read
-        again); and a turn of this session that failed half-way may have left the store behind its
-        transcript. Either way :meth:`reload` rebuilds the state from the transcript. When nothing
-        changed since this session's last turn ended (the same version, the same store entry), this costs
-        one store read and, for file transcripts, one ``stat``.
+        opened), or removed it (``forget``: a new session starts), or appended turns, flushes and
+        compactions (the transcript's version changed: it is read again); and a turn of this session
+        that failed half-way may have left the store behind its transcript. Either way :meth:`reload`
+        rebuilds the state from the transcript. When nothing changed since this session's last turn
+        ended (the same version, the same store entry), this costs one store read and, for file
+        transcripts, one ``stat``.
         """
         store = self.runner.store
         stored = store.get(self.key)
-        if stored is not None and stored.session_id != self.entry.session_id:
+        if stored is None:
+            # Trigger: the entry is gone (the person was forgotten, or another runner deleted the
+            # session) while this session was in memory. Why: going on with the old id would write the
+            # old transcript's header and the context held in memory back, re-creating what was erased.
+            # Outcome: a new session, as open() starts one for a key it does not know.
+            stored, _ = open_entry(store, self.key)
+        if stored.session_id != self.entry.session_id:
             self.attach(store.open_transcript(self.key, stored, cwd=self.runner.workspace), stored)
             return
         unchanged = stored == self.entry and transcript_version(self.transcript) == self.settled
         if self.settled is not None and unchanged:
             return
-        if stored is not None:
-            self.entry = stored
+        self.entry = stored
         self.reload()
 
     def settle(self) -> None:

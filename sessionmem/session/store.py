@@ -31,13 +31,14 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
 
 from sessionmem.errors import SessionError, os_error_reason
 from sessionmem.messages import now_ms
+from sessionmem.pathnames import given_path
 from sessionmem.safefs import atomic_write_bytes, is_atomic_temp_of
 from sessionmem.session import keys
 from sessionmem.session.backend import updated_entry
@@ -98,7 +99,7 @@ class SessionStore(TranscriptFolderBackend):
         agent_id: str | None = None,
         lock_timeout_s: float = 10.0,
     ) -> None:
-        self.path = Path(path)
+        self.path = given_path(path)
         super().__init__(self.path.parent)  # the transcripts live beside sessions.json (as in OpenClaw)
         self.agent_id = agent_id or _agent_id_from_path(self.path)
         self.issues: list[str] = []
@@ -189,6 +190,13 @@ class SessionStore(TranscriptFolderBackend):
         norm = keys.normalize_key(key)
         with self.transaction() as entries:
             return entries.pop(norm, None)
+
+    def erase_entries(self, session_keys: Sequence[str]) -> list[str]:
+        """Remove the entries of ``session_keys`` in one atomic rewrite of sessions.json (``forget``)."""
+        with self.transaction() as entries:
+            for key in session_keys:
+                entries.pop(keys.normalize_key(key), None)
+        return []
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[dict[str, SessionEntry]]:

@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from sessionmem.session import keys
 from sessionmem.session.backend import (
     DEFAULT_TURN_LOCK_TIMEOUT_S,
     EntryUpdate,
+    KeptTranscript,
     SessionBackendABC,
     TranscriptLog,
     updated_entry,
@@ -305,6 +306,72 @@ class PostgresSessionStore(SessionBackendABC):
                 (self.agent_id, session_id),
             ).fetchone()
         return row[0] if row is not None else None
+
+    # --- erasure (backend.ErasableStore) ---
+
+    def kept_transcripts(self) -> list[KeptTranscript]:
+        """Every transcript of this agent in the database, live or archived."""
+        with self._db("list transcripts") as conn:
+            rows = conn.execute(
+                "SELECT session_id, session_key FROM sessionmem_transcripts WHERE agent_id = %s"
+                " ORDER BY session_id",
+                (self.agent_id,),
+            ).fetchall()
+        return [KeptTranscript(session_id, key, session_id) for session_id, key in rows]
+
+    def transcript_lines(self, kept: KeptTranscript) -> Iterator[bytes]:
+        with self._db(f"read the transcript of session {kept.name}") as conn:
+            header = conn.execute(
+                "SELECT header::text FROM sessionmem_transcripts WHERE agent_id = %s AND session_id = %s",
+                (self.agent_id, kept.session_id),
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT entry::text FROM sessionmem_transcript_entries"
+                " WHERE agent_id = %s AND session_id = %s ORDER BY id",
+                (self.agent_id, kept.session_id),
+            ).fetchall()
+        if header is not None:
+            yield header[0].encode()
+        for (text,) in rows:
+            yield text.encode()
+
+    def erase(self, session_keys: Sequence[str], transcripts: Sequence[KeptTranscript]) -> list[str]:
+        """Per session key, one transaction (on the connection holding its turn lock, when this process
+        holds it): its transcripts' entry rows, their header rows, its session row. Then the three tables
+        are vacuumed, so the dead rows are pruned (PostgreSQL does not zero freed space: README, Privacy).
+        Returns what could not be done."""
+        by_key: dict[str | None, list[str]] = {}
+        wanted = {keys.normalize_key(k) for k in session_keys}
+        for kept in transcripts:
+            owner = kept.session_key if kept.session_key in wanted else None
+            by_key.setdefault(owner, []).append(kept.session_id or kept.name)
+        for key in [*sorted(wanted), None]:
+            ids = by_key.get(key, [])
+            if key is None and not ids:
+                continue
+            with self._db(f"forget session {key or ', '.join(ids)}", key) as conn, conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = on")
+                conn.execute(
+                    "DELETE FROM sessionmem_transcript_entries WHERE agent_id = %s AND session_id = ANY(%s)",
+                    (self.agent_id, ids),
+                )
+                conn.execute(
+                    "DELETE FROM sessionmem_transcripts WHERE agent_id = %s AND session_id = ANY(%s)",
+                    (self.agent_id, ids),
+                )
+                if key is not None:
+                    conn.execute(
+                        "DELETE FROM sessionmem_sessions WHERE agent_id = %s AND key = %s",
+                        (self.agent_id, key),
+                    )
+        try:
+            with self._db("vacuum the session tables") as conn:
+                conn.execute(
+                    "VACUUM sessionmem_transcript_entries, sessionmem_transcripts, sessionmem_sessions"
+                )
+        except SessionError as exc:
+            return [f"{exc}; autovacuum will prune the deleted rows"]
+        return []
 
     def turn_lock(self, key: str, *, timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S) -> PgTurnLock:
         norm = keys.normalize_key(key)

@@ -31,7 +31,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ import orjson
 
 from sessionmem.errors import SessionError, StoreLockTimeout
 from sessionmem.messages import now_ms
-from sessionmem.safefs import atomic_temp_path, create_private
+from sessionmem.pathnames import given_path
+from sessionmem.safefs import atomic_temp_path, create_private, make_private_dirs
 from sessionmem.session import keys
 from sessionmem.session.backend import updated_entry
 from sessionmem.session.entry import SessionEntry, entry_from_json
@@ -82,7 +83,7 @@ class SqliteSessionStore(TranscriptFolderBackend):
     def __init__(
         self, path: str | Path, *, agent_id: str = keys.DEFAULT_AGENT_ID, busy_timeout_s: float = 10.0
     ) -> None:
-        self.path = Path(path)
+        self.path = given_path(path)
         super().__init__(self.path.parent)
         self.agent_id = agent_id
         self.busy_timeout_s = busy_timeout_s
@@ -140,6 +141,34 @@ class SqliteSessionStore(TranscriptFolderBackend):
                 return current
 
         return self._run(remove)
+
+    def erase_entries(self, session_keys: Sequence[str]) -> list[str]:
+        """Remove the rows of ``session_keys`` in one transaction with ``secure_delete`` on (the freed
+        cells and pages are zeroed), rewrite the file (``VACUUM``: every turn rewrote its row, leaving
+        older copies in free space), then checkpoint and truncate the WAL, which holds older page images
+        (``forget``). Returns what could not be done (a WAL another connection keeps busy)."""
+        rows = [(keys.normalize_key(k),) for k in session_keys]
+
+        def remove(conn: sqlite3.Connection) -> list[str]:
+            (before,) = conn.execute("PRAGMA secure_delete").fetchone()
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                with self._transaction(conn):
+                    conn.executemany("DELETE FROM sessions WHERE key = ?", rows)
+            finally:
+                conn.execute(f"PRAGMA secure_delete = {int(before)}")
+            issues = []
+            try:  # rows rewritten every turn left older copies of themselves in free space
+                conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                issues.append(f"VACUUM of {self.path} failed ({exc}); free pages may hold older rows")
+            (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                issues.append(f"{self.path}-wal could not be truncated (another connection was reading it)")
+            return issues
+
+        issues: list[str] = self._run(remove)
+        return issues
 
     def put_many(self, entries: dict[str, SessionEntry]) -> None:
         """Store ``entries`` (key -> entry, replacing what those keys held) in one transaction."""
@@ -202,7 +231,7 @@ class SqliteSessionStore(TranscriptFolderBackend):
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
             create_private(self.path)  # SQLite gives its -wal and -shm files the database's mode
         except OSError as exc:
             raise SessionError(f"cannot create session store {self.path}: {exc}") from exc

@@ -32,7 +32,7 @@ except ImportError:  # Windows: appends are still single writes
 
 from sessionmem.errors import FileWriteError, TranscriptError, os_error_reason
 from sessionmem.messages import Message, ToolCall, Usage
-from sessionmem.safefs import PRIVATE_FILE_MODE, write_at_end
+from sessionmem.safefs import PRIVATE_FILE_MODE, make_private_dirs, write_at_end
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +373,7 @@ class Transcript:
         """Open ``path``, creating it with a header line when it does not exist (or is empty)."""
         p = Path(path)
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(p.parent)
         except OSError as exc:
             raise TranscriptError(
                 f"cannot create transcript folder {p.parent}: {os_error_reason(exc)}"

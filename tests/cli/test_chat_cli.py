@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from sessionmem.cli import cli
-from sessionmem.cli.chat import event_json, event_note
-from sessionmem.session.events import CompactionEvent, HookErrorEvent, NewSessionEvent
+from sessionmem.cli.chat import event_note
+from sessionmem.session.events import CompactionEvent, HookErrorEvent, NewSessionEvent, event_record
 from tests.support.openai_server import OpenAIServer, text_reply
 
 FLUSH_MARKER = "Pre-compaction memory flush."
@@ -97,13 +97,13 @@ def test_json_lines_parse(chat_args: list[str], isolated_env: Path) -> None:
     assert status["contextWindow"] >= status["compactionThreshold"] > status["flushThreshold"] > 0
     assert "flush" in kinds and "memory_write" in kinds
     new = objects[kinds.index("new")]
-    assert new["reason"] == "new" and new["memory_file"].endswith("-greeting-chat.md")
+    assert new["reason"] == "new" and new["memoryFile"].endswith("-greeting-chat.md")
     assert kinds.index("flush") < kinds.index("memory_write") < kinds.index("new")
     assert objects[-1] == {"event": "command", "command": "new", "reply": objects[-1]["reply"]}
     assert "never sent" not in result.stdout
     # One name across the CLI: chat, demo and replay all say "event" (events carry session_key/id).
     assert all("kind" not in o for o in objects)
-    assert objects[0]["session_key"] == "agent:main:main" and objects[0]["session_id"]
+    assert objects[0]["sessionKey"] == "agent:main:main" and objects[0]["sessionId"]
 
 
 def test_missing_model_is_a_usage_error(tmp_path: Path) -> None:
@@ -120,7 +120,8 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     openai_server.chat.push(server_error(), server_error(), server_error())
     args = [*chat_args[:-2], "--api-key", "sk-test"]
     result = CliRunner().invoke(cli, [*args, "--json"], input="first\nsecond\n")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the chat went on; the exit status says a turn failed
+    assert "1 of 2 messages failed" in result.stderr
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     assert objects[0]["event"] == "error"
     assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "echo: second"
@@ -130,7 +131,7 @@ def test_event_formatting() -> None:
     event = CompactionEvent(
         session_key="k", reason="manual", tokens_before=5000, tokens_after=900, compaction_count=1
     )
-    assert event_json(event)["event"] == "compaction"
+    assert event_record(event)["event"] == "compaction"
     assert event_note(event) == "· compacted (5,000 → 900 tokens, count 1)"
     new = NewSessionEvent(session_key="k", reason="daily", session_id="abc", memory_file="memory/x.md")
     assert event_note(new) == "· new session abc (daily, saved memory/x.md)"
@@ -140,8 +141,8 @@ def test_event_formatting() -> None:
         hook_event="compaction:after",
         error="hook 'audit' failed on compaction:after: RuntimeError: boom",
     )
-    assert json.loads(json.dumps(event_json(failed)))["event"] == "hook_error"
-    assert event_json(failed)["hook_event"] == "compaction:after"
+    assert json.loads(json.dumps(event_record(failed)))["event"] == "hook_error"
+    assert event_record(failed)["hookEvent"] == "compaction:after"
     assert event_note(failed) == "· hook 'audit' failed on compaction:after: RuntimeError: boom"
 
 
@@ -151,7 +152,7 @@ def test_session_option_picks_the_key(chat_args: list[str], isolated_env: Path) 
     result = CliRunner().invoke(cli, args, input="hello work\n")
     assert result.exit_code == 0, result.output
     turn = json.loads(result.stdout.splitlines()[0])
-    assert turn["session_key"] == "agent:main:Work"
+    assert turn["sessionKey"] == "agent:main:Work"
     store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
     assert list(store) == ["agent:main:Work"]
     assert "hello work" in Path(store["agent:main:Work"]["sessionFile"]).read_text(encoding="utf-8")
@@ -162,7 +163,7 @@ def test_session_option_takes_a_bare_key_as_the_agents_and_refuses_another_agent
 ) -> None:
     result = CliRunner().invoke(cli, [*chat_args, "--session", "telegram:direct:42", "--json"], input="hi\n")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout.splitlines()[0])["session_key"] == "agent:main:telegram:direct:42"
+    assert json.loads(result.stdout.splitlines()[0])["sessionKey"] == "agent:main:telegram:direct:42"
     refused = CliRunner().invoke(cli, [*chat_args, "--session", "agent:beta:main"], input="hi\n")
     assert refused.exit_code == 1 and "Traceback" not in refused.output
     assert "belongs to agent 'beta', and this runner serves agent 'main'" in refused.output
@@ -194,7 +195,7 @@ def test_the_model_can_search_memory_during_the_chat(
     assert result.exit_code == 0, result.output
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     (call,) = [o for o in objects if o["event"] == "tool_call"]
-    assert call["name"] == "memory_search" and not call["is_error"]
+    assert call["name"] == "memory_search" and not call["isError"]
     assert "Friday" in call["result"] and "MEMORY.md" in call["result"]
     assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "It is on Friday."
     second = openai_server.chat.requests[1].body["messages"]
@@ -278,8 +279,8 @@ def test_piped_compact_with_instructions_then_reset(
 
     # /compact: the cycle's flush first, then a manual compaction asked with the user's instructions.
     compaction = objects[kinds.index("compaction")]
-    assert compaction["reason"] == "manual" and compaction["compaction_count"] == 1
-    assert 0 < compaction["tokens_after"] < compaction["tokens_before"]
+    assert compaction["reason"] == "manual" and compaction["compactionCount"] == 1
+    assert 0 < compaction["tokensAfter"] < compaction["tokensBefore"]
     assert kinds.index("flush") < kinds.index("compaction")
     assert {"event": "command", "command": "compact"}.items() <= objects[
         kinds.index("compaction") + 1
@@ -291,12 +292,38 @@ def test_piped_compact_with_instructions_then_reset(
 
     # /reset: a new session (reason reset), the old transcript archived with its compaction entry.
     new = objects[kinds.index("new")]
-    assert new["reason"] == "reset" and new["previous_session_id"] != new["session_id"]
+    assert new["reason"] == "reset" and new["previousSessionId"] != new["sessionId"]
     (archived,) = sessions_dir(isolated_env).glob("*.jsonl.reset.*")
     lines = [json.loads(line) for line in archived.read_text(encoding="utf-8").splitlines()]
     (compaction_line,) = [line for line in lines if line["type"] == "compaction"]
     assert "## Open TODOs\n- detail0" in compaction_line["summary"]
     store = json.loads((sessions_dir(isolated_env) / "sessions.json").read_text(encoding="utf-8"))
     entry = store["agent:main:main"]
-    assert entry["sessionId"] == new["session_id"] and entry["compactionCount"] == 0
+    assert entry["sessionId"] == new["sessionId"] and entry["compactionCount"] == 0
     assert objects[-1]["event"] == "command" and objects[-1]["command"] == "reset"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_chat_whose_model_calls_failed_exits_non_zero(
+    tmp_path: Path, isolated_env: Path, as_json: bool
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: connection refused
+    args = ["--workspace", str(tmp_path / "ws"), "chat", "--model", "openai/test-model", "--api-base", nobody]
+    args += ["--api-key", "sk-test", *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(cli, args, input="hello\n/status\nagain\n")
+    assert result.exit_code == 1, result.output
+    assert "2 of 3 messages failed" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    if as_json:
+        kinds = [json.loads(line)["event"] for line in result.stdout.splitlines() if line.strip()]
+        assert kinds == ["error", "status", "error"]
+    else:
+        assert result.stderr.count("error: ModelError") == 2

@@ -4,12 +4,15 @@ server process on 127.0.0.1, a free port)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -248,14 +251,45 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def run_mcp(
+    home: Path, config: Path, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`sessionmem mcp [options]` run to its end (a refusal, not a server that starts)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessionmem.cli", *global_options(home, config), "mcp", *options],
+        capture_output=True,
+        text=True,
+        env={**child_env(), **(env or {})},
+        timeout=60,
+    )
+
+
 @pytest.fixture
 def http_server(home: Path) -> Iterator[str]:
     """A real `sessionmem mcp --http PORT` process with the write tools enabled; yields its URL."""
-    config = write_config(home, write_tools=True)
+    with serving(home, write_config(home, write_tools=True)) as (url, _proc):
+        yield url
+
+
+@contextlib.contextmanager
+def serving(
+    home: Path, config: Path, *more: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A real `sessionmem mcp --http PORT [more options]` process, reached on 127.0.0.1; yields its URL
+    and the process (stopped on exit)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sessionmem.cli", *global_options(home, config), "mcp", "--http", str(port)],
-        env=child_env(),
+        [
+            sys.executable,
+            "-m",
+            "sessionmem.cli",
+            *global_options(home, config),
+            "mcp",
+            "--http",
+            str(port),
+            *more,
+        ],
+        env={**child_env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -272,7 +306,7 @@ def http_server(home: Path) -> Iterator[str]:
                 if time.monotonic() > deadline:
                     raise AssertionError("server did not listen within 60 s") from None
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -363,21 +397,135 @@ def test_http_on_a_taken_port_says_so_and_exits(home: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sessionmem.cli",
-                *global_options(home, config),
-                "mcp",
-                "--http",
-                str(port),
-            ],
-            capture_output=True,
-            text=True,
-            env=child_env(),
-            timeout=60,
-        )
+        proc = run_mcp(home, config, "--http", str(port))
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- who may call over HTTP
+
+API_KEY = "mcp-test-key-0123456789abcdef"
+
+
+def post_initialize(url: str, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+    """A bare MCP ``initialize`` POST (no SDK): (status, headers, body)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            **headers,
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read(2000).decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+def with_key(url: str, key: str) -> Any:
+    """An MCP client transport that sends ``Authorization: Bearer <key>``."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return streamable_http_client(
+        url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    )
+
+
+def list_tool_names(target: Any) -> set[str]:
+    async def session(client: Client) -> set[str]:
+        return {t.name for t in (await client.list_tools()).tools}
+
+    names: set[str] = run(target, session)
+    return names
+
+
+def test_http_on_an_address_other_machines_reach_is_refused_without_an_api_key(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+    port = free_port()
+    proc = run_mcp(home, config, "--http", str(port), "--host", "0.0.0.0")
+    assert proc.returncode == 2
+    assert "refusing to serve on 0.0.0.0" in proc.stderr and "no API key guards it" in proc.stderr
+    assert "SESSIONMEM_API_KEY" in proc.stderr and "server.apiKeys" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_serve_http_refuses_an_open_address_without_a_key_in_python_too(home: Path, tmp_path: Path) -> None:
+    from sessionmem.errors import ConfigError
+    from sessionmem.mcp_server import MemoryServerTools, build_server, listen_tcp, serve_http
+
+    config = Config()
+    with MemoryIndex.open(
+        "main", home / "workspace", config.for_agent().memory_search, state_dir=tmp_path / "st", watch=False
+    ) as index:
+        tools = MemoryTools.from_config(config, "main", index=index, workspace=home / "workspace")
+        server = build_server(MemoryServerTools(memory=tools, status=dict))
+        sock = listen_tcp(free_port(), "0.0.0.0")
+        try:
+            with pytest.raises(ConfigError, match=r"refusing to serve on 0\.0\.0\.0"):
+                anyio.run(serve_http, server, sock)
+        finally:
+            sock.close()
+
+
+def test_http_with_an_api_key_answers_only_requests_that_carry_it(home: Path) -> None:
+    config = write_config(home, write_tools=False)
+    env = {"SESSIONMEM_API_KEY": API_KEY}
+    with serving(home, config, "--host", "0.0.0.0", env=env) as (url, proc):
+        status, headers, body = post_initialize(url, {})
+        assert status == 401 and headers.get("www-authenticate", "").startswith("Bearer")
+        assert json.loads(body)["error"]["code"] == "invalid_api_key"
+        assert post_initialize(url, {"Authorization": "Bearer wrong-key-0123456789abcdef"})[0] == 401
+        assert post_initialize(url, {"Authorization": API_KEY})[0] == 401  # the scheme is part of it
+        assert post_initialize(url, {"Authorization": f"Bearer {API_KEY}"})[0] == 200
+        with pytest.raises(ExceptionGroup) as refused:  # the SDK's own client, without the key
+            list_tool_names(url)
+        assert refused.group_contains(MCPError, match="error response", depth=2)
+        assert list_tool_names(with_key(url, API_KEY)) == {"memory_search", "memory_get"}
+        proc.terminate()
+        out, err = proc.communicate(timeout=30)
+    assert "an API key required" in err
+    assert API_KEY not in out + err
+
+
+def test_a_configured_api_key_guards_loopback_too(home: Path) -> None:
+    config = home / "config.json"
+    config.write_text(
+        json.dumps(
+            {"agents": {"defaults": {"memorySearch": {"provider": "none"}}}, "server": {"apiKeys": [API_KEY]}}
+        )
+    )
+    with serving(home, config) as (url, _proc):
+        assert post_initialize(url, {})[0] == 401
+        assert list_tool_names(with_key(url, API_KEY)) == {"memory_search", "memory_get"}
+
+
+@pytest.mark.parametrize("where", ["config", "env"])
+def test_a_weak_api_key_is_refused_naming_where_it_came_from_not_its_value(home: Path, where: str) -> None:
+    weak = "hunter2-weak"
+    document: dict[str, Any] = {"agents": {"defaults": {"memorySearch": {"provider": "none"}}}}
+    if where == "config":
+        document["server"] = {"apiKeys": [weak]}
+    config = home / "config.json"
+    config.write_text(json.dumps(document))
+    env = {"SESSIONMEM_API_KEY": weak} if where == "env" else {}
+    proc = run_mcp(home, config, "--http", str(free_port()), env=env)
+    assert proc.returncode == 2
+    assert ("server.apiKeys" if where == "config" else "$SESSIONMEM_API_KEY") in proc.stderr
+    assert "at least 16 characters" in proc.stderr
+    assert weak not in proc.stderr + proc.stdout

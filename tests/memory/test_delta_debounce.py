@@ -1,10 +1,12 @@
-"""The transcript delta scheduler's debounce, on its real timer thread: notifications inside one window
-give one check, and the window is not pushed back by later notifications."""
+"""The transcript delta scheduler's debounce: notifications inside one window give one check, and the
+window is not pushed back by later notifications. Windows the test closes itself show that by structure
+(how many windows opened, which closed); the real timer thread runs the rest."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,10 +39,47 @@ def recorder() -> Recorder:
     return Recorder()
 
 
+CONFIG = SessionSyncConfig(debounce_ms=DEBOUNCE_MS, delta_messages=10, delta_bytes=1_000_000)
+
+
+@dataclass
+class Window:
+    """A debounce window the test closes itself (``close``), in place of the timer thread."""
+
+    delay_s: float
+    fire: Callable[[], object]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def close(self) -> None:
+        assert not self.cancelled
+        self.fire()
+
+
 @pytest.fixture
 def scheduler(sessions: Path, recorder: Recorder) -> Iterator[TranscriptDeltaScheduler]:
-    config = SessionSyncConfig(debounce_ms=DEBOUNCE_MS, delta_messages=10, delta_bytes=1_000_000)
-    made = TranscriptDeltaScheduler(sessions, config, recorder)
+    made = TranscriptDeltaScheduler(sessions, CONFIG, recorder)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def windows() -> list[Window]:
+    """The windows ``manual`` opened, in order."""
+    return []
+
+
+@pytest.fixture
+def manual(sessions: Path, recorder: Recorder, windows: list[Window]) -> Iterator[TranscriptDeltaScheduler]:
+    """A scheduler whose debounce windows are opened into ``windows`` and closed by the test."""
+
+    def start(delay_s: float, fire: Callable[[], object]) -> Window:
+        windows.append(Window(delay_s, fire))
+        return windows[-1]
+
+    made = TranscriptDeltaScheduler(sessions, CONFIG, recorder, start_timer=start)
     yield made
     made.close()
 
@@ -52,43 +91,41 @@ def wait_idle(scheduler: TranscriptDeltaScheduler, timeout_s: float = 10.0) -> N
         time.sleep(0.01)
 
 
-def append_and_notify(scheduler: TranscriptDeltaScheduler, path: Path, count: int) -> float:
-    """Append ``count`` lines to ``path``, notifying after each; returns the seconds it took."""
-    started = time.monotonic()
+def append_and_notify(scheduler: TranscriptDeltaScheduler, path: Path, count: int) -> None:
+    """Append ``count`` lines to ``path``, notifying after each."""
     with path.open("a", encoding="utf-8") as handle:
         for n in range(count):
             handle.write(f'{{"type": "message", "n": {n}}}\n')
             handle.flush()
             assert scheduler.notify(path)
-    return time.monotonic() - started
 
 
 def test_twenty_notifications_inside_the_window_give_exactly_one_check(
-    scheduler: TranscriptDeltaScheduler, recorder: Recorder, sessions: Path
+    manual: TranscriptDeltaScheduler, windows: list[Window], recorder: Recorder, sessions: Path
 ) -> None:
     transcript = sessions / "s1.jsonl"
-    elapsed = append_and_notify(scheduler, transcript, 20)
-    assert elapsed < DEBOUNCE_MS / 1000  # all twenty fell inside one debounce window
-    assert scheduler.checks == 0  # nothing runs before the window closes
-    wait_idle(scheduler)
-    time.sleep(2 * DEBOUNCE_MS / 1000)  # a second timer, had one been started, would have fired by now
-    assert scheduler.checks == 1
+    append_and_notify(manual, transcript, 20)
+    assert [w.delay_s for w in windows] == [DEBOUNCE_MS / 1000]  # one window for all twenty
+    assert manual.checks == 0 and manual.pending  # nothing runs before the window closes
+    windows[0].close()
+    assert manual.checks == 1 and not manual.pending
     assert recorder.batches == [[transcript]]  # 20 lines >= deltaMessages 10: handed over once
+    assert len(windows) == 1
 
 
 def test_later_notifications_do_not_push_the_check_back(
-    scheduler: TranscriptDeltaScheduler, sessions: Path
+    manual: TranscriptDeltaScheduler, windows: list[Window], recorder: Recorder, sessions: Path
 ) -> None:
     transcript = sessions / "s1.jsonl"
-    started = time.monotonic()
-    # Notify every 50 ms for about two windows: a debounce that restarted on each notification would
-    # not check before the notifications stop.
-    while time.monotonic() - started < 2 * DEBOUNCE_MS / 1000:
-        append_and_notify(scheduler, transcript, 1)
-        time.sleep(0.05)
-    assert scheduler.checks >= 1  # a window closed while the notifications were still coming
-    wait_idle(scheduler)
-    assert 2 <= scheduler.checks <= 4  # about one per window while notifications kept coming
+    for _ in range(12):  # notifications keep coming: the window they fall in is neither moved nor restarted
+        append_and_notify(manual, transcript, 1)
+    assert len(windows) == 1 and not windows[0].cancelled
+    windows[0].close()  # it closes while notifications are still coming
+    assert manual.checks == 1 and recorder.batches == [[transcript]]
+    append_and_notify(manual, transcript, 1)  # the next one opens the next window
+    assert len(windows) == 2 and manual.checks == 1
+    windows[1].close()
+    assert manual.checks == 2
 
 
 def test_a_notification_after_the_window_starts_a_new_check(
@@ -105,10 +142,8 @@ def test_a_notification_after_the_window_starts_a_new_check(
 
 
 def test_files_outside_the_sessions_folder_and_archives_start_no_check(
-    scheduler: TranscriptDeltaScheduler, sessions: Path, tmp_path: Path
+    manual: TranscriptDeltaScheduler, windows: list[Window], sessions: Path, tmp_path: Path
 ) -> None:
-    assert not scheduler.notify(tmp_path / "elsewhere.jsonl")
-    assert not scheduler.notify(sessions / "s1.jsonl.reset.2026-01-01T00-00-00.000Z")
-    assert not scheduler.pending
-    time.sleep(2 * DEBOUNCE_MS / 1000)
-    assert scheduler.checks == 0
+    assert not manual.notify(tmp_path / "elsewhere.jsonl")
+    assert not manual.notify(sessions / "s1.jsonl.reset.2026-01-01T00-00-00.000Z")
+    assert windows == [] and not manual.pending and manual.checks == 0

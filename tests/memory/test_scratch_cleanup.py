@@ -1,6 +1,6 @@
 """A forced rebuild killed mid-way leaves ``<db>.tmp-<uuid>`` (and -wal/-shm); the next open or sync
 removes the scratch files of writers that are gone. Proved with a real SIGKILL of a child process that
-is rebuilding with the real GGUF model."""
+is rebuilding with the real GGUF model. A scratch file whose opening failed goes at once."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
@@ -102,3 +105,21 @@ from sessionmem.memory.index import MemoryIndex
 settings = MemorySearchConfig.model_validate({"provider": "none"})
 MemoryIndex.open("main", Path(sys.argv[1]), settings, state_dir=Path(sys.argv[2]), watch=False).close()
 """
+
+
+def test_a_scratch_file_whose_opening_failed_is_removed_at_once(tmp_path: Path) -> None:
+    """A full disk can refuse the scratch index's schema after its file was made (the forced rebuild of
+    tests/memory/test_index_disk_full.py left it behind now and then, until the next sync)."""
+    from sessionmem.memory.db import connect
+    from sessionmem.memory.rebuild import scratch_index
+
+    live = tmp_path / "main.sqlite"
+
+    def refused(path: Path) -> Any:
+        conn, _ = connect(path)  # the file is made...
+        conn.close()
+        raise OSError(28, "No space left on device")  # ...and its setup refused
+
+    with pytest.raises(OSError, match="No space left"), scratch_index(live, refused):
+        pass
+    assert scratch(live) == []

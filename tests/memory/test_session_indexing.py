@@ -178,10 +178,9 @@ def test_search_does_not_wait_for_transcript_indexing(
     index.sync()
     transcript = new_transcript(state, workspace)
     chat(transcript, index, 60)  # a check is pending for five seconds
-    started = time.monotonic()
     found = index.search(SearchRequest(query="spare key"))
-    assert time.monotonic() - started < 2.0
     assert found.results[0].path == "MEMORY.md"
+    # Answered while the check is still pending: the search did not wait for it
     assert index.session_delta is not None and index.session_delta.pending
 
 

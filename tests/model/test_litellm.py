@@ -269,3 +269,56 @@ def test_streamed_turn_over_litellm(openai_server: OpenAIServer, tmp_path: Any, 
     assert result.reply == "Sure, here it is." == "".join(partials) and len(partials) > 1
     assert store_entry(runner)["inputTokens"] == 77  # usage of the streamed reply reaches sessions.json
     assert all(r.body.get("stream") is True for r in openai_server.chat.requests)
+
+
+# ---------------------------------------------------------------------------- quiet blocking calls
+
+TURNS_IN_A_CHILD = """
+import asyncio, logging, sys
+from pathlib import Path
+from sessionmem.config import Config
+from sessionmem.model.litellm import LiteLLMModel
+from sessionmem.session.runner import SessionRunner
+
+base, home, mode, turns = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append(record.getMessage())
+logging.getLogger().addHandler(Keep(logging.DEBUG))
+for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+    logging.getLogger(name).addHandler(Keep(logging.WARNING))
+model = LiteLLMModel("openai/test-model", api_base=base, api_key="sk-test", num_retries=0)
+config = Config.from_dict({"agents": {"defaults": {"contextTokens": 100000}}})
+runner = SessionRunner(model, config=config, workspace=home / "ws", state_dir=home / "st")
+session = runner.open()
+if mode == "sync":
+    replies = [session.run_turn_sync(f"message {i}").reply for i in range(turns)]
+    runner.close()
+else:
+    async def main():
+        out = [(await session.run_turn(f"message {i}")).reply for i in range(turns)]
+        await runner.aclose()
+        return out
+    replies = asyncio.run(main())
+assert replies == [f"echo: message {i}" for i in range(turns)], replies
+print("\\n".join(r for r in records if "LoggingWorker" in r or "loop" in r))
+"""
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_blocking_turns_are_as_quiet_as_async_ones(
+    openai_server: OpenAIServer, tmp_path: Any, mode: str
+) -> None:
+    """run_turn_sync starts an event loop per turn; litellm's logging worker must not complain about it
+    (it printed 'LoggingWorker: event loop changed' 21 times in 60 turns)."""
+    child = subprocess.run(
+        [sys.executable, "-c", TURNS_IN_A_CHILD, openai_server.base_url, str(tmp_path), mode, "30"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stderr == ""
+    assert child.stdout.strip() == ""  # no logging record about the loop, at any level
+    assert len(openai_server.chat.requests) == 30

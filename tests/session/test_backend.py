@@ -9,6 +9,8 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -209,6 +211,17 @@ def start_holder(store: SessionStore) -> tuple[Any, Any]:
     return holder, release
 
 
+def waits_then_gets_it(take: Callable[[], Coroutine[Any, Any, None]], release: Any) -> None:
+    """``take()`` (a turn lock held by another process) waits, and gets the lock once ``release``
+    lets the holder go: it has not given up when the holder lets go a moment later."""
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(asyncio.run, take())
+        time.sleep(0.3)  # a pause, not a measure: the waiter is in its wait
+        assert not waiting.done(), waiting.exception()
+        release.set()
+        waiting.result(timeout=30)
+
+
 def test_turn_lock_waits_for_another_process_then_says_which_session_is_busy(isolated_env: Path) -> None:
     store = SessionStore.for_agent(isolated_env, "main")
     holder, release = start_holder(store)
@@ -218,13 +231,12 @@ def test_turn_lock_waits_for_another_process_then_says_which_session_is_busy(iso
             async with store.turn_lock(key, timeout_s=timeout_s):
                 pass
 
-        started = time.monotonic()
         with pytest.raises(TurnLockTimeout) as caught:
             asyncio.run(take(KEY, 0.4))
-        assert time.monotonic() - started >= 0.35
         assert KEY in str(caught.value) and "busy" in str(caught.value)
         assert caught.value.session_key == KEY
         asyncio.run(take("agent:main:other", 0.4))  # another key is not held up
+        waits_then_gets_it(lambda: take(KEY, 30), release)
     finally:
         release.set()
         holder.join(10)

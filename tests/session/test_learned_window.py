@@ -90,11 +90,18 @@ def paragraph(turn: int) -> str:
     return f"Part {turn}: " + " ".join(f"item{turn}x{i}" for i in range(150))
 
 
-def converse(server: OpenAIServer, tmp_path: Path, workspace: Path, turns: int, error: Any = None) -> Any:
+def converse(
+    server: OpenAIServer,
+    tmp_path: Path,
+    workspace: Path,
+    turns: int,
+    error: Any = None,
+    config: Config | None = None,
+) -> Any:
     """A session on the small provider (saying its window in ``error``'s form) after ``turns`` turns;
     returns (provider, runner, recorder, session)."""
     provider = SmallProvider(server, error or context_length_error)
-    runner, recorder = make_runner(litellm_model(server), tmp_path, workspace, Config())
+    runner, recorder = make_runner(litellm_model(server), tmp_path, workspace, config or Config())
     session = runner.open(KEY)
     assert session.context_window == 200_000
     for turn in range(turns):
@@ -119,6 +126,22 @@ def test_a_session_learns_the_real_window_and_stops_overflowing(
         reopened.run_turn_sync(paragraph(turn))
     assert provider.overflows == 1
     assert reopened.status().context_window == REAL_WINDOW
+
+
+def test_thresholds_the_user_wrote_that_a_learned_window_cannot_hold_are_scaled_and_status_says_so(
+    tmp_path: Path, workspace: Path, openai_server: OpenAIServer
+) -> None:
+    # They fit the 200,000 tokens assumed at load; the provider's 4,000 has no room for them.
+    written = {"reserveTokensFloor": 3000, "memoryFlush": {"softThresholdTokens": 1000}}
+    config = Config.from_dict({"agents": {"defaults": {"compaction": written}}})
+    provider, _, _, session = converse(openai_server, tmp_path, workspace, 14, config=config)
+    assert provider.overflows == 1 and session.context_window == REAL_WINDOW
+    status = session.run_turn_sync("/status").reply or ""
+    assert "flush at 2,500 · compaction at 3,000" in status
+    assert (
+        "Configured values scaled: they leave no room in this 4,000-token window: "
+        "compaction.reserveTokensFloor, compaction.reserveTokens, compaction.memoryFlush.softThresholdTokens"
+    ) in status
 
 
 def anthropic_style(limit: int, used: int) -> Reply:

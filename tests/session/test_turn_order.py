@@ -5,7 +5,6 @@ Waiting has a timeout that ends in TurnLockTimeout, naming the session."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +80,8 @@ def test_a_turn_waits_for_another_process_then_times_out_naming_the_session(
     assert isinstance(store, SessionStore)
     holder, release = start_holder(store)
     try:
-        started = time.monotonic()
-        with pytest.raises(TurnLockTimeout) as caught:
+        with pytest.raises(TurnLockTimeout) as caught:  # the wait itself: test_backend.py
             session.run_turn_sync("hello")
-        assert time.monotonic() - started >= 0.35
         assert caught.value.session_key == KEY and caught.value.path is not None
         assert f"session {KEY} is busy" in str(caught.value) and "0.4s" in str(caught.value)
     finally:
@@ -174,7 +171,6 @@ def test_a_turn_awaited_from_inside_a_turn_of_the_same_session_fails_at_once(
         on_event=on_event,
     )
     session = runner.open(KEY)
-    started = time.monotonic()
     assert session.run_turn_sync("outer").reply == "ok: outer"
-    assert time.monotonic() - started < 5  # no wait for itself until the timeout
+    # A UsageError at once, not a wait for itself ending in TurnLockTimeout
     assert len(errors) == 1 and "from inside one of its own turns" in str(errors[0])
