@@ -34,6 +34,7 @@ SCRIPTS = (
     "store_pg",
     "hosts",
     "cli",
+    "hostile",
     "forget",
     "index",
     "huge_file",

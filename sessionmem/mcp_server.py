@@ -4,7 +4,8 @@ What a client sees:
 
 - tools ``memory_search`` and ``memory_get``: the agent tools themselves (:class:`MemoryTools`), with
   the same input schemas and the same JSON results; a result that carries ``error`` is flagged
-  ``isError`` so the client's model knows to correct its call;
+  ``isError`` so the client's model knows to correct its call; every call goes through the runner's
+  dispatcher (``session.tools.dispatch``), so arguments are checked as in a turn;
 - the write tools ``memory_append_daily`` and ``memory_write`` (the runner's own, with their safety
   rules: appends never rewrite, a replace keeps the earlier text under ``.memory-history/``) only when
   the config turns them on (``memory.mcp.writeTools``); the command indexes a write before it returns,
@@ -66,16 +67,17 @@ class MemoryServerTools:
         return out
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
-        """Run one tool: ``(result text, is_error)``. Never raises for the tool's own failures."""
-        if self.memory.handles(name):
-            text = await self.memory.acall(name, dict(arguments))
-            return text, "error" in json.loads(text)
+        """Run one tool through the runner's dispatcher: ``(result text, is_error)``; a reading tool's
+        JSON that carries ``error`` is an error too. Never raises for the tool's own failures."""
         from sessionmem.messages import ToolCall
+        from sessionmem.session.memory_tools import reading_tools
         from sessionmem.session.tools import dispatch, tool_map
 
-        call = ToolCall(id=name, name=name, arguments=dict(arguments))
-        outcome = await dispatch(tool_map(self.writes), call)
-        return outcome.content, outcome.is_error
+        tools = tool_map([*reading_tools(self.memory), *self.writes])
+        outcome = await dispatch(tools, ToolCall(id=name, name=name, arguments=dict(arguments)))
+        if outcome.is_error or not self.memory.handles(name):
+            return outcome.content, outcome.is_error
+        return outcome.content, "error" in json.loads(outcome.content)
 
     def has(self, name: str) -> bool:
         return self.memory.handles(name) or any(tool.name == name for tool in self.writes)

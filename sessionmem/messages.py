@@ -75,19 +75,94 @@ def flush_cycle(raw_message: dict[str, Any]) -> int | None:
 
 
 UNPARSED_ARGUMENTS = "_raw"  # ToolCall.arguments key for argument text that is not a JSON object
+REFUSED_ARGUMENTS = "_refused"  # ToolCall.arguments key for why the model's arguments were not kept
+
+# A tool call's arguments are the model's output, taken in whole. Trigger: arguments nested 300 levels
+# deep (a JSON parser accepts 1,024) crashed the turn with "Recursion limit reached" when the transcript
+# wrote them (orjson writes 254 levels at most); a lone surrogate or an integer over 64 bits failed the
+# same way. Why: every tool call becomes a transcript line, an event and part of the next request.
+# Outcome: arguments over these bounds, or holding what JSON text cannot, are not kept: the call holds
+# {REFUSED_ARGUMENTS: why}, which the dispatcher answers as a tool error, and the turn goes on.
+MAX_ARGUMENT_DEPTH = 64  # levels of objects and arrays; a real tool's schema has a handful
+MAX_ARGUMENT_CHARS = 2_000_000  # characters of text in the arguments, keys included (a model writes far less)
+_INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson writes
+
+
+def arguments_problem(arguments: Any) -> str | None:
+    """Why ``arguments`` (a tool call's, a dict) cannot be kept as JSON within the bounds, naming the
+    top-level argument concerned, or None. One pass over the values, without recursion."""
+    if not isinstance(arguments, dict):
+        return f"the arguments are a {type(arguments).__name__}, not a JSON object"
+    size = 0
+    stack: list[tuple[Any, int, str]] = [(arguments, 1, "the arguments")]
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, dict):
+            if depth > MAX_ARGUMENT_DEPTH:
+                return f"{where} is nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return f"{where} has a key that is not text ({type(key).__name__})"
+                problem = text_problem(key)
+                if problem is not None:
+                    return f"a key of {where} {problem}"
+                size += len(key)
+                stack.append((item, depth + 1, _argument_name(key) if depth == 1 else where))
+        elif isinstance(value, (list, tuple)):
+            if depth > MAX_ARGUMENT_DEPTH:
+                return f"{where} is nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+            size += 1
+            stack.extend((item, depth + 1, where) for item in value)
+        elif isinstance(value, str):
+            problem = text_problem(value)
+            if problem is not None:
+                return f"{where} {problem}"
+            size += len(value)
+        elif isinstance(value, bool) or value is None or isinstance(value, float):
+            size += 1
+        elif isinstance(value, int):
+            if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+                return f"{where} holds an integer outside 64 bits"
+            size += 1
+        else:
+            return f"{where} holds a {type(value).__name__}, which JSON cannot"
+        if size > MAX_ARGUMENT_CHARS:
+            return f"the arguments hold more than {MAX_ARGUMENT_CHARS:,} characters"
+    return None
+
+
+def _argument_name(key: str) -> str:
+    if key == UNPARSED_ARGUMENTS:
+        return "the argument text"
+    shown = key if len(key) <= 40 else key[:40] + "…"
+    return f"argument {shown!r}"
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
+    """One tool call. Its arguments always fit the bounds above and can be written as JSON: arguments
+    that do not are replaced, when the call is made, by ``{REFUSED_ARGUMENTS: why}``."""
+
     id: str
     name: str
     arguments: dict[str, Any]  # {UNPARSED_ARGUMENTS: text} when the model's text was not a JSON object
+
+    def __post_init__(self) -> None:
+        problem = arguments_problem(self.arguments)
+        if problem is not None:
+            object.__setattr__(self, "arguments", {REFUSED_ARGUMENTS: problem})
 
     @property
     def unparsed_arguments(self) -> str | None:
         """The model's argument text when it was not a JSON object (kept as sent), else None."""
         raw = self.arguments.get(UNPARSED_ARGUMENTS) if len(self.arguments) == 1 else None
         return raw if isinstance(raw, str) else None
+
+    @property
+    def refused_arguments(self) -> str | None:
+        """Why the model's arguments were not kept (over a bound, or not writable as JSON), else None."""
+        why = self.arguments.get(REFUSED_ARGUMENTS) if len(self.arguments) == 1 else None
+        return why if isinstance(why, str) else None
 
 
 @dataclass(frozen=True, slots=True)

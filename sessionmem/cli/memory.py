@@ -196,6 +196,8 @@ def search(
             return
         for warning in response.warnings:
             output.echo_err(f"warning: {warning}")
+        if response.query_cut is not None:
+            output.echo_err(f"note: {response.query_cut.note()}")
         click.echo(output.format_response(response, explain=explain))
 
 

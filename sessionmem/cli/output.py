@@ -175,6 +175,8 @@ def response_json(response: SearchResponse) -> dict[str, Any]:
         out["heldBack"] = response.held_back.to_json()
     if response.calibration is not None:
         out["calibration"] = dict(response.calibration)
+    if response.query_cut is not None:
+        out["queryCut"] = response.query_cut.to_json()
     return out
 
 

@@ -18,6 +18,9 @@ from sessionmem.memory.db import sqlite_module
 from sessionmem.memory.schema import FTS_TOKENIZERS
 
 MAX_POSITION = 16383  # a tsvector position's limit; later positions are stored as this one
+# A lexeme's limit in a tsvector or a tsquery: a longer word is refused ("word is too long"), which failed
+# the sync of a note holding one and the search of a query holding one. Both keep its first 2,047 bytes.
+MAX_LEXEME_BYTES = 2047
 
 
 class Tokenizer:
@@ -42,10 +45,17 @@ class Tokenizer:
                     out[int(doc)].append((int(offset), str(term)))
             finally:
                 self._conn.execute("ROLLBACK")
-        return [[term for _, term in sorted(row)] for row in out]
+        return [[lexeme(term) for _, term in sorted(row)] for row in out]
 
     def close(self) -> None:
         self._conn.close()
+
+
+def lexeme(token: str) -> str:
+    """``token`` as PostgreSQL can store and search it: cut to ``MAX_LEXEME_BYTES`` bytes of UTF-8."""
+    if len(token) * 4 <= MAX_LEXEME_BYTES:  # short enough whatever its characters
+        return token
+    return token.encode()[:MAX_LEXEME_BYTES].decode("utf-8", "ignore")
 
 
 def quote_lexeme(term: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 from sessionmem.memory.ftstext import HAN, HANGUL, HIRAGANA, KATAKANA, THAI_CHARS, THAI_CLUSTER, fts_text
 
@@ -195,8 +196,13 @@ _WORD = re.compile(r"\w+")
 # Letters or digits joined by single connectors, as identifiers, versions, dates and codes are written.
 # Without a digit, only "_ . @ # +" make one: letters joined by a hyphen or a colon are words ("est-ce",
 # "self-care", "text:billing"), split like any other.
-_IDENTIFIER = re.compile(r"[^\W_]+(?:[-_./:@#+][^\W_]+)+")
-_JOINED_WORDS = re.compile(r"[^\W\d_]+(?:[-:][^\W\d_]+)+")
+#
+# Trigger: one pattern for the whole identifier (``[^\W_]+(?:[-_./:@#+][^\W_]+)+``) backtracked: a word
+# of n letters with no connector cost n^2 steps (40,000 letters: 21 s, holding the interpreter lock).
+# Why: the engine retried the run from every letter inside it. Outcome: each character of a word is
+# classified once (``_char_kind``) into pieces, and the pieces are joined in one pass.
+_CONNECTORS = frozenset("-_./:@#+")
+_JOINERS_OF_WORDS = frozenset("-:")
 _HAS_WIDE = re.compile(f"[{HAN}{HIRAGANA}{_KATAKANA}{HANGUL}{THAI_CHARS}]")
 
 
@@ -220,6 +226,74 @@ def _split_punctuation(text: str) -> list[str]:
     return out
 
 
+_Piece = tuple[int, int, str]  # (start, end, kind) of a stretch of a word
+
+
+def _char_kind(ch: str) -> str:
+    """``run`` for a letter or digit (``[^\\W_]``), ``connector`` for one of ``-_./:@#+``, else ``other``."""
+    if ch in _CONNECTORS:
+        return "connector"
+    return "run" if ch.isalnum() else "other"
+
+
+def _pieces(word: str) -> list[_Piece]:
+    """``word`` cut into runs of letters and digits, single connectors and runs of anything else, reading
+    each character once."""
+    pieces: list[_Piece] = []
+    start, kind = 0, ""
+    for i, ch in enumerate(word):
+        this = _char_kind(ch)
+        if this != kind or this == "connector":
+            if kind:
+                pieces.append((start, i, kind))
+            start, kind = i, this
+    if kind:
+        pieces.append((start, len(word), kind))
+    return pieces
+
+
+def _identifier_spans(word: str) -> list[tuple[int, int]]:
+    """(start, end) of each identifier in ``word``, left to right: runs of letters and digits joined by
+    single connectors, as long as they go, except letters alone joined by hyphens or colons (words:
+    "self-care", "est-ce")."""
+    pieces = _pieces(word)
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(pieces):
+        if pieces[i][2] != "run":
+            i += 1
+            continue
+        last = i
+        while last + 2 < len(pieces) and pieces[last + 1][2] == "connector" and pieces[last + 2][2] == "run":
+            last += 2
+        if last > i and not _joined_words(word, pieces[i : last + 1]):
+            spans.append((pieces[i][0], pieces[last][1]))
+        i = last + 1
+    return spans
+
+
+def _joined_words(word: str, pieces: list[_Piece]) -> bool:
+    """True when the runs hold no digit and every connector is a hyphen or a colon."""
+    return all(
+        word[start] in _JOINERS_OF_WORDS if kind == "connector" else not _has_digit(word, start, end)
+        for start, end, kind in pieces
+    )
+
+
+def _has_digit(word: str, start: int, end: int) -> bool:
+    return any(word[k].isdecimal() for k in range(start, end))
+
+
+def _is_identifier(token: str) -> bool:
+    """True when ``token`` is runs of letters and digits joined by single connectors, at least two runs."""
+    kinds = [kind for _, _, kind in _pieces(token)]
+    return (
+        len(kinds) >= 3
+        and len(kinds) % 2 == 1
+        and all(kind == ("run" if i % 2 == 0 else "connector") for i, kind in enumerate(kinds))
+    )
+
+
 def _segments(text: str) -> list[str]:
     """The query's words: identifiers whole (``bill-4821``, ``foo_bar``, ``v2.3.1``, ``2026-01-05``),
     everything else split on whitespace and punctuation.
@@ -231,12 +305,10 @@ def _segments(text: str) -> list[str]:
     for word in text.split():
         if _HAS_WIDE.search(word) is None:
             pos = 0
-            for m in _IDENTIFIER.finditer(word):
-                if _JOINED_WORDS.fullmatch(m.group(0)):
-                    continue
-                out += _split_punctuation(word[pos : m.start()])
-                out.append(m.group(0))
-                pos = m.end()
+            for start, end in _identifier_spans(word):
+                out += _split_punctuation(word[pos:start])
+                out.append(word[start:end])
+                pos = end
             out += _split_punctuation(word[pos:])
         else:
             out += _split_punctuation(word)
@@ -366,7 +438,7 @@ def _meaningful(token: str) -> bool:
     digits ("a-1" and "v2.3.1" yes, "e.g" no)."""
     if not token or token in STOP_WORDS:
         return False
-    if _IDENTIFIER.fullmatch(token):
+    if _is_identifier(token):
         return sum(ch.isalnum() for ch in token) >= 3 or any(ch.isdigit() for ch in token)
     if token.isascii() and _ASCII_LETTERS.fullmatch(token) and len(token) < MIN_LATIN_LETTERS:
         return False
@@ -430,14 +502,14 @@ def fts_terms(query: str) -> list[str]:
     return [w for w in _segments(query.lower()) if any(c.isalnum() for c in w)]
 
 
+def quoted_phrases(terms: Iterable[str]) -> list[str]:
+    """``terms`` as quoted FTS5 phrases, without duplicates (a dict, not a scan of a list), in order."""
+    return list(dict.fromkeys(q for q in map(_quote, terms) if q is not None))
+
+
 def fts_phrases(raw: str) -> list[str]:
     """The query's terms as quoted FTS5 phrases, without duplicates, in order."""
-    quoted: list[str] = []
-    for term in fts_terms(raw):
-        q = _quote(term)
-        if q is not None and q not in quoted:
-            quoted.append(q)
-    return quoted
+    return quoted_phrases(fts_terms(raw))
 
 
 def build_fts_query(raw: str, *, operator: str = "AND") -> str | None:

@@ -44,7 +44,7 @@ def _split(singles: Sequence[int], hits: Sequence[int]) -> tuple[list[int], list
             break
         rare.append(i)
         held += hits[i]
-    return rare, [i for i in order if i not in rare]
+    return rare, order[len(rare) :]  # rare is a prefix of order
 
 
 def _common_match(
@@ -52,18 +52,18 @@ def _common_match(
 ) -> str:
     """The tsquery of the chunks holding only common phrases that may score ``floor`` (None: any
     score): each holding a set of them whose bound, (k1 + 1) times their IDFs, reaches it ('' none)."""
-    sets: list[tuple[int, ...]] = []
+    minimal: list[tuple[int, ...]] = []
     if floor is None or len(common) > _MAX_SUBSETS:
         if floor is None or _bound(common, idfs) >= floor:
-            sets = [(i,) for i in common]
-    else:
+            minimal = [(i,) for i in common]  # single phrases: none holds another
+    else:  # at most 2^_MAX_SUBSETS sets, compared pairwise: bounded whatever the query
         sets = [
             subset
             for n in range(1, len(common) + 1)
             for subset in itertools.combinations(common, n)
             if _bound(subset, idfs) >= floor
         ]
-    minimal = [s for s in sets if not any(set(o) < set(s) for o in sets)]
+        minimal = [s for s in sets if not any(set(o) < set(s) for o in sets)]
     return " | ".join("(" + " & ".join(quote_lexeme(tokens[i][0]) for i in s) + ")" for s in minimal)
 
 

@@ -2,7 +2,9 @@
 
 The flow of one query:
 
-1. Empty or whitespace query -> no results.
+1. The query is read up to its bounds (``query_bounds``: ``MAX_QUERY_CHARS`` characters, then
+   ``MAX_QUERY_TERMS`` distinct keywords; ``SearchResponse.query_cut`` says what was left out).
+   Empty -> no results.
 2. ``candidates = min(200, max(1, maxResults * candidateMultiplier))``.
 3. Keyword search (``fts_search``): the query's terms ORed, ranked by ``bm25(chunks_fts)``, limited to
    ``candidates`` rows.
@@ -49,12 +51,14 @@ from sessionmem.memory.db import VectorSupport
 from sessionmem.memory.embedding import Embedder
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.indexer import read_meta, stored_width
-from sessionmem.memory.keywords import fts_phrases, fts_terms
+from sessionmem.memory.keywords import fts_terms, quoted_phrases
+from sessionmem.memory.query_bounds import MAX_QUERY_TERMS, bound_query
 from sessionmem.memory.ranking import Candidate
 from sessionmem.memory.sqlite_store import as_store
 from sessionmem.memory.store import KeywordFilters
 from sessionmem.memory.types import (
     HeldBack,
+    QueryCut,
     ScoreExplanation,
     SearchRequest,
     SearchResponse,
@@ -94,7 +98,9 @@ class _Query:
     """One query as both sides search it."""
 
     text: str
-    phrases: list[str]  # FTS5 phrases, [] when keyword search is off
+    terms: list[str]  # the keywords searched (at most MAX_QUERY_TERMS), [] when keyword search is off
+    terms_found: int  # distinct keywords in ``text``, before the bound
+    phrases: list[str]  # the terms as FTS5 phrases
     vector: Any  # the query embedding (numpy), None when vector search is off
     vector_weight: float
     text_weight: float
@@ -181,13 +187,18 @@ class Searcher:
             self._vectors.warm(self.model)
 
     def search(self, request: SearchRequest) -> SearchResponse:
-        query = request.query.strip()
+        sent = request.query.strip()
+        query = bound_query(sent)  # linear: what a search reads of a query is bounded (query_bounds)
         warnings: list[str] = []
         results: list[SearchResult] = []
         held_back = None
+        cut = None
         with self._conn.snapshot():  # keyword ranks and the rows they name from one state of the index
             if query:
-                results, held_back = self._run(request, query, warnings)
+                q = self._plan(query, warnings)
+                results, held_back = self._run(request, q)
+                if len(query) < len(sent) or len(q.terms) < q.terms_found:
+                    cut = QueryCut(len(sent), len(query), q.terms_found, len(q.terms))
             cal = self.calibration if request.explain else None
         return SearchResponse(
             results=tuple(results),
@@ -198,13 +209,12 @@ class Searcher:
             warnings=tuple(warnings),
             held_back=held_back,
             calibration=cal.to_json() if cal is not None else None,
+            query_cut=cut,
         )
 
     # ------------------------------------------------------------------ flow
 
-    def _run(
-        self, request: SearchRequest, query: str, warnings: list[str]
-    ) -> tuple[list[SearchResult], HeldBack | None]:
+    def _run(self, request: SearchRequest, q: _Query) -> tuple[list[SearchResult], HeldBack | None]:
         qcfg = self._settings.query
         hybrid = qcfg.hybrid
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
@@ -213,7 +223,6 @@ class Searcher:
         audiences = self._audience_filter(request)
         limit = candidate_count(max_results, hybrid.candidate_multiplier)
 
-        q = self._plan(query, warnings)
         vector_hits: dict[str, float] = {}
         ranks: dict[int, float] | None = None  # keyword hits: rowid -> bm25
         path_name: str | None = None
@@ -266,14 +275,16 @@ class Searcher:
             vw, tw = 1.0, 0.0
         else:
             vw, tw = self._settings.query.hybrid.normalized_weights()
-        return _Query(query, fts_phrases(query) if keywords else [], vector, vw, tw)
+        found = fts_terms(query) if keywords else []
+        terms = found[:MAX_QUERY_TERMS]
+        return _Query(query, terms, len(found), quoted_phrases(terms), vector, vw, tw)
 
     # ------------------------------------------------------------------ scores
 
     def _score(self, q: _Query, ranks: dict[int, float], vector_hits: dict[str, float]) -> list[Candidate]:
         """Every candidate of either side with both figures, raw and calibrated, and their merge."""
         rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=q.vector is not None)
-        coverage = self._coverage(q.text, [r[1] for r in rows if r[1] in ranks])
+        coverage = self._coverage(q.terms, [r[1] for r in rows if r[1] in ranks])
         ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
         cal = self.calibration
         out = []
@@ -327,13 +338,13 @@ class Searcher:
             ordered += [by_id[i] for i in wanted if i in by_id]
         return ordered
 
-    def _coverage(self, query: str, rowids: list[int]) -> dict[int, float]:
+    def _coverage(self, terms: list[str], rowids: list[int]) -> dict[int, float]:
         """The share of the query's terms each chunk holds as written (``ranking.term_coverage``)."""
         if not rowids:
             return {}
-        patterns = ranking.term_patterns([fts_text(t).strip() for t in fts_terms(query)])
+        wanted = ranking.coverage_terms([fts_text(t).strip() for t in terms])
         texts = self._keywords.texts(rowids)
-        return {rowid: ranking.term_coverage(patterns, text) for rowid, text in texts.items()}
+        return {rowid: ranking.term_coverage(wanted, text) for rowid, text in texts.items()}
 
     # ------------------------------------------------------------------ keyword
 

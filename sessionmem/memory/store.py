@@ -32,6 +32,21 @@ if TYPE_CHECKING:
     from sessionmem.memory.embedding import Embedder
 
 
+def database_errors() -> tuple[type[BaseException], ...]:
+    """The base exceptions of the stores' drivers (SQLite, either build; psycopg once loaded): an error
+    of one of these is the index store's, never an embedding provider's."""
+    import sqlite3
+    import sys
+
+    from sessionmem.memory.db import sqlite_module
+
+    found: set[type[BaseException]] = {sqlite3.Error, sqlite_module()[0].Error}
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
+        found.add(psycopg.Error)
+    return tuple(found)
+
+
 @dataclass(slots=True)
 class ScrubNotes:
     """What :meth:`IndexStore.erasure` did so that deleted rows cannot be read back (``done``), and

@@ -26,10 +26,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sessionmem.config import Config
-from sessionmem.errors import MemoryPathError, UsageError
+from sessionmem.errors import (
+    EmbedderUnavailable,
+    EmbeddingError,
+    MemoryIndexError,
+    MemoryPathError,
+    UsageError,
+)
 from sessionmem.memory.files import NotMarkdownError, read_markdown
 from sessionmem.memory.paths import check_visible, resolve_memory_target
 from sessionmem.memory.recall import memory_recall_section
+from sessionmem.memory.store import database_errors
 from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
 from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
@@ -42,6 +49,8 @@ QUOTA_WARNING = "Memory search is unavailable because the embedding provider quo
 QUOTA_ACTION = "Top up or switch embedding provider, then retry memory_search."
 PROVIDER_WARNING = "Memory search is unavailable due to an embedding/provider error."
 PROVIDER_ACTION = "Check embedding provider configuration and retry memory_search."
+INDEX_WARNING = "Memory search is unavailable due to an error in the memory index."
+INDEX_ACTION = "Check the memory index (sessionmem memory status) and retry memory_search."
 
 
 class SearchIndex(Protocol):
@@ -245,18 +254,32 @@ def _result_json(result: SearchResult, *, cite: bool) -> dict[str, Any]:
 
 
 def search_error_payload(error: BaseException | str) -> dict[str, Any]:
-    """The ``disabled``/``unavailable`` answer for a failing index, with OpenClaw's quota wording."""
+    """The ``disabled``/``unavailable`` answer for a failing index: the index's own failures (its
+    database, a ``MemoryIndexError`` that is no embedding error) said as such, the others with
+    OpenClaw's provider and quota wording."""
     message = str(error) or type(error).__name__
     status = getattr(error, "status_code", None)
-    quota = status == 429 or bool(_QUOTA_RE.search(message))
+    if _index_failure(error):
+        warning, action = INDEX_WARNING, INDEX_ACTION
+    elif status == 429 or _QUOTA_RE.search(message):
+        warning, action = QUOTA_WARNING, QUOTA_ACTION
+    else:
+        warning, action = PROVIDER_WARNING, PROVIDER_ACTION
     return {
         "results": [],
         "disabled": True,
         "unavailable": True,
         "error": message,
-        "warning": QUOTA_WARNING if quota else PROVIDER_WARNING,
-        "action": QUOTA_ACTION if quota else PROVIDER_ACTION,
+        "warning": warning,
+        "action": action,
     }
+
+
+def _index_failure(error: BaseException | str) -> bool:
+    """True when the index failed (its store's SQL, a ``MemoryIndexError`` not about embeddings)."""
+    if isinstance(error, (EmbeddingError, EmbedderUnavailable)):
+        return False
+    return isinstance(error, (MemoryIndexError, *database_errors()))
 
 
 def handle_memory_search(
@@ -322,6 +345,8 @@ def _search_payload(
     if not response.results and response.held_back is not None:  # never silently empty (DESIGN 15)
         payload["heldBack"] = response.held_back.to_json()
         payload["note"] = response.held_back.note()
+    if response.query_cut is not None:  # said, not an error: the results answer what was searched
+        payload["queryCut"] = response.query_cut.to_json()
     return payload
 
 

@@ -117,6 +117,34 @@ class HeldBack:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryCut:
+    """What a search left out of a query over its bounds (``query_bounds``): said, never an error."""
+
+    chars: int  # the query's length as sent (stripped)
+    chars_searched: int  # the length of the part searched
+    terms: int  # distinct keywords in the part searched
+    terms_searched: int  # the first ones, those looked for
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chars": self.chars,
+            "charsSearched": self.chars_searched,
+            "terms": self.terms,
+            "termsSearched": self.terms_searched,
+            "note": self.note(),
+        }
+
+    def note(self) -> str:
+        parts = []
+        if self.chars_searched < self.chars:
+            parts.append(f"its first {self.chars_searched:,} of {self.chars:,} characters")
+        if self.terms_searched < self.terms:
+            parts.append(f"{self.terms_searched:,} of its {self.terms:,} distinct keywords")
+        searched = " and ".join(parts)
+        return f"The query was cut: {searched} were searched; a shorter query is searched whole."
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResponse:
     results: tuple[SearchResult, ...]
     provider: str  # actual provider, "none" in FTS-only mode
@@ -126,3 +154,4 @@ class SearchResponse:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     held_back: HeldBack | None = None  # candidates under minScore, when a floor applied and any fell
     calibration: dict[str, Any] | None = None  # with ``explain``: how vector scores were calibrated
+    query_cut: QueryCut | None = None  # the query was over its bounds: what was searched of it

@@ -35,12 +35,13 @@ reading tools and the append-only writers only. Writes mark the memory index dir
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import FileWriteError, MemoryPathError, UnsafeWriteError
 from sessionmem.memory.files import strip_control_chars
@@ -64,6 +65,9 @@ from sessionmem.session.flush import date_stamp, user_zone
 from sessionmem.session.prompt import PromptOptions, build_system_prompt
 from sessionmem.session.tool_schema import ArgumentError
 from sessionmem.session.tools import ArgumentConverter, Tool, ToolError
+
+if TYPE_CHECKING:
+    from sessionmem.memory.tools import MemoryTools
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +334,19 @@ def memory_write_tools(writer: MemoryWriter) -> list[Tool]:
     ]
 
 
+def reading_tools(memory: MemoryTools, *, session_key: str | None = None) -> list[Tool]:
+    """The reading tools ``memory`` offers (``memory_search``, ``memory_get``) as tools the dispatcher
+    runs like every other; each answers the JSON the memory tools give."""
+
+    async def call(name: str, /, **args: Any) -> str:
+        return str(await memory.acall(name, args, session_key=session_key))
+
+    return [
+        Tool(fn["name"], fn.get("description", ""), fn["parameters"], functools.partial(call, fn["name"]))
+        for fn in (schema["function"] for schema in memory.schemas())
+    ]
+
+
 def flush_write_tools(writer: MemoryWriter, target: str) -> list[Tool]:
     """Write tools for the silent flush: append-only, to ``target`` (the daily log named in the flush
     prompt) or, if the flush crosses midnight, to the new day's log."""
@@ -484,15 +501,7 @@ class SessionTools:
     def _reading_tools(self) -> list[Tool]:
         if self.memory is None:
             return [read_tool(self.writer)]
-        out = []
-        for schema in self.memory.schemas():
-            fn = schema["function"]
-
-            async def handler(_name: str = fn["name"], **args: Any) -> str:
-                return str(await self.memory.acall(_name, args, session_key=self.session_key))
-
-            out.append(Tool(fn["name"], fn.get("description", ""), fn["parameters"], handler))
-        return out
+        return reading_tools(self.memory, session_key=self.session_key)
 
     def for_turn(self, kind: str) -> dict[str, Tool]:
         if kind == "flush":

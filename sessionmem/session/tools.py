@@ -81,19 +81,15 @@ def tool_map(tools: Iterable[Tool]) -> dict[str, Tool]:
 
 
 async def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
-    """Run one tool call; every failure becomes an error result for the model."""
+    """Run one tool call; every failure becomes an error result for the model. The one place tools
+    are called: the runner's turns and the MCP server come through here."""
     found = tools.get(call.name)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
         return ToolOutcome(f"Unknown tool: {call.name}. Available tools: {available}.", is_error=True)
-    unparsed = call.unparsed_arguments
-    if unparsed is not None:
-        return ToolOutcome(f"Invalid arguments for {call.name}: {unparsed_problem(unparsed)}", is_error=True)
-    arguments = call.arguments or {}
     try:
-        if found.convert is not None:
-            arguments = found.convert(arguments)
-    except (ArgumentError, ValueError, TypeError) as exc:
+        arguments = checked_arguments(found, call)
+    except ArgumentError as exc:
         return ToolOutcome(f"Invalid arguments for {call.name}: {exc}", is_error=True)
     try:
         if inspect.iscoroutinefunction(found.handler):
@@ -104,13 +100,78 @@ async def dispatch(tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
             result = await typing.cast(Awaitable[Any], result)
     except ToolError as exc:
         return ToolOutcome(str(exc), is_error=True)
-    except TypeError as exc:
-        if _is_argument_error(exc, found.handler):
-            return ToolOutcome(f"Invalid arguments for {call.name}: {exc}", is_error=True)
-        return ToolOutcome(f"Tool {call.name} failed: TypeError: {exc}", is_error=True)
     except Exception as exc:
         return ToolOutcome(f"Tool {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
     return ToolOutcome(render_result(result))
+
+
+def checked_arguments(found: Tool, call: ToolCall) -> dict[str, Any]:
+    """The call's arguments as ``found``'s handler takes them, or ``ArgumentError`` saying what is wrong in
+    the model's terms: refused or unparsable arguments, an argument the tool does not take (its schema
+    does not list it, or its handler has no such parameter), a value of the wrong type, a missing one.
+    Checked here, before the call, so no message names a Python function."""
+    if call.refused_arguments is not None:
+        raise ArgumentError(call.refused_arguments)
+    if call.unparsed_arguments is not None:
+        raise ArgumentError(unparsed_problem(call.unparsed_arguments))
+    arguments = dict(call.arguments)
+    signature = _signature(found.handler)
+    declared = _declared(found.parameters)
+    accepted = _accepted(signature)
+    unexpected = [
+        name
+        for name in arguments
+        if (declared is not None and name not in declared) or (accepted is not None and name not in accepted)
+    ]
+    if unexpected:
+        listed = declared if declared is not None else sorted(accepted or ())
+        takes = [n for n in listed if accepted is None or n in accepted]
+        names = ", ".join(repr(n) for n in unexpected)
+        raise ArgumentError(
+            f"unexpected argument{'s' if len(unexpected) > 1 else ''} {names} "
+            f"(it takes: {', '.join(takes) if takes else 'no arguments'})"
+        )
+    if found.convert is not None:
+        try:
+            arguments = found.convert(arguments)
+        except ArgumentError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise ArgumentError(str(exc)) from None
+    if signature is not None:
+        try:
+            signature.bind(**arguments)
+        except TypeError as exc:  # inspect's own words ("missing a required argument: 'q'"), no qualname
+            raise ArgumentError(str(exc)) from None
+    return arguments
+
+
+def _signature(handler: Handler) -> inspect.Signature | None:
+    try:
+        return inspect.signature(handler)
+    except (TypeError, ValueError):  # a builtin without one: it checks its own arguments
+        return None
+
+
+def _declared(parameters: Mapping[str, Any]) -> list[str] | None:
+    """The argument names the tool's schema lists, or None when it allows others."""
+    properties = parameters.get("properties")
+    if not isinstance(properties, Mapping) or parameters.get("additionalProperties") not in (None, False):
+        return None
+    return list(properties)
+
+
+def _accepted(signature: inspect.Signature | None) -> set[str] | None:
+    """The keyword arguments the handler has a parameter for, or None when it takes any (``**kwargs``)."""
+    if signature is None:
+        return None
+    names = set()
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            return None
+        if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            names.add(param.name)
+    return names
 
 
 def unparsed_problem(text: str) -> str:
@@ -132,9 +193,3 @@ def render_result(result: Any) -> str:
     if isinstance(result, str):
         return result
     return orjson.dumps(result, default=str).decode()
-
-
-def _is_argument_error(exc: TypeError, handler: Handler) -> bool:
-    text = str(exc)
-    name = getattr(handler, "__name__", "")
-    return name in text and ("argument" in text or "positional" in text)

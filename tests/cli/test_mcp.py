@@ -28,6 +28,7 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from sessionmem.config import Config
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.query_bounds import MAX_QUERY_CHARS
 from sessionmem.memory.tools import MemoryTools, memory_get_schema, memory_search_schema
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -353,6 +354,31 @@ def test_http_serves_search_get_writes_when_enabled_and_the_status_resource(
     assert status["mode"] == "fts-only"
     assert status["files"] == 3  # MEMORY.md, the note, today's log
     assert status["store"] == str((home / "state" / "memory" / "main.sqlite").resolve())
+
+
+def test_http_bounds_a_megabyte_query_and_names_an_unexpected_argument(home: Path, http_server: str) -> None:
+    query = "billing cutover " + " ".join(f"zq{i:06d}" for i in range(125_000))  # 1 MB
+
+    async def session(client: Client) -> dict[str, Any]:
+        return {
+            "long": await client.call_tool("memory_search", {"query": query}),
+            "evil_search": await client.call_tool("memory_search", {"query": "billing", "evil": 1}),
+            "evil_append": await client.call_tool("memory_append_daily", {"text": "- x", "evil": 1}),
+        }
+
+    got = run(http_server, session)
+    long = text_of(got["long"])
+    assert got["long"].is_error is False
+    assert [r["path"] for r in long["results"]] == ["memory/2026-11-10.md"]
+    assert long["queryCut"]["chars"] == len(query) and long["queryCut"]["charsSearched"] <= MAX_QUERY_CHARS
+    assert long["queryCut"]["note"].startswith("The query was cut:")
+    for name in ("evil_search", "evil_append"):
+        assert got[name].is_error is True
+        tool = "memory_search" if name == "evil_search" else "memory_append_daily"
+        assert (
+            got[name].content[0].text.startswith(f"Invalid arguments for {tool}: unexpected argument 'evil'")
+        )
+    assert sorted(p.name for p in (home / "workspace" / "memory").iterdir()) == ["2026-11-10.md"]
 
 
 def test_http_write_tools_keep_their_rules(home: Path, http_server: str) -> None:

@@ -24,6 +24,7 @@ from sessionmem.cli.memory import MISSING_QUERY, parse_batch_line
 from sessionmem.cli.root import GlobalOptions, resolve
 from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.errors import ConfigError
+from sessionmem.memory.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from sessionmem.memory.types import SearchRequest
 from tests.support.openai_server import OpenAIServer, server_error
 
@@ -376,6 +377,21 @@ def test_date_range_and_explain_reach_the_search(runner: CliRunner, notes: Path)
     assert "memory/2024-02-10.md:" in result.output
     assert "2024-01-05.md" not in result.output
     assert "fts=" in result.output and "vector=-" in result.output
+
+
+def test_search_says_what_of_a_long_query_was_cut(runner: CliRunner, notes: Path) -> None:
+    query = "billing cutover " + " ".join(f"zq{i:05d}" for i in range(100_000))  # 700 KB
+    args = ["--workspace", str(notes), "memory", "search", query]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "memory/2024-01-05.md:" in result.stdout
+    data = json.loads(runner.invoke(cli, [*args, "--json"]).stdout)
+    searched = data["queryCut"]["charsSearched"]
+    assert MAX_QUERY_CHARS - len("zq00000") <= searched <= MAX_QUERY_CHARS  # cut at a space
+    note = f"note: The query was cut: its first {searched:,} of {len(query):,} characters and"
+    assert result.stderr.startswith(note), result.stderr
+    assert data["queryCut"]["termsSearched"] == MAX_QUERY_TERMS < data["queryCut"]["terms"]
+    assert {r["path"] for r in data["results"]} >= {"memory/2024-01-05.md"}
 
 
 def test_no_matches_is_said_plainly(runner: CliRunner, notes: Path) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
+from sessionmem.memory import keywords
 from sessionmem.memory.db import connect
 from sessionmem.memory.ftstext import fts_text
 from sessionmem.memory.keywords import build_fts_query, extract_keywords, fts_phrases, fts_terms
@@ -234,3 +238,60 @@ def test_fts_syntax_in_queries_never_raises(query: str) -> None:
         if match is None:
             continue
         conn.execute("SELECT id FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall()
+
+
+# ---------------------------------------------------------------------------- linear cost
+
+# The pattern the identifier scan replaced: right on short words (the reference here), n^2 steps on a long
+# one (a 40,000-letter word took 21 s in it).
+OLD_IDENTIFIER = re.compile(r"[^\W_]+(?:[-_./:@#+][^\W_]+)+")
+OLD_JOINED_WORDS = re.compile(r"[^\W\d_]+(?:[-:][^\W\d_]+)+")
+
+
+def old_identifiers(word: str) -> list[str]:
+    return [m.group(0) for m in OLD_IDENTIFIER.finditer(word) if not OLD_JOINED_WORDS.fullmatch(m.group(0))]
+
+
+def test_identifiers_are_found_as_the_old_pattern_found_them() -> None:
+    alphabet = [*"ab1Z_-./:@#+!,'é²½٣$", "ß", "\u0301"]
+    rng = random.Random(5)
+    for _ in range(20_000):
+        word = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 14)))
+        assert [word[a:b] for a, b in keywords._identifier_spans(word)] == old_identifiers(word), word
+        assert keywords._is_identifier(word) == (OLD_IDENTIFIER.fullmatch(word) is not None), word
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "k" * 40_000,  # one run: the old pattern retried it from each letter
+        "a1-" * 13_000,  # one identifier of 26,000 parts
+        "a." * 20_000,
+        "ab" * 20_000 + "-",
+        "self-care-" * 4_000,  # joined words, split
+        "-" * 40_000,
+        "x_" * 20_000 + "9",
+        "é²" * 20_000,
+    ],
+)
+def test_a_long_word_is_read_once_per_step(monkeypatch: pytest.MonkeyPatch, word: str) -> None:
+    """The keyword parser classifies each character of the query once to cut it, and once more to check
+    a term it kept: work in proportion to the length, whatever the characters."""
+    calls = 0
+    classify = keywords._char_kind
+
+    def counted(ch: str) -> str:
+        nonlocal calls
+        calls += 1
+        return classify(ch)
+
+    monkeypatch.setattr(keywords, "_char_kind", counted)
+    terms = fts_terms(word)
+    assert bool(terms) == any(ch.isalnum() for ch in word)  # a long word is still a word to search
+    assert calls <= 2 * len(word)
+
+
+def test_phrases_are_unique_and_in_order_for_many_terms() -> None:
+    words = [f"zq{i:05d}" for i in range(20_000)]
+    phrases = fts_phrases(" ".join(words + words[::-1]))
+    assert phrases == [f'"{w}"' for w in words]

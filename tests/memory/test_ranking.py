@@ -55,13 +55,13 @@ def test_exact_wording_counts_between_half_and_all() -> None:
 
 
 def test_coverage_counts_whole_words_as_written() -> None:
-    terms = ranking.term_patterns(["billing", "cutover", "zebra"])
+    terms = ranking.coverage_terms(["billing", "cutover", "zebra"])
     assert ranking.term_coverage(terms, "the billing cutover is on tuesday") == pytest.approx(2 / 3)
     assert ranking.term_coverage(terms, "cutovers and billings") == 0.0  # whole words only
-    cjk = ranking.term_patterns(["周  会"])
+    cjk = ranking.coverage_terms(["周  会"])
     assert ranking.term_coverage(cjk, fts_text("与上海团队的周会改到每周四")) == 1.0
     assert (
-        ranking.term_coverage(ranking.term_patterns(["bill-4821"]), fts_text("Paid BILL-4821 today")) == 1.0
+        ranking.term_coverage(ranking.coverage_terms(["bill-4821"]), fts_text("Paid BILL-4821 today")) == 1.0
     )
 
 

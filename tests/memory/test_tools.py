@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from sessionmem.errors import EmbeddingError, MemoryIndexError
 from sessionmem.memory.tools import (
+    INDEX_ACTION,
+    INDEX_WARNING,
     PROVIDER_ACTION,
     PROVIDER_WARNING,
     QUOTA_ACTION,
@@ -250,6 +253,33 @@ def test_other_failures_come_back_as_provider_errors() -> None:
     assert (
         out["action"] == PROVIDER_ACTION == "Check embedding provider configuration and retry memory_search."
     )
+
+
+def index_failures() -> list[Exception]:
+    """What an index store raises: SQLite's errors, psycopg's (loaded here), the index's own."""
+    import sqlite3
+
+    import psycopg
+
+    return [
+        sqlite3.OperationalError("no such table: chunks_fts"),
+        psycopg.errors.TooManyColumns("target lists can have at most 1664 entries"),
+        psycopg.errors.ProgramLimitExceeded("word is too long (4290 bytes, max 2047 bytes)"),  # "429"
+        MemoryIndexError("memory index /x.sqlite is closed"),
+    ]
+
+
+@pytest.mark.parametrize("error", index_failures(), ids=lambda e: type(e).__name__)
+def test_index_failures_are_never_called_provider_errors(error: Exception) -> None:
+    out = _search(FailingIndex(error), {"query": "q"}, citations="off")
+    assert out["disabled"] is True and out["error"] == str(error)
+    assert (out["warning"], out["action"]) == (INDEX_WARNING, INDEX_ACTION)
+    assert INDEX_WARNING == "Memory search is unavailable due to an error in the memory index."
+
+
+def test_an_embedding_error_is_still_the_providers() -> None:
+    out = _search(FailingIndex(EmbeddingError("HTTP 500 from the embeddings endpoint")), {"query": "q"})
+    assert (out["warning"], out["action"]) == (PROVIDER_WARNING, PROVIDER_ACTION)
 
 
 def test_exception_without_message_is_named() -> None:

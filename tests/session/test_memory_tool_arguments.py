@@ -15,8 +15,14 @@ import pytest
 from sessionmem.mcp_server import MemoryServerTools
 from sessionmem.memory.tools import MemoryTools
 from sessionmem.messages import ToolCall
-from sessionmem.session.memory_tools import MemoryWriter, flush_write_tools, memory_write_tools
-from sessionmem.session.tools import dispatch, tool_map
+from sessionmem.session.memory_tools import (
+    MemoryWriter,
+    flush_write_tools,
+    memory_write_tools,
+    read_tool,
+    reading_tools,
+)
+from sessionmem.session.tools import Tool, dispatch, tool, tool_map
 
 LONE = "\ud800"
 
@@ -123,4 +129,79 @@ def test_the_mcp_server_reports_them_as_errors(workspace: Path) -> None:
     ]:
         text, is_error = asyncio.run(served.call(name, args))
         assert is_error and f"'{argument}'" in text, (name, text)
+    assert files(workspace) == {}
+
+
+# ---------------------------------------------------------------------------- unexpected arguments
+
+
+def every_tool(workspace: Path) -> dict[str, Tool]:
+    """Every kind of tool a session or the MCP server offers: the reading tools, the write tools, the
+    flush's, memory_read, and a developer's own."""
+    writer = MemoryWriter(workspace)
+
+    @tool
+    def lookup(q: str, limit: int = 3) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    tools = [
+        *reading_tools(MemoryTools(index=NoSearch(), workspace=workspace)),
+        *memory_write_tools(writer),
+        read_tool(writer),
+        lookup,
+    ]
+    flush = {t.name: t for t in flush_write_tools(writer, "memory/2026-03-07.md")}
+    return {**tool_map(tools), "write": flush["write"]}
+
+
+GOOD_ARGUMENTS = {
+    "memory_search": {"query": "billing"},
+    "memory_get": {"path": "MEMORY.md"},
+    "memory_append_daily": {"text": "- a note"},
+    "memory_write": {"path": "MEMORY.md", "content": "- a fact"},
+    "write": {"path": "memory/2026-03-07.md", "content": "- a note"},
+    "memory_read": {"path": "MEMORY.md"},
+    "lookup": {"q": "tea"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD_ARGUMENTS))
+def test_an_unexpected_argument_is_named_with_the_tool_and_nothing_runs(workspace: Path, name: str) -> None:
+    tools = every_tool(workspace)
+    call = ToolCall("c1", name, {**GOOD_ARGUMENTS[name], "evil": 1})
+    outcome = asyncio.run(dispatch(tools, call))
+    assert outcome.is_error
+    assert outcome.content.startswith(f"Invalid arguments for {name}: unexpected argument 'evil' (it takes: ")
+    assert "<locals>" not in outcome.content and "keyword argument" not in outcome.content
+    assert files(workspace) == {}  # nothing written, nothing searched (NoSearch would have raised)
+
+
+def test_the_tool_says_what_it_takes_and_what_is_missing(workspace: Path) -> None:
+    tools = every_tool(workspace)
+    evil = asyncio.run(
+        dispatch(tools, ToolCall("c1", "memory_append_daily", {"text": "x", "evil": 1, "_x": 2}))
+    )
+    assert (
+        evil.content
+        == "Invalid arguments for memory_append_daily: unexpected arguments 'evil', '_x' (it takes: text)"
+    )
+    missing = asyncio.run(dispatch(tools, ToolCall("c2", "lookup", {"limit": 2})))
+    assert missing.content == "Invalid arguments for lookup: missing a required argument: 'q'"
+    # the reading tools' own parameter (the tool's name) is no argument a model can set
+    hidden = asyncio.run(
+        dispatch(tools, ToolCall("c3", "memory_search", {"query": "x", "_name": "memory_get"}))
+    )
+    assert hidden.content.startswith("Invalid arguments for memory_search: unexpected argument '_name'")
+
+
+def test_the_mcp_server_names_an_unexpected_argument_too(workspace: Path) -> None:
+    served = MemoryServerTools(
+        memory=MemoryTools(index=NoSearch(), workspace=workspace),
+        status=dict,
+        writes=memory_write_tools(MemoryWriter(workspace)),
+    )
+    for name in ("memory_search", "memory_get", "memory_append_daily", "memory_write"):
+        text, is_error = asyncio.run(served.call(name, {**GOOD_ARGUMENTS[name], "evil": 1}))
+        assert is_error and text.startswith(f"Invalid arguments for {name}: unexpected argument 'evil'"), text
     assert files(workspace) == {}

@@ -108,3 +108,26 @@ def test_tool_arguments_that_are_not_json_are_named_as_such(
     assert first.is_error and first.content.startswith("Invalid arguments for lookup: not valid JSON")
     assert '{"q": "tea"' in first.content and "_raw" not in first.content
     assert second.is_error and "a JSON array, not an object" in second.content
+
+
+def test_an_unexpected_argument_is_named_in_a_turn_for_every_tool(tmp_path: Path, workspace: Path) -> None:
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    calls = [
+        ToolCall("1", "memory_append_daily", {"text": "- a note", "evil": 1}),
+        ToolCall("2", "memory_get", {"path": "MEMORY.md", "evil": 1}),
+        ToolCall("3", "lookup", {"q": "tea", "evil": 1}),
+    ]
+    model = ScriptedModel([calls, "done"])
+    runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[lookup])
+    result = runner.open().run_turn_sync("go")
+    assert result.reply == "done"
+    assert [(m.content, m.is_error) for m in result.messages if m.role == "tool"] == [
+        ("Invalid arguments for memory_append_daily: unexpected argument 'evil' (it takes: text)", True),
+        ("Invalid arguments for memory_get: unexpected argument 'evil' (it takes: path, from, lines)", True),
+        ("Invalid arguments for lookup: unexpected argument 'evil' (it takes: q)", True),
+    ]
+    assert list((workspace / "memory").iterdir()) == []  # the append did not run
