@@ -73,7 +73,7 @@ def drop_schema(store: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from sessionmem.memory.pg_store import pg_target
+    from sessionmem.memory.store.index_postgres import pg_target
 
     target = pg_target(pg_dsn(store), "bench")
     conninfo = getattr(target, "conninfo", None) or target.dsn  # older releases named it dsn
@@ -82,7 +82,7 @@ def drop_schema(store: str) -> None:
 
 
 def open_index(workspace: Path, state: Path, store: str | None) -> Any:
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     none = EmbedderSelection(None, "none", reason="bench: keyword search")

@@ -36,7 +36,7 @@ from common import REPO_ROOT, find_model, footer, header, parser, table, verdict
 
 from sessionmem.config import MemorySearchConfig, deep_merge
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.pg_store import pg_target
+from sessionmem.memory.store.index_postgres import pg_target
 from sessionmem.memory.types import SearchRequest
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "recall" / "locomo-dev"

@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from sessionmem.config import Config
     from sessionmem.hooks import HookEvent, HookRegistry
     from sessionmem.memory.index import MemoryIndex
-    from sessionmem.memory.tools import MemoryTools
+    from sessionmem.memory.tools.reading import MemoryTools
     from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
     from sessionmem.messages import Message, ToolCall, Usage
     from sessionmem.model.litellm import LiteLLMModel
     from sessionmem.model.scripted import ScriptedModel
     from sessionmem.session.runner import Session, SessionRunner
-    from sessionmem.session.tools import Tool, tool
+    from sessionmem.tools.define import Tool, tool
 
 __version__ = "0.1.0"
 
@@ -42,7 +42,7 @@ _LAZY = {
     "HookRegistry": "sessionmem.hooks",
     "LiteLLMModel": "sessionmem.model.litellm",
     "MemoryIndex": "sessionmem.memory.index",
-    "MemoryTools": "sessionmem.memory.tools",
+    "MemoryTools": "sessionmem.memory.tools.reading",
     "Message": "sessionmem.messages",
     "ScriptedModel": "sessionmem.model.scripted",
     "SearchRequest": "sessionmem.memory.types",
@@ -50,10 +50,10 @@ _LAZY = {
     "SearchResult": "sessionmem.memory.types",
     "Session": "sessionmem.session.runner",
     "SessionRunner": "sessionmem.session.runner",
-    "Tool": "sessionmem.session.tools",
+    "Tool": "sessionmem.tools.define",
     "ToolCall": "sessionmem.messages",
     "Usage": "sessionmem.messages",
-    "tool": "sessionmem.session.tools",
+    "tool": "sessionmem.tools.define",
 }
 
 

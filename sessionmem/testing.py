@@ -37,12 +37,12 @@ if TYPE_CHECKING:
         flush_write_target,
         overflow_on_turn,
     )
-    from sessionmem.replay import ReplayReport, run_replay
-    from sessionmem.scripted_runs import small_window_config
+    from sessionmem.runs.recorded import ReplayReport, run_replay
+    from sessionmem.runs.scripted import small_window_config
 
 _MODULES = {
     "NO_REPLY": "sessionmem.model.scripted",
-    "ReplayReport": "sessionmem.replay",
+    "ReplayReport": "sessionmem.runs.recorded",
     "ScriptExhausted": "sessionmem.model.scripted",
     "ScriptedModel": "sessionmem.model.scripted",
     "count_request_tokens": "sessionmem.model.scripted",
@@ -52,8 +52,8 @@ _MODULES = {
     "flush_write": "sessionmem.model.scripted",
     "flush_write_target": "sessionmem.model.scripted",
     "overflow_on_turn": "sessionmem.model.scripted",
-    "run_replay": "sessionmem.replay",
-    "small_window_config": "sessionmem.scripted_runs",
+    "run_replay": "sessionmem.runs.recorded",
+    "small_window_config": "sessionmem.runs.scripted",
 }
 
 __all__ = [

@@ -18,7 +18,7 @@ import click
 
 from sessionmem.cli.root import Context, GlobalOptions, resolve
 from sessionmem.errors import ConfigError, SessionMemError
-from sessionmem.memory.calibration import Z_SCALE
+from sessionmem.memory.search.calibration import Z_SCALE
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import IndexStatus, SyncReport

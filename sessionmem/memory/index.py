@@ -37,14 +37,32 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.dsn import is_postgres_dsn
 from sessionmem.errors import ConfigError, EmbeddingError, IndexDiskFull, MemoryIndexError
-from sessionmem.memory.background import Workers
-from sessionmem.memory.calibration import Calibration
-from sessionmem.memory.calibration import refresh as refresh_calibration
-from sessionmem.memory.db import VectorSupport, connect, process_lock
-from sessionmem.memory.embedding import EmbedderSelection
-from sessionmem.memory.files import MarkdownSource, TranscriptSource, normalize_extra_paths
-from sessionmem.memory.flight import SyncFlight
-from sessionmem.memory.indexer import (
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.embed.selection import can_fall_back, fallback_selection, select_from_config
+from sessionmem.memory.search.calibration import Calibration
+from sessionmem.memory.search.calibration import refresh as refresh_calibration
+from sessionmem.memory.status import (
+    IndexCounts,
+    IndexStatus,
+    collect_issues,
+    read_counts,
+    stale_vectors_issue,
+)
+from sessionmem.memory.store.database import VectorSupport, connect, process_lock
+from sessionmem.memory.store.index_sqlite import SqliteStore
+from sessionmem.memory.store.rebuild import (
+    caused_by_corruption,
+    claim_owner,
+    desired_meta,
+    move_aside,
+    open_checked,
+    remove_dead_scratch,
+)
+from sessionmem.memory.store.schema import META_KEY
+from sessionmem.memory.sync.background import Workers
+from sessionmem.memory.sync.flight import SyncFlight
+from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
+from sessionmem.memory.sync.sync_pass import (
     DB_ERRORS,
     FTS_ONLY_MODEL,
     Indexer,
@@ -58,34 +76,16 @@ from sessionmem.memory.indexer import (
     read_meta,
     write_json,
 )
-from sessionmem.memory.rebuild import (
-    caused_by_corruption,
-    claim_owner,
-    desired_meta,
-    move_aside,
-    open_checked,
-    remove_dead_scratch,
-)
-from sessionmem.memory.schema import META_KEY
-from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
-from sessionmem.memory.sqlite_store import SqliteStore
-from sessionmem.memory.status import (
-    IndexCounts,
-    IndexStatus,
-    collect_issues,
-    read_counts,
-    stale_vectors_issue,
-)
 from sessionmem.pathnames import given_path
 from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
-    from sessionmem.memory.embedding import Embedder
-    from sessionmem.memory.erase import IndexErasure
-    from sessionmem.memory.files import EntrySource
-    from sessionmem.memory.pg_store import PgTarget
-    from sessionmem.memory.session_sync import TranscriptDeltaScheduler
+    from sessionmem.memory.embed.embedder import Embedder
+    from sessionmem.memory.store.erase import IndexErasure
+    from sessionmem.memory.store.index_postgres import PgTarget
+    from sessionmem.memory.sync.session_delta import TranscriptDeltaScheduler
+    from sessionmem.memory.sync.sources import EntrySource
     from sessionmem.memory.types import SearchRequest, SearchResponse, VectorPath
 
 __all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
@@ -121,7 +121,7 @@ def store_location(agent_id: str, settings: MemorySearchConfig, state_dir: Path)
     """Where the agent's index is: a file (:func:`store_path`), or a PostgreSQL schema when
     ``store.path`` is a ``postgresql://`` DSN (``pg_store.pg_target``)."""
     if is_postgres_dsn(settings.store.path):
-        from sessionmem.memory.pg_store import pg_target
+        from sessionmem.memory.store.index_postgres import pg_target
 
         return pg_target(str(settings.store.path), agent_id)
     return store_path(agent_id, settings, state_dir)
@@ -281,7 +281,7 @@ class MemoryIndex:
     def _open_pg(self, target: PgTarget) -> None:
         """Connect the writer (creating the schema), make the tables under the sync lock (an unusable
         schema version is dropped and rebuilt from the Markdown), connect the reader."""
-        from sessionmem.memory.pg_store import PgStore
+        from sessionmem.memory.store.index_postgres import PgStore
 
         tokenizer = self.settings.store.fts.tokenizer
         store = PgStore.connect(target, tokenizer, create=True)
@@ -350,7 +350,7 @@ class MemoryIndex:
         see ``session_sync``)."""
         if "sessions" not in self.settings.sources:  # the transcript code loads only when it is a source
             return sorted(self.settings.sources)
-        from sessionmem.memory.session_sync import sessions_enabled
+        from sessionmem.memory.sync.session_delta import sessions_enabled
 
         names = {s for s in self.settings.sources if s != "sessions" or sessions_enabled(self.settings)}
         return sorted(names)
@@ -433,7 +433,7 @@ class MemoryIndex:
         chunks' cached vectors, and any readable copy of them in the database (``erase.py``): the
         index's side of forgetting a person. Holds the sync lock; hold it yourself around this and the
         deletion of the files, so that no sync indexes them again in between."""
-        from sessionmem.memory.erase import erase_rows
+        from sessionmem.memory.store.erase import erase_rows
 
         self._check_open()
         with self._sync_mutex:
@@ -673,7 +673,7 @@ class MemoryIndex:
                 return
         self._workers.start(self._sync_quietly, reason, name="sync")
 
-    # -- session transcripts (reference §5; sessionmem.memory.session_sync) -----------------------
+    # -- session transcripts (reference §5; sessionmem.memory.sync.session_delta) -----------------------
 
     def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
         """The runner appended to a transcript. Cheap (a set insert): a debounced check decides whether
@@ -683,7 +683,7 @@ class MemoryIndex:
             return
         scheduler = self._session_delta
         if scheduler is None:
-            from sessionmem.memory.session_sync import TranscriptDeltaScheduler
+            from sessionmem.memory.sync.session_delta import TranscriptDeltaScheduler
 
             with self._state_lock:
                 if self._session_delta is None:
@@ -749,7 +749,7 @@ class MemoryIndex:
 
     def start_watching(self) -> None:
         """Watch the memory files; a change marks the index dirty and syncs after the debounce."""
-        from sessionmem.memory.watch import MemoryWatcher
+        from sessionmem.memory.sync.watch import MemoryWatcher
 
         with self._state_lock:
             if self._watcher is not None or self._closed:
@@ -827,10 +827,10 @@ class MemoryIndex:
     def _get_searcher(self) -> Any:
         if self._searcher is None:
             try:
-                from sessionmem.memory.search import Searcher
+                from sessionmem.memory.search.searcher import Searcher
             except ImportError as exc:
                 raise MemoryIndexError(
-                    "memory search is not available (sessionmem.memory.search is missing)"
+                    "memory search is not available (sessionmem.memory.search.searcher is missing)"
                 ) from exc
             self._searcher = Searcher(
                 self._reader, self.selection.embedder, self.settings, self._vector, workspace=self.workspace

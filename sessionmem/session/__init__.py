@@ -9,27 +9,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessionmem.session.backend import (
+    from sessionmem.session.keys import default_key, parse_key
+    from sessionmem.session.stores.backend import (
         SessionBackend,
         SessionBackendABC,
         TranscriptLog,
         VersionedTranscript,
     )
-    from sessionmem.session.entry import SessionEntry
-    from sessionmem.session.keys import default_key, parse_key
-    from sessionmem.session.store import SessionStore
-    from sessionmem.session.transcript import Entry, Transcript, read_messages
+    from sessionmem.session.stores.entry import SessionEntry
+    from sessionmem.session.stores.sessions_json import SessionStore
+    from sessionmem.session.stores.transcript import Entry, Transcript, read_messages
 
 _LAZY = {
-    "SessionBackend": "sessionmem.session.backend",
-    "SessionBackendABC": "sessionmem.session.backend",
-    "TranscriptLog": "sessionmem.session.backend",
-    "VersionedTranscript": "sessionmem.session.backend",
-    "Entry": "sessionmem.session.transcript",
-    "Transcript": "sessionmem.session.transcript",
-    "read_messages": "sessionmem.session.transcript",
-    "SessionEntry": "sessionmem.session.entry",
-    "SessionStore": "sessionmem.session.store",
+    "SessionBackend": "sessionmem.session.stores.backend",
+    "SessionBackendABC": "sessionmem.session.stores.backend",
+    "TranscriptLog": "sessionmem.session.stores.backend",
+    "VersionedTranscript": "sessionmem.session.stores.backend",
+    "Entry": "sessionmem.session.stores.transcript",
+    "Transcript": "sessionmem.session.stores.transcript",
+    "read_messages": "sessionmem.session.stores.transcript",
+    "SessionEntry": "sessionmem.session.stores.entry",
+    "SessionStore": "sessionmem.session.stores.sessions_json",
     "default_key": "sessionmem.session.keys",
     "parse_key": "sessionmem.session.keys",
 }

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal, TypeGuard
 
 from sessionmem.errors import UsageError
-from sessionmem.memory.transcript_names import is_archive_name
+from sessionmem.memory.sync.transcript_names import is_archive_name
 from sessionmem.privacy import KeyShape, ascii_lower, canonical_key, classify_key
 
 ChatType = Literal["direct", "group", "channel"]

@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from sessionmem.memory import ranking
-from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.ranking import Candidate
+from sessionmem.memory.search import ranking
+from sessionmem.memory.search.ranking import Candidate
+from sessionmem.memory.store.fts_view import fts_text
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

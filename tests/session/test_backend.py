@@ -1,4 +1,4 @@
-"""The store seam (sessionmem.session.backend): the runner, the gate, rotation and the commands talk to
+"""The store seam (sessionmem.session.stores.backend): the runner, the gate, rotation and the commands talk to
 the store only through it, so another backend drives a whole conversation; sessions.json + JSONL keeps
 its behaviour behind it; the per-key turn lock excludes other processes and other runners."""
 
@@ -23,10 +23,10 @@ from sessionmem.hooks import HookRegistry
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session import keys
-from sessionmem.session.backend import SessionBackend, TranscriptLog
-from sessionmem.session.entry import SessionEntry
-from sessionmem.session.store import SessionStore
-from sessionmem.session.transcript import (
+from sessionmem.session.stores.backend import SessionBackend, TranscriptLog
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.stores.sessions_json import SessionStore
+from sessionmem.session.stores.transcript import (
     Entry,
     context_from_entries,
     entry_from_dict,

@@ -12,17 +12,17 @@ from typing import Any
 import orjson
 import pytest
 
-from sessionmem.mcp_server import MemoryServerTools
-from sessionmem.memory.tools import MemoryTools
+from sessionmem.memory.tools.reading import MemoryTools
 from sessionmem.messages import ToolCall
-from sessionmem.session.memory_tools import (
+from sessionmem.server.mcp import MemoryServerTools
+from sessionmem.session.turn.toolset import (
     MemoryWriter,
     flush_write_tools,
     memory_write_tools,
     read_tool,
     reading_tools,
 )
-from sessionmem.session.tools import Tool, dispatch, tool, tool_map
+from sessionmem.tools.define import Tool, dispatch, tool, tool_map
 
 LONE = "\ud800"
 

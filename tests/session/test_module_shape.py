@@ -111,8 +111,8 @@ def test_the_memory_layer_knows_nothing_of_sessions() -> None:
         "sessionmem.session",
         "sessionmem.cli",
         "sessionmem.hooks",
-        "sessionmem.replay",
-        "sessionmem.demo",
+        "sessionmem.runs.recorded",
+        "sessionmem.runs.walkthrough",
     )
     modules = all_modules()
     offenders = [

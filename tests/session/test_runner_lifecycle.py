@@ -16,7 +16,7 @@ import pytest
 
 from sessionmem.config import merge
 from sessionmem.errors import MemoryIndexError, UsageError
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.types import SearchRequest
 from sessionmem.model.base import ModelRequest

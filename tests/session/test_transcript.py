@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from sessionmem.messages import Message, ToolCall, Usage
-from sessionmem.session.transcript import (
+from sessionmem.session.stores.transcript import (
     Transcript,
     compaction_summary_text,
     read_entries,
