@@ -26,8 +26,8 @@ from types import MappingProxyType
 
 from sessionmem.config import DEFAULT_AGENT_ID, AgentConfig, Config
 from sessionmem.errors import ConfigError
-from sessionmem.session.keys import is_valid_agent_id
-from sessionmem.session.keys import sessions_dir as default_sessions_dir
+from sessionmem.session.stores.keys import is_valid_agent_id
+from sessionmem.session.stores.keys import sessions_dir as default_sessions_dir
 from sessionmem.session.stores.opening import parse_store_spec, sessions_source_without_files
 
 STATE_DIR_ENV = "SESSIONMEM_STATE_DIR"

@@ -39,6 +39,14 @@ from sessionmem.dsn import is_postgres_dsn
 from sessionmem.errors import ConfigError, EmbeddingError, IndexDiskFull, MemoryIndexError
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.embed.selection import can_fall_back, fallback_selection, select_from_config
+from sessionmem.memory.rebuild import (
+    caused_by_corruption,
+    claim_owner,
+    desired_meta,
+    move_aside,
+    open_checked,
+    remove_dead_scratch,
+)
 from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.search.calibration import refresh as refresh_calibration
 from sessionmem.memory.status import (
@@ -50,14 +58,6 @@ from sessionmem.memory.status import (
 )
 from sessionmem.memory.store.database import VectorSupport, connect, process_lock
 from sessionmem.memory.store.index_sqlite import SqliteStore
-from sessionmem.memory.store.rebuild import (
-    caused_by_corruption,
-    claim_owner,
-    desired_meta,
-    move_aside,
-    open_checked,
-    remove_dead_scratch,
-)
 from sessionmem.memory.store.schema import META_KEY
 from sessionmem.memory.sync.background import Workers
 from sessionmem.memory.sync.flight import SyncFlight

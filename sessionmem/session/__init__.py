@@ -9,7 +9,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessionmem.session.keys import default_key, parse_key
     from sessionmem.session.stores.backend import (
         SessionBackend,
         SessionBackendABC,
@@ -17,6 +16,7 @@ if TYPE_CHECKING:
         VersionedTranscript,
     )
     from sessionmem.session.stores.entry import SessionEntry
+    from sessionmem.session.stores.keys import default_key, parse_key
     from sessionmem.session.stores.sessions_json import SessionStore
     from sessionmem.session.stores.transcript import Entry, Transcript, read_messages
 
@@ -30,8 +30,8 @@ _LAZY = {
     "read_messages": "sessionmem.session.stores.transcript",
     "SessionEntry": "sessionmem.session.stores.entry",
     "SessionStore": "sessionmem.session.stores.sessions_json",
-    "default_key": "sessionmem.session.keys",
-    "parse_key": "sessionmem.session.keys",
+    "default_key": "sessionmem.session.stores.keys",
+    "parse_key": "sessionmem.session.stores.keys",
 }
 
 __all__ = [

@@ -57,9 +57,9 @@ from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
-from sessionmem.session import keys
 from sessionmem.session.cache import SessionCache
 from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, session_status
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry
 from sessionmem.session.stores.earlier_keys import adopt_earlier_session
 from sessionmem.session.stores.entry import SessionEntry
@@ -138,7 +138,7 @@ class SessionRunner:
         one context. Opening reconciles the store entry with the transcript (DESIGN 16).
 
         A key without ``agent:`` is taken as ``agent:<agentId>:<key>``; a key of another agent raises
-        :class:`~sessionmem.errors.UsageError` (:func:`~sessionmem.session.keys.agent_session_key`)."""
+        :class:`~sessionmem.errors.UsageError` (:func:`~sessionmem.session.stores.keys.agent_session_key`)."""
         self.in_memory.check_open()
         key = keys.agent_session_key(self.agent_id, session_key)
         found = self.in_memory.get(key)

@@ -1,1 +1,2 @@
-"""Developer tools: the ``@tool`` decorator, the :class:`Tool` record and dispatch, and JSON schemas made from type hints."""
+"""Developer tools: the ``@tool`` decorator, the :class:`Tool` record and dispatch, and JSON schemas made
+from type hints."""

@@ -22,7 +22,7 @@ from sessionmem.errors import TurnLockTimeout
 from sessionmem.hooks import HookRegistry
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.sessions_json import SessionStore

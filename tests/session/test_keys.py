@@ -8,7 +8,7 @@ import pytest
 
 from sessionmem.errors import UsageError
 from sessionmem.memory.sync.transcript_names import is_archive_name
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.sessions_json import SessionStore
 
 

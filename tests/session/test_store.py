@@ -18,8 +18,8 @@ import pytest
 from sessionmem.errors import ContextWindowExceeded, StoreLockTimeout, UsageError
 from sessionmem.messages import Message, ToolCall, Usage, now_ms
 from sessionmem.model.scripted import count_request_tokens
-from sessionmem.session import keys
 from sessionmem.session.stores import filelock as filelock_module
+from sessionmem.session.stores import keys
 from sessionmem.session.stores import sessions_json as store_module
 from sessionmem.session.stores.recovery import replay_transcript
 from sessionmem.session.stores.sessions_json import SessionEntry, SessionStore, atomic_write_bytes

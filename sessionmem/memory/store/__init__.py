@@ -1,1 +1,2 @@
-"""The index store seam and its SQLite and PostgreSQL stores: schema, connections, FTS tokens, rebuilds, erasure."""
+"""The index store seam and its SQLite and PostgreSQL stores: schema, connections, FTS tokens, rebuilds,
+erasure."""

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.memory.search.keyword import KeywordIndex
 from sessionmem.memory.store import database as db
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.seam import ScrubNotes
+from sessionmem.memory.store.sqlite_keywords import KeywordIndex
 
 if TYPE_CHECKING:
     from sessionmem.memory.embed.embedder import Embedder
@@ -182,7 +182,7 @@ class SqliteStore:
     def rebuild(self, tokenizer: str, embedder: Embedder | None) -> Iterator[tuple[IndexStore, str | None]]:
         """A scratch file ``<db>.tmp-<uuid>`` seeded with this index's vectors, copied over the live
         file in one transaction with the backup API (``rebuild.py``)."""
-        from sessionmem.memory.store.rebuild import scratch_index, seed_cache, swap_in
+        from sessionmem.memory.rebuild import scratch_index, seed_cache, swap_in
 
         assert self.path is not None and self._connect is not None, "a bare SqliteStore cannot rebuild"
         with scratch_index(self.path, self._connect) as conn:

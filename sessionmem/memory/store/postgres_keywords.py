@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.search import ranking
-from sessionmem.memory.search.keyword import KeywordIndex
 from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
 from sessionmem.memory.store.seam import KeywordFilters
+from sessionmem.memory.store.sqlite_keywords import KeywordIndex
 
 if TYPE_CHECKING:
     from sessionmem.memory.store.fts_tokens import Tokenizer

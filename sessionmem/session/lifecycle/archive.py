@@ -32,8 +32,8 @@ from sessionmem.memory.sync.sources import strip_control_chars
 from sessionmem.messages import FLUSH_PROVENANCE, provenance_kind
 from sessionmem.privacy import chat_folder
 from sessionmem.safefs import create_new_under
-from sessionmem.session.keys import sessions_dir
 from sessionmem.session.lifecycle.slug import as_utc, fallback_slug, generate_slug
+from sessionmem.session.stores.keys import sessions_dir
 from sessionmem.session.stores.transcript import read_entries
 
 if TYPE_CHECKING:

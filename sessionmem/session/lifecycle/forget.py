@@ -50,8 +50,8 @@ from sessionmem.memory.sync.sources import NotMarkdownError, list_memory_files, 
 from sessionmem.memory.tools.history import history_folder
 from sessionmem.privacy import classify_key
 from sessionmem.safefs import remove_tree_under
-from sessionmem.session import keys
 from sessionmem.session.lifecycle.person import Person, parse_person
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import (
     DEFAULT_TURN_LOCK_TIMEOUT_S,
     ErasableStore,

@@ -6,7 +6,7 @@
   ``…:topic:<id>``, at any depth), each a chat with its own folder; a key of another agent is refused;
 - a key without ``agent:`` that names a chat (``telegram:direct:42``, ``discord:group:7``, ``main``):
   the same chat of the agent ``forget`` runs for, as every other way a key comes in reads it
-  (:func:`~sessionmem.session.keys.agent_session_key`);
+  (:func:`~sessionmem.session.stores.keys.agent_session_key`);
 - anything else is a peer id (``42``, ``Alice``, ``+15551234567``): that person on every channel and
   account, that is every direct chat with that peer (``direct:42``, ``telegram:direct:42``,
   ``discord:acct:direct:42``, and their threads), as OpenClaw's per-peer sessions (and its identity
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from sessionmem.errors import UsageError
 from sessionmem.privacy import ascii_lower, classify_key, direct_parts, is_direct_chat_with, within_chat
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 
 MAX_WHO_CHARS = 512
 

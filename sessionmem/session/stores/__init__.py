@@ -1,2 +1,3 @@
-"""Where sessions are kept: the store seam, its entry, opening a store by its spec, the sessions.json, SQLite and
+"""Where sessions are kept: the store seam, its entry, opening a store by its spec, the sessions.json, SQLite
+and
 PostgreSQL backends, transcripts, locks, copying and recovery."""

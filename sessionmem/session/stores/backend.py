@@ -49,7 +49,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from sessionmem.errors import UsageError
 from sessionmem.messages import Message, now_ms
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.entry import SessionEntry, aliased_fields
 from sessionmem.session.stores.transcript import Entry
 

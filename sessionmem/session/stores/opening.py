@@ -23,7 +23,7 @@ from typing import Literal
 
 from sessionmem.dsn import PostgresUrl, is_postgres_dsn
 from sessionmem.errors import ConfigError, UsageError
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend
 
 StoreKind = Literal["sessions.json", "sqlite", "postgresql"]

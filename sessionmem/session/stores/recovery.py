@@ -22,7 +22,7 @@ from typing import Any
 
 from sessionmem.memory.sync.transcript_names import is_archive_name
 from sessionmem.messages import flush_cycle, flush_write_failed, written_in_a_flush
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.entry import SessionEntry, aliased_fields, call_figures, compaction_figures
 from sessionmem.session.stores.transcript import message_from_dict, ms_from_iso, read_entries
 

@@ -40,7 +40,7 @@ from sessionmem.errors import SessionError, os_error_reason
 from sessionmem.messages import now_ms
 from sessionmem.pathnames import given_path
 from sessionmem.safefs import atomic_write_bytes, is_atomic_temp_of
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import updated_entry
 from sessionmem.session.stores.entry import SessionEntry, entry_from_json
 from sessionmem.session.stores.filelock import StoreLock
@@ -112,7 +112,8 @@ class SessionStore(TranscriptFolderBackend):
         cls, state_dir: str | Path, agent_id: str = keys.DEFAULT_AGENT_ID, store: str | Path | None = None
     ) -> SessionStore:
         """The agent's store: ``store`` (``session.store``; ``~`` and ``{agentId}`` expanded), else
-        ``<state>/agents/<agentId>/sessions/sessions.json`` (:func:`sessionmem.session.keys.store_path`)."""
+        ``<state>/agents/<agentId>/sessions/sessions.json``
+        (:func:`sessionmem.session.stores.keys.store_path`)."""
         return cls(keys.store_path(state_dir, agent_id, store), agent_id=agent_id)
 
     # --- reading ---

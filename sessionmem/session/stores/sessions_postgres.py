@@ -45,7 +45,7 @@ import orjson
 
 from sessionmem.dsn import PostgresUrl, postgres_errors
 from sessionmem.errors import ConfigError, SessionError, TurnLockTimeout, UsageError
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import (
     DEFAULT_TURN_LOCK_TIMEOUT_S,
     EntryUpdate,

@@ -42,7 +42,7 @@ from sessionmem.errors import SessionError, StoreLockTimeout
 from sessionmem.messages import now_ms
 from sessionmem.pathnames import given_path
 from sessionmem.safefs import atomic_temp_path, create_private, make_private_dirs
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import updated_entry
 from sessionmem.session.stores.entry import SessionEntry, entry_from_json
 from sessionmem.session.stores.filelock import StoreLock

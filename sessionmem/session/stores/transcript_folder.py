@@ -33,7 +33,7 @@ import orjson
 from sessionmem.errors import TranscriptError, os_error_reason
 from sessionmem.memory.sync.transcript_names import HEADER_BYTES
 from sessionmem.safefs import atomic_write_bytes, fsync_folder
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import (
     DEFAULT_TURN_LOCK_TIMEOUT_S,
     KeptTranscript,

@@ -186,7 +186,7 @@ def context_state(entries: Sequence[Entry]) -> tuple[list[ContextItem], set[str]
 def usage_fields(usage: Any, context_window: int, model: Any, session_key: str) -> dict[str, Any]:
     """The store entry's figures after a call; totalTokens = the last call's prompt tokens (output
     excluded)."""
-    from sessionmem.session.keys import chat_type
+    from sessionmem.session.stores.keys import chat_type
 
     return {
         **call_figures(usage),

@@ -60,7 +60,7 @@ from sessionmem.privacy import (
     refusal,
 )
 from sessionmem.safefs import append_under, open_under, read_all, replace_under
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 from sessionmem.session.turn.events import MemoryWriteEvent
 from sessionmem.session.turn.flush import date_stamp, user_zone
 from sessionmem.session.turn.prompt import PromptOptions, build_system_prompt
