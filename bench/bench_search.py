@@ -98,10 +98,10 @@ def run_one(
     """
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.search.records import SearchRequest
     from sessionmem.memory.search.searcher import Searcher
     from sessionmem.memory.search.vectors import VectorRouter
     from sessionmem.memory.store.database import connect
-    from sessionmem.memory.types import SearchRequest
 
     out: dict[str, Any] = {"size": size}
     ws = root / "workspace"
@@ -216,7 +216,7 @@ def run_one(
 
 def served_by(index: Any, query: str) -> set[str]:
     """The vector paths that served ``query``'s results (from ``explain``)."""
-    from sessionmem.memory.types import SearchRequest
+    from sessionmem.memory.search.records import SearchRequest
 
     response = index.search(SearchRequest(query, explain=True))
     return {
@@ -243,7 +243,7 @@ def drop_schema(store: str, size: int) -> None:
     import psycopg
     from psycopg import sql
 
-    from sessionmem.memory.store.index_postgres import pg_target
+    from sessionmem.dsn import pg_target
 
     target = pg_target(pg_dsn(store, size), "bench")
     with psycopg.connect(target.conninfo, autocommit=True) as conn:

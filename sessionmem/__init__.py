@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from sessionmem.config import Config
     from sessionmem.hooks import HookEvent, HookRegistry
     from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
     from sessionmem.memory.tools.reading import MemoryTools
-    from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
     from sessionmem.messages import Message, ToolCall, Usage
     from sessionmem.model.litellm import LiteLLMModel
     from sessionmem.model.scripted import ScriptedModel
@@ -45,9 +45,9 @@ _LAZY = {
     "MemoryTools": "sessionmem.memory.tools.reading",
     "Message": "sessionmem.messages",
     "ScriptedModel": "sessionmem.model.scripted",
-    "SearchRequest": "sessionmem.memory.types",
-    "SearchResponse": "sessionmem.memory.types",
-    "SearchResult": "sessionmem.memory.types",
+    "SearchRequest": "sessionmem.memory.search.records",
+    "SearchResponse": "sessionmem.memory.search.records",
+    "SearchResult": "sessionmem.memory.search.records",
     "Session": "sessionmem.session.runner",
     "SessionRunner": "sessionmem.session.runner",
     "Tool": "sessionmem.tools.define",

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
         flush_write_target,
         overflow_on_turn,
     )
+    from sessionmem.runs.common import small_window_config
     from sessionmem.runs.recorded import ReplayReport, run_replay
-    from sessionmem.runs.scripted import small_window_config
 
 _MODULES = {
     "NO_REPLY": "sessionmem.model.scripted",
@@ -53,7 +53,7 @@ _MODULES = {
     "flush_write_target": "sessionmem.model.scripted",
     "overflow_on_turn": "sessionmem.model.scripted",
     "run_replay": "sessionmem.runs.recorded",
-    "small_window_config": "sessionmem.runs.scripted",
+    "small_window_config": "sessionmem.runs.common",
 }
 
 __all__ = [

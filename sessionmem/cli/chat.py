@@ -45,7 +45,7 @@ from sessionmem.safefs import make_private_dirs
 from sessionmem.session.turn.events import event_record
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
+    from sessionmem.context import Context
     from sessionmem.session.runner import Session
     from sessionmem.session.turn.events import Event
 

@@ -21,8 +21,8 @@ from sessionmem.cli import output
 from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
     from sessionmem.config import MemorySearchConfig
+    from sessionmem.context import Context
 
 BAR_WIDTH = 20
 TEXT_WIDTH = 64

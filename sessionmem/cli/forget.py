@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionmem.cli.output import EXIT_FAILURE, echo_json, resolved
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import MemoryIndex

@@ -26,7 +26,7 @@ import click
 from sessionmem.cli import output
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
+    from sessionmem.context import Context
     from sessionmem.memory.index import MemoryIndex
     from sessionmem.server.mcp import MemoryServerTools
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
-from sessionmem.cli.root import Context
-from sessionmem.memory.types import SearchRequest
+from sessionmem.context import Context
+from sessionmem.memory.search.records import SearchRequest
 
 if TYPE_CHECKING:
     from sessionmem.memory.embed.embedder import EmbedderSelection

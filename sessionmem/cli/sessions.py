@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from sessionmem.cli.output import echo_json, progress_bar, resolved
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 from sessionmem.errors import UsageError
 from sessionmem.session.stores.copy import copy_sessions
 from sessionmem.session.stores.opening import open_session_store, parse_store_spec

@@ -39,14 +39,6 @@ from sessionmem.dsn import is_postgres_dsn
 from sessionmem.errors import ConfigError, EmbeddingError, IndexDiskFull, MemoryIndexError
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.embed.selection import can_fall_back, fallback_selection, select_from_config
-from sessionmem.memory.rebuild import (
-    caused_by_corruption,
-    claim_owner,
-    desired_meta,
-    move_aside,
-    open_checked,
-    remove_dead_scratch,
-)
 from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.search.calibration import refresh as refresh_calibration
 from sessionmem.memory.status import (
@@ -56,37 +48,39 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
-from sessionmem.memory.store.database import VectorSupport, connect, process_lock
+from sessionmem.memory.store.database import DB_ERRORS, VectorSupport, connect, process_lock
 from sessionmem.memory.store.index_sqlite import SqliteStore
-from sessionmem.memory.store.schema import META_KEY
-from sessionmem.memory.sync.background import Workers
-from sessionmem.memory.sync.flight import SyncFlight
-from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
-from sessionmem.memory.sync.sync_pass import (
-    DB_ERRORS,
+from sessionmem.memory.store.meta import (
     FTS_ONLY_MODEL,
-    Indexer,
-    SyncReport,
-    VectorWidthChanged,
     disk_full_reason,
     is_corruption,
-    meta_mismatch,
-    plan_source,
-    prune_cache,
     read_meta,
     write_json,
 )
+from sessionmem.memory.store.rebuild import (
+    caused_by_corruption,
+    claim_owner,
+    move_aside,
+    open_checked,
+    remove_dead_scratch,
+)
+from sessionmem.memory.store.schema import META_KEY
+from sessionmem.memory.sync.background import Workers
+from sessionmem.memory.sync.flight import SyncFlight
+from sessionmem.memory.sync.index_meta import desired_meta, meta_mismatch
+from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
+from sessionmem.memory.sync.sync_pass import Indexer, SyncReport, VectorWidthChanged, plan_source, prune_cache
 from sessionmem.pathnames import given_path
 from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
+    from sessionmem.dsn import PgTarget
     from sessionmem.memory.embed.embedder import Embedder
+    from sessionmem.memory.search.records import SearchRequest, SearchResponse, VectorPath
     from sessionmem.memory.store.erase import IndexErasure
-    from sessionmem.memory.store.index_postgres import PgTarget
     from sessionmem.memory.sync.session_delta import TranscriptDeltaScheduler
     from sessionmem.memory.sync.sources import EntrySource
-    from sessionmem.memory.types import SearchRequest, SearchResponse, VectorPath
 
 __all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
 
@@ -121,7 +115,7 @@ def store_location(agent_id: str, settings: MemorySearchConfig, state_dir: Path)
     """Where the agent's index is: a file (:func:`store_path`), or a PostgreSQL schema when
     ``store.path`` is a ``postgresql://`` DSN (``pg_store.pg_target``)."""
     if is_postgres_dsn(settings.store.path):
-        from sessionmem.memory.store.index_postgres import pg_target
+        from sessionmem.dsn import pg_target
 
         return pg_target(str(settings.store.path), agent_id)
     return store_path(agent_id, settings, state_dir)

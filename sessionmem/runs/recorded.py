@@ -33,7 +33,7 @@ from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
-from sessionmem.runs.scripted import Record, RecordSink, small_window_config
+from sessionmem.runs.common import Record, RecordSink, small_window_config
 from sessionmem.safefs import make_private_dirs
 from sessionmem.session.stores.transcript import message_from_dict, read_entries
 from sessionmem.session.turn.events import Event, event_record

@@ -32,7 +32,7 @@ from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
-from sessionmem.runs.scripted import Record, RecordSink, small_window_config
+from sessionmem.runs.common import Record, RecordSink, small_window_config
 from sessionmem.safefs import make_private_dirs
 from sessionmem.session.turn.events import Event, event_record
 

@@ -58,10 +58,10 @@ from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
 from sessionmem.session.cache import SessionCache
+from sessionmem.session.earlier_keys import adopt_earlier_session
 from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry
-from sessionmem.session.stores.earlier_keys import adopt_earlier_session
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
 from sessionmem.session.turn.announce import announce_created, emit

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.cli.memory import MISSING_QUERY, parse_batch_line
-from sessionmem.cli.root import GlobalOptions, resolve
 from sessionmem.config import Config, MemorySearchConfig
+from sessionmem.context import GlobalOptions, resolve
 from sessionmem.errors import ConfigError
 from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from tests.support.openai_server import OpenAIServer, server_error
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

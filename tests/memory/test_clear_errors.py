@@ -10,8 +10,8 @@ from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.embed.remote import RemoteEmbedder
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.tools.reading import handle_memory_search
-from sessionmem.memory.types import SearchRequest
 from tests.memory.support import FTS_ONLY
 from tests.support.openai_server import OpenAIServer
 

@@ -15,8 +15,8 @@ from sessionmem.errors import EmbeddingError
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.embed.remote import RemoteEmbedder, RetryPolicy
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.store.database import connect
-from sessionmem.memory.types import SearchRequest
 from tests.support.openai_server import OpenAIServer, http_error
 
 FAST_RETRY = RetryPolicy(base_delay_s=0.01, max_delay_s=0.02)

@@ -15,8 +15,8 @@ import pytest
 
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from sessionmem.memory.search.records import SearchRequest, SearchResponse
 from sessionmem.memory.tools.reading import handle_memory_search
-from sessionmem.memory.types import SearchRequest, SearchResponse
 from tests.memory.stores import SQLITE, StoreUnderTest, store_under_test
 from tests.memory.support import index_opener, make_config
 

@@ -24,11 +24,11 @@ from sessionmem.errors import EmbeddingError
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.query_terms import build_fts_query
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.store.database import connect
 from sessionmem.memory.store.fts_view import FTS_TEXT_VERSION
 from sessionmem.memory.store.schema import META_KEY
-from sessionmem.memory.sync.sync_pass import meta_mismatch
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.sync.index_meta import meta_mismatch
 from tests.memory.stores import StoreUnderTest, keyword_paths, keyword_rows, rows, run
 from tests.memory.support import FTS_ONLY, HashEmbedder
 

@@ -22,10 +22,10 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.config import MemorySearchConfig
+from sessionmem.dsn import pg_target
 from sessionmem.errors import ConfigError
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.store.index_postgres import pg_target
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from tests.memory.stores import StoreUnderTest, keyword_rows, pg_dsn, rows, store_under_test
 from tests.memory.support import FTS_ONLY
 

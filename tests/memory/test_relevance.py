@@ -20,8 +20,8 @@ from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.embed.local_gguf import LocalEmbedder
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest, SearchResponse
 from sessionmem.memory.tools.reading import MemoryTools
-from sessionmem.memory.types import SearchRequest, SearchResponse
 from tests.memory.stores import SQLITE, STORES, StoreUnderTest, store_under_test
 
 NOTES = {

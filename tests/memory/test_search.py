@@ -17,12 +17,12 @@ from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.search import ranking
 from sessionmem.memory.search.calibration import CALIBRATION_KEY, Calibration
 from sessionmem.memory.search.ranking import DECAY_FLOOR
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.search.searcher import Searcher, candidate_count
 from sessionmem.memory.store import schema
 from sessionmem.memory.store.database import VectorSupport, connect
 from sessionmem.memory.store.fts_view import fts_text
-from sessionmem.memory.sync.sync_pass import write_json
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.store.meta import write_json
 from tests.memory.support import index_opener, make_config
 
 DIMS = 8

@@ -15,8 +15,8 @@ import pytest
 
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.tools.reading import MemoryTools
-from sessionmem.memory.types import SearchRequest
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.lifecycle.archive import memory_body, recent_content

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sessionmem.errors import EmbeddingError, MemoryIndexError
+from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
 from sessionmem.memory.tools.reading import (
     INDEX_ACTION,
     INDEX_WARNING,
@@ -25,7 +26,6 @@ from sessionmem.memory.tools.reading import (
     memory_get_schema,
     memory_search_schema,
 )
-from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
 from sessionmem.privacy import EVERYTHING
 
 RESULT_KEYS = {"path", "startLine", "endLine", "score", "snippet", "source", "date"}

@@ -17,9 +17,9 @@ import pytest
 
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest, SearchResponse
 from sessionmem.memory.search.vectors import SYNC_RELOAD_ROWS, VectorRouter
 from sessionmem.memory.store.database import connect
-from sessionmem.memory.types import SearchRequest, SearchResponse
 from tests.memory.support import HashEmbedder, make_config
 
 LINES_PER_FILE = 100

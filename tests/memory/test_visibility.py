@@ -16,7 +16,7 @@ from sessionmem.errors import ConfigError
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.embed.local_gguf import LocalEmbedder
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest, VectorPath
+from sessionmem.memory.search.records import SearchRequest, VectorPath
 from sessionmem.messages import Message
 from sessionmem.privacy import EVERYTHING, reader_visibility
 from sessionmem.session.stores.transcript import Transcript

@@ -29,7 +29,7 @@ import pytest
 from sessionmem.config import Config
 from sessionmem.dsn import is_postgres_dsn
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.model.scripted import ScriptedModel
 from sessionmem.session.lifecycle.forget import forget_sync
 from sessionmem.session.runner import SessionRunner

@@ -721,11 +721,9 @@ def test_sessions_an_earlier_release_stored_under_other_spellings(
     assert moved.key == "agent:alpha:discord:group:7" and moved.entry.session_id == "bare-one"
     assert runner.store.get("discord:group:7") is None
     # A lowered key may be another person's: it stays, a warning names both, a new session starts.
-    with caplog.at_level(logging.WARNING, logger="sessionmem.session.stores.earlier_keys"):
+    with caplog.at_level(logging.WARNING, logger="sessionmem.session.earlier_keys"):
         alice = runner.open("agent:alpha:matrix:direct:Alice")
     assert alice.entry.session_id != "lowered"
     assert runner.store.get("agent:alpha:matrix:direct:alice").session_id == "lowered"  # type: ignore[union-attr]
-    (warning,) = [
-        r.getMessage() for r in caplog.records if r.name == "sessionmem.session.stores.earlier_keys"
-    ]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "sessionmem.session.earlier_keys"]
     assert "'agent:alpha:matrix:direct:Alice'" in warning and "'agent:alpha:matrix:direct:alice'" in warning

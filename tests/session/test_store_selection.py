@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessionmem.cli.root import GlobalOptions, resolve
+from sessionmem.context import GlobalOptions, resolve
 from sessionmem.errors import UsageError
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.runner import SessionRunner

@@ -221,7 +221,7 @@ def measure(
 
 def load(conn: Any) -> Calibration | None:
     """The calibration stored in the index's meta, if any."""
-    from sessionmem.memory.sync.sync_pass import read_json
+    from sessionmem.memory.store.meta import read_json
 
     return Calibration.from_json(read_json(conn, CALIBRATION_KEY))
 
@@ -234,7 +234,7 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
     the sync that holds the writer connection."""
     import numpy as np
 
-    from sessionmem.memory.sync.sync_pass import read_json, write_json
+    from sessionmem.memory.store.meta import read_json, write_json
 
     current = load(conn)
     if not changed and current is not None and current.fits(embedder, width):

@@ -68,12 +68,6 @@ class Candidate:
 # ---------------------------------------------------------------------------- scores
 
 
-def bm25_idf(rows: int, hits: int) -> float:
-    """FTS5's IDF of a phrase found in ``hits`` of ``rows`` rows (floored at 1e-6, as FTS5 does)."""
-    idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows > 0 else 0.0
-    return idf if idf > 0 else 1e-6
-
-
 def keyword_score(rank: float, ideal: float, coverage: float) -> float:
     """Keyword evidence in [0, 1) from FTS5's ``bm25()`` rank (negative, lower is better).
 

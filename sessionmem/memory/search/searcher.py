@@ -51,12 +51,7 @@ from sessionmem.memory.search.calibration import load as load_calibration
 from sessionmem.memory.search.query_bounds import MAX_QUERY_TERMS, bound_query
 from sessionmem.memory.search.query_terms import fts_terms, quoted_phrases
 from sessionmem.memory.search.ranking import Candidate
-from sessionmem.memory.store.database import VectorSupport
-from sessionmem.memory.store.fts_view import fts_text
-from sessionmem.memory.store.index_sqlite import as_store
-from sessionmem.memory.store.seam import KeywordFilters
-from sessionmem.memory.sync.sync_pass import read_meta, stored_width
-from sessionmem.memory.types import (
+from sessionmem.memory.search.records import (
     HeldBack,
     QueryCut,
     ScoreExplanation,
@@ -65,6 +60,11 @@ from sessionmem.memory.types import (
     SearchResult,
     VectorPath,
 )
+from sessionmem.memory.store.database import VectorSupport
+from sessionmem.memory.store.fts_view import fts_text
+from sessionmem.memory.store.index_sqlite import as_store
+from sessionmem.memory.store.meta import read_meta, stored_width
+from sessionmem.memory.store.seam import KeywordFilters
 
 if TYPE_CHECKING:  # numpy and the vector paths load only when an embedder exists (FTS-only starts fast)
     import numpy as np

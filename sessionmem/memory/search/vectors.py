@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sessionmem.memory.search.records import VectorPath
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.index_sqlite import as_store
-from sessionmem.memory.types import VectorPath
 
 log = logging.getLogger(__name__)
 

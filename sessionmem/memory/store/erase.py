@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.memory.sync.sync_pass import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, write_json
+from sessionmem.memory.store.meta import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, write_json
 
 if TYPE_CHECKING:
     from sessionmem.memory.store.seam import IndexStore

@@ -17,6 +17,7 @@ clusters spaced too; 3: each chunk's context (``chunk_context``: heading trail, 
 
 from __future__ import annotations
 
+import math
 import re
 
 FTS_TEXT_VERSION = 3
@@ -44,3 +45,9 @@ _FTS_UNIT = re.compile(f"[{CJK_CHARS}]|{THAI_CLUSTER.pattern}")
 def fts_text(text: str) -> str:
     """The document text to store in the FTS5 column (CJK characters and Thai clusters space-separated)."""
     return _FTS_UNIT.sub(lambda m: f" {m.group(0)} ", text)
+
+
+def bm25_idf(rows: int, hits: int) -> float:
+    """FTS5's IDF of a phrase found in ``hits`` of ``rows`` rows (floored at 1e-6, as FTS5 does)."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows > 0 else 0.0
+    return idf if idf > 0 else 1e-6

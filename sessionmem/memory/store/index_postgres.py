@@ -32,11 +32,10 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.dsn import PostgresUrl, postgres_errors
-from sessionmem.errors import ConfigError, MemoryIndexError
+from sessionmem.dsn import PgTarget, postgres_errors
+from sessionmem.errors import MemoryIndexError
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.fts_tokens import (
     Tokenizer,
@@ -55,42 +54,6 @@ SCHEMA_VERSION_KEY = "schema_version"
 GENERATION_KEY = "write_generation"
 _LOCK_PREFIX = "sessionmem.memory:"
 _NO_PGVECTOR = "vectors in PostgreSQL bytea rows, served by the in-process matrix (no pgvector path)"
-
-
-@dataclass(frozen=True, slots=True)
-class PgTarget:
-    """Where one agent's index lives: the database's URL (:mod:`sessionmem.dsn`; its ``repr`` holds no
-    password) and the schema."""
-
-    url: PostgresUrl
-    schema: str
-
-    @property
-    def display(self) -> str:
-        """The URL without its password, and the schema."""
-        return f"{self.url.shown} schema {self.schema}"
-
-    @property
-    def conninfo(self) -> str:
-        """What psycopg connects with (the password included: never show it)."""
-        return self.url.conninfo
-
-    def __str__(self) -> str:
-        return self.display
-
-
-def pg_target(raw: str, agent_id: str) -> PgTarget:
-    """``memorySearch.store.path`` (a postgresql:// URL) for ``agent_id``: ``{agentId}`` replaced, the
-    ``schema`` query parameter taken out (default ``memory_<agentId>``). A malformed URL raises
-    :class:`ConfigError` naming the part that is wrong, never its value."""
-    url = PostgresUrl.parse(raw.replace("{agentId}", agent_id), setting="memorySearch.store.path")
-    schema = url.param("schema")
-    schema = f"memory_{agent_id}" if schema is None else schema
-    if not schema or len(schema) > 63 or "\x00" in schema:
-        raise ConfigError(
-            f"memorySearch.store.path: schema {schema!r} is not a usable PostgreSQL schema name"
-        )
-    return PgTarget(url.without_param("schema"), schema)
 
 
 @functools.lru_cache(maxsize=512)
@@ -397,7 +360,7 @@ class PgStore:
     def rebuild(self, tokenizer: str, embedder: Embedder | None) -> Iterator[tuple[IndexStore, str | None]]:
         """Empty the index and build it again inside one transaction (readers see the old one until it
         commits); the old chunks' vectors go to the embedding cache first, as ``rebuild.seed_cache`` does."""
-        from sessionmem.memory.sync.sync_pass import read_meta
+        from sessionmem.memory.store.meta import read_meta
 
         with self.atomic():
             self.apply_schema(tokenizer)

@@ -90,12 +90,12 @@ class SqliteStore:
         return contextlib.nullcontext()
 
     def schema_problem(self) -> str | None:
-        from sessionmem.memory.sync.sync_pass import schema_problem
+        from sessionmem.memory.store.meta import schema_problem
 
         return schema_problem(self.conn)
 
     def apply_schema(self, tokenizer: str) -> str | None:
-        from sessionmem.memory.sync.sync_pass import apply_schema
+        from sessionmem.memory.store.meta import apply_schema
 
         return apply_schema(self.conn, tokenizer)
 
@@ -109,7 +109,7 @@ class SqliteStore:
         return self._has_fts
 
     def vec_dims(self) -> int | None:
-        from sessionmem.memory.sync.sync_pass import vec_dims
+        from sessionmem.memory.store.meta import vec_dims
 
         return vec_dims(self.conn)
 
@@ -182,7 +182,7 @@ class SqliteStore:
     def rebuild(self, tokenizer: str, embedder: Embedder | None) -> Iterator[tuple[IndexStore, str | None]]:
         """A scratch file ``<db>.tmp-<uuid>`` seeded with this index's vectors, copied over the live
         file in one transaction with the backup API (``rebuild.py``)."""
-        from sessionmem.memory.rebuild import scratch_index, seed_cache, swap_in
+        from sessionmem.memory.store.rebuild import scratch_index, seed_cache, swap_in
 
         assert self.path is not None and self._connect is not None, "a bare SqliteStore cannot rebuild"
         with scratch_index(self.path, self._connect) as conn:

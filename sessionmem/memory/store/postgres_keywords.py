@@ -11,8 +11,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.memory.search import ranking
 from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
+from sessionmem.memory.store.fts_view import bm25_idf
 from sessionmem.memory.store.seam import KeywordFilters
 from sessionmem.memory.store.sqlite_keywords import KeywordIndex
 
@@ -153,7 +153,7 @@ class PgKeywordIndex(KeywordIndex):
         rows_total, avg = self._rows_and_length()
         self._count_missing(phrases)
         hits = [self.hits(p) for p in phrases]
-        idfs = [ranking.bm25_idf(rows_total, n) for n in hits]
+        idfs = [bm25_idf(rows_total, n) for n in hits]
         singles = [i for i, t in enumerate(tokens) if len(t) == 1]
         multis = [i for i, t in enumerate(tokens) if len(t) > 1]
         rare, common = _split(singles, hits)

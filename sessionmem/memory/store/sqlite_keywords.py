@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sessionmem.errors import MemoryIndexError
-from sessionmem.memory.search import ranking
+from sessionmem.memory.store.fts_view import bm25_idf
 from sessionmem.memory.store.seam import KeywordFilters
 
 
@@ -91,8 +91,8 @@ class KeywordIndex:
 
     def ideal(self, phrases: Sequence[str], total_rows: int) -> float:
         """The BM25 of an average-length chunk holding each phrase once: the sum of their IDFs as FTS5
-        computes them (``ranking.bm25_idf``)."""
-        return sum(ranking.bm25_idf(total_rows, self.hits(phrase)) for phrase in phrases)
+        computes them (``bm25_idf``)."""
+        return sum(bm25_idf(total_rows, self.hits(phrase)) for phrase in phrases)
 
     def hits(self, phrase: str) -> int:
         """How many chunks hold ``phrase`` (cached until ``forget``)."""

@@ -30,28 +30,24 @@ index at the new width in a scratch file. A pass never drops or recreates ``chun
 
 from __future__ import annotations
 
-import errno
-import functools
 import hashlib
-import json
-import re
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.errors import EmbeddingError, SessionMemError, os_error_reason
-from sessionmem.memory.store.database import DB_ERRORS, atomic
+from sessionmem.errors import EmbeddingError, SessionMemError
 from sessionmem.memory.store.fts_view import fts_text
+from sessionmem.memory.store.meta import (
+    FILE_ISSUES_KEY,
+    FTS_ONLY_MODEL,
+    VECTOR_ISSUES_KEY,
+    read_json,
+    stored_width,
+    write_json,
+)
 from sessionmem.memory.store.schema import (
-    ADDED_COLUMNS,
-    AUDIENCE_INDEX,
-    META_KEY,
-    SCHEMA_VERSION,
-    TABLES,
-    fts_table_sql,
     vec_table_sql,
 )
 from sessionmem.memory.sync.chunk_context import chunk_context, heading_trails, indexed_text
@@ -71,11 +67,6 @@ if TYPE_CHECKING:
     from sessionmem.memory.store.seam import IndexStore
     from sessionmem.memory.sync.sources import EntrySource
 
-FTS_ONLY_MODEL = "fts-only"
-SCHEMA_VERSION_KEY = "schema_version"
-FILE_ISSUES_KEY = "file_issues_v1"  # JSON {path: issue} for files indexed with a problem
-VECTOR_ISSUES_KEY = "vector_issues_v1"  # JSON {path: issue} for files with chunks left without a vector
-NONE_PROVIDER_KEY = hashlib.sha256(b'{"model":"fts-only","provider":"none"}').hexdigest()
 EMBED_BATCH = 64  # texts per embed_documents call
 WRITE_BATCH_CHUNKS = 512  # chunks buffered before a batch is embedded and written
 UNREADABLE_HASH = "unreadable"
@@ -91,10 +82,6 @@ _UPSERT_FILE = (
     " ON CONFLICT(path) DO UPDATE SET source = excluded.source, hash = excluded.hash,"
     " mtime_ns = excluded.mtime_ns, size = excluded.size, date = excluded.date, audience = excluded.audience"
 )
-_UPSERT_META = (
-    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-)
-_VEC_DIMS = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
 
 
 class VectorWidthChanged(EmbeddingError):
@@ -108,36 +95,6 @@ class VectorWidthChanged(EmbeddingError):
             f"{model} now returns {new}-dimensional vectors but the index holds {stored}-dimensional ones"
         )
         self.new = new
-
-
-def is_corruption(exc: BaseException) -> bool:
-    """True for errors meaning the file is not a usable database (not for 'locked' or 'busy')."""
-    text = str(exc).lower()
-    return isinstance(exc, DB_ERRORS) and any(
-        word in text
-        for word in ("not a database", "malformed", "corrupt", "disk image", "vtable constructor failed")
-    )
-
-
-SQLITE_FULL = 13  # SQLite's result code for "database or disk is full"
-POSTGRES_DISK_FULL = "53100"  # SQLSTATE disk_full
-
-
-def disk_full_reason(exc: BaseException) -> str | None:
-    """Why a write failed when it failed for want of disk space (SQLite's SQLITE_FULL, PostgreSQL's
-    disk_full, ENOSPC or EDQUOT from a file), looking through the exceptions behind ``exc``; else None."""
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, DB_ERRORS) and getattr(link, "sqlite_errorcode", None) == SQLITE_FULL:
-            return "no space left on device"
-        if getattr(link, "sqlstate", None) == POSTGRES_DISK_FULL:
-            return "the database server's disk is full"
-        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", None)):
-            return os_error_reason(link)
-        link = link.__cause__ or link.__context__
-    return None
 
 
 @dataclass
@@ -170,93 +127,6 @@ class SyncReport:
 
 
 # ---------------------------------------------------------------------------- schema and meta
-
-
-def schema_problem(conn: Any) -> str | None:
-    """Why this database cannot be used as it is, or None (an empty file is fine)."""
-    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not names:
-        return None
-    if "meta" not in names:
-        return "index database has no meta table (unknown schema)"
-    for table, wanted in expected_columns().items():
-        if table not in names:
-            continue  # created by apply_schema
-        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        missing = sorted(
-            wanted - present - {ADDED_COLUMNS[table][0]} if table in ADDED_COLUMNS else wanted - present
-        )
-        if missing:
-            return f"index table {table} has other columns than expected (missing {', '.join(missing)})"
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_VERSION_KEY,)).fetchone()
-    if row is None or row[0] != str(SCHEMA_VERSION):
-        found = row[0] if row else "none"
-        return f"index schema version {found} differs from {SCHEMA_VERSION}"
-    return None
-
-
-@functools.cache
-def expected_columns() -> dict[str, frozenset[str]]:
-    """The columns of each table :data:`TABLES` creates, read from a scratch in-memory database (so
-    the DDL stays the one description of the schema)."""
-    scratch = sqlite3.connect(":memory:")
-    try:
-        scratch.executescript(TABLES)
-        tables = [r[0] for r in scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {t: frozenset(r[1] for r in scratch.execute(f"PRAGMA table_info({t})")) for t in tables}
-    finally:
-        scratch.close()
-
-
-def apply_schema(conn: Any, tokenizer: str) -> str | None:
-    """Create what is missing (idempotent); returns why FTS5 is unavailable, or None."""
-    conn.executescript(TABLES)
-    for table, (column, decl) in ADDED_COLUMNS.items():
-        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        if column not in present:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-    conn.execute(AUDIENCE_INDEX)
-    fts_error = None
-    try:
-        conn.execute(fts_table_sql(tokenizer))
-    except DB_ERRORS as exc:
-        fts_error = f"FTS5 table could not be created: {exc}"
-    with atomic(conn):
-        conn.execute(_UPSERT_META, (SCHEMA_VERSION_KEY, str(SCHEMA_VERSION)))
-    return fts_error
-
-
-def read_json(conn: Any, key: str) -> Any:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    if row is None:
-        return None
-    try:
-        return json.loads(row[0])
-    except ValueError:
-        return None
-
-
-def write_json(conn: Any, key: str, value: Any) -> None:
-    conn.execute(_UPSERT_META, (key, json.dumps(value, sort_keys=True)))
-
-
-def read_meta(conn: Any) -> dict[str, Any] | None:
-    value = read_json(conn, META_KEY)
-    return value if isinstance(value, dict) else None
-
-
-def meta_mismatch(stored: dict[str, Any] | None, desired: dict[str, Any]) -> list[str]:
-    """The keys whose change requires a full rebuild.
-
-    Vector dims count only when both are known: a remote embedder learns its width from its first
-    answer. Until then the pass itself guards the width (:class:`VectorWidthChanged`)."""
-    if stored is None:
-        return ["no index metadata"]
-    out = [key for key in desired if key != "vectorDims" and stored.get(key) != desired[key]]
-    dims_then, dims_now = stored.get("vectorDims"), desired.get("vectorDims")
-    if dims_then is not None and dims_now is not None and dims_then != dims_now:
-        out.append("vectorDims")
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,29 +178,6 @@ def plan_source(
             todo.append((entry, old[0] if old else None))
     gone = set() if targeted else set(known) - {e.rel_path for e in entries}
     return SourcePlan(len(entries), unchanged, todo, gone)
-
-
-def has_table(conn: Any, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
-    return row is not None
-
-
-def vec_dims(conn: Any) -> int | None:
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
-    if row is None or not row[0]:
-        return None
-    match = _VEC_DIMS.search(row[0])
-    return int(match.group(1)) if match else None
-
-
-def stored_width(conn: Any, meta: dict[str, Any] | None) -> int | None:
-    """The width of the vectors the index holds: its vec table's, else ``meta``'s (the index's meta as
-    the caller read it), else a chunk's. ``conn``: an ``IndexStore``."""
-    dims = conn.vec_dims() or (meta or {}).get("vectorDims")
-    if isinstance(dims, int) and dims > 0:
-        return dims
-    row = conn.execute("SELECT length(embedding) FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-    return int(row[0]) // 4 if row is not None else None
 
 
 def ensure_vec_table(conn: Any, dims: int) -> None:

@@ -33,11 +33,11 @@ from sessionmem.errors import (
     MemoryPathError,
     UsageError,
 )
+from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
 from sessionmem.memory.store.seam import database_errors
 from sessionmem.memory.sync.sources import NotMarkdownError, read_markdown
 from sessionmem.memory.tools.paths import check_visible, resolve_memory_target
 from sessionmem.memory.tools.recall_prompt import memory_recall_section
-from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
 from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
 

@@ -17,7 +17,6 @@ their writer is gone: :func:`remove_dead_scratch` deletes them (at every open an
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -28,27 +27,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import ConfigError, MemoryIndexError
-from sessionmem.memory.store.database import VectorSupport, atomic
-from sessionmem.memory.store.fts_view import FTS_TEXT_VERSION
-from sessionmem.memory.store.schema import AUDIENCE_VERSION, META_KEY, OWNER_KEY
-from sessionmem.memory.sync.sources import normalize_extra_paths
-from sessionmem.memory.sync.sync_pass import (
-    DB_ERRORS,
-    FTS_ONLY_MODEL,
-    NONE_PROVIDER_KEY,
+from sessionmem.memory.store.database import DB_ERRORS, VectorSupport, atomic
+from sessionmem.memory.store.meta import (
     apply_schema,
     is_corruption,
     schema_problem,
 )
+from sessionmem.memory.store.schema import META_KEY, OWNER_KEY
 
 if TYPE_CHECKING:
-    from sessionmem.config import MemorySearchConfig
     from sessionmem.memory.embed.embedder import Embedder
 
 __all__ = [
     "caused_by_corruption",
     "claim_owner",
-    "desired_meta",
     "index_owner",
     "move_aside",
     "open_checked",
@@ -60,38 +52,6 @@ __all__ = [
 ]
 
 ConnectFn = Callable[[Path], tuple[Any, VectorSupport]]
-
-
-def desired_meta(
-    settings: MemorySearchConfig,
-    workspace: Path,
-    sources: list[str],
-    embedder: Embedder | None,
-    *,
-    vector_loaded: bool,
-    agent_id: str | None = None,
-) -> dict[str, Any]:
-    """The meta an index built now would record; any difference from the stored one means a rebuild
-    (``agentId`` excepted: :func:`claim_owner` refuses an index file of another agent first)."""
-    extras = sorted(str(p) for p in normalize_extra_paths(workspace, settings.extra_paths))
-    scope = hashlib.sha256(json.dumps({"extraPaths": extras}, sort_keys=True).encode()).hexdigest()
-    return {
-        "provider": embedder.provider if embedder else "none",
-        "model": embedder.model if embedder else FTS_ONLY_MODEL,
-        "providerKey": embedder.provider_key if embedder else NONE_PROVIDER_KEY,
-        "sources": sources,
-        "scopeHash": scope,
-        "chunkTokens": settings.chunking.tokens,
-        "chunkOverlap": settings.chunking.overlap,
-        "ftsTokenizer": settings.store.fts.tokenizer,
-        # The form of the FTS column's text: an index written before Thai support (no key) rebuilds.
-        "ftsText": FTS_TEXT_VERSION,
-        "vectorTable": bool(embedder is not None and vector_loaded),
-        # Who may see each row (sessionmem.privacy): an index labelled before, or by another rule, rebuilds.
-        "audience": AUDIENCE_VERSION,
-        "agentId": agent_id,
-        "vectorDims": embedder.dims if embedder else None,
-    }
 
 
 def index_owner(conn: Any) -> str | None:
