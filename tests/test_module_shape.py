@@ -110,6 +110,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "sessionmem.dsn",
         "sessionmem.safefs",
         "sessionmem.privacy",
+        "sessionmem.config_base",
         "sessionmem.config",
         "sessionmem.reasoning",
         "sessionmem.noreply",

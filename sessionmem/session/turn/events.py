@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sessionmem.config import camel_case
+from sessionmem.config_base import camel_case
 from sessionmem.messages import Message, Usage, now_ms
 
 log = logging.getLogger(__name__)
