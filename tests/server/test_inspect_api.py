@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
@@ -91,7 +92,9 @@ def test_memory_files_through_the_path_rules(client: TestClient, workspace: Path
     assert client.get("/api/memory/files/MEMORY.md?from=2&lines=1").json()["text"] == "- The office is in Lisbon."
     (tmp_path / "secret.md").write_text("TOP-SECRET-CONTENT", encoding="utf-8")
     (workspace / "memory" / "notes.txt").write_text("TOP-SECRET-CONTENT", encoding="utf-8")
-    for bad in ("memory/../../secret.md", "../secret.md", "%2e%2e/secret.md", "config.json", "memory/notes.txt"):
+    outside = quote(str(tmp_path / "secret.md"), safe="")  # an absolute path, its slashes escaped
+    # dots escaped, as a client that does not tidy the address sends them (httpx would fold "..")
+    for bad in ("memory/%2e%2e/%2e%2e/secret.md", "%2e%2e/secret.md", outside, "config.json", "memory/notes.txt"):
         response = client.get(f"/api/memory/files/{bad}")
         error_of(response, 400)
         assert "TOP-SECRET-CONTENT" not in response.text
