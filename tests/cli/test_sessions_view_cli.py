@@ -12,18 +12,32 @@ from click.testing import CliRunner
 from sessionmem.cli import cli
 from sessionmem.model.scripted import ScriptedModel, flush_aware, flush_write
 from sessionmem.session.runner import SessionRunner
-from tests.scenarios.harness import small_config
+from sessionmem.config import Config
 
 KEY = "agent:main:telegram:direct:42"
 FACT = "- The user's cat is called Mochi."
+SMALL = {
+    "contextTokens": 8000,
+    "userTimezone": "UTC",
+    "compaction": {
+        "reserveTokens": 1000,
+        "reserveTokensFloor": 1000,
+        "keepRecentTokens": 1500,
+        "memoryFlush": {"softThresholdTokens": 2000},
+    },
+}
 
 
 @pytest.fixture
-def state(tmp_path: Path, workspace: Path) -> Path:
+def state(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The sessions of a runner with a small window; the commands read the same config file."""
     state = tmp_path / "state"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"defaults": SMALL}}), encoding="utf-8")
+    monkeypatch.setenv("SESSIONMEM_CONFIG", str(config))
     runner = SessionRunner(
         ScriptedModel(responder=flush_aware(lambda request: "noted", flush=flush_write(FACT))),
-        config=small_config(soft=2000),
+        config=Config.load(config),
         workspace=workspace,
         state_dir=state,
     )
@@ -72,7 +86,7 @@ def test_show_and_delete_refuse_bad_keys(state: Path, workspace: Path) -> None:
 
 def test_delete_forgets_the_chat(state: Path, workspace: Path) -> None:
     dry = run(state, workspace, "delete", KEY, "--dry-run")
-    assert dry.exit_code == 0 and f"Would forget" in dry.output
+    assert dry.exit_code == 0 and "Would forget" in dry.output
     deleted = json.loads(run(state, workspace, "delete", KEY, "--json").output)
     assert deleted["sessionKeys"] == [KEY] and not deleted["dryRun"]
     listed = json.loads(run(state, workspace, "list", "--json").output)
