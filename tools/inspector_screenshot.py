@@ -32,7 +32,7 @@ def main(target: Path) -> None:
         (workspace / "memory").mkdir(parents=True)
         with served_agents(tmp, workspace) as agents:
             runner = agents.runners["main"]
-            drive(runner, turns=16)
+            drive(runner, turns=24, words=180)
             for peer in ("ana", "ben"):
                 runner.open(f"agent:main:telegram:direct:{peer}").run_turn_sync("hello")
             with serving(make_app(agents)) as base, chromium(1280, 1280) as driver:

@@ -113,10 +113,10 @@ class _Api:
     """The handlers, bound to the agents served."""
 
     def __init__(self, agents: ServedAgents) -> None:
-        self.agents = agents
+        self.served = agents
 
     def _agent_id(self, request: Request) -> str:
-        served = list(self.agents.agent_ids())
+        served = list(self.served.agent_ids())
         wanted = request.query_params.get("agent")
         if not wanted:
             if not served:
@@ -128,14 +128,14 @@ class _Api:
         return wanted
 
     async def agents(self, request: Request) -> dict[str, Any]:
-        return {"agents": list(self.agents.agent_ids())}
+        return {"agents": list(self.served.agent_ids())}
 
     async def sessions(self, request: Request) -> dict[str, Any]:
         from sessionmem.session.overview import list_sessions, page_of
 
         agent_id = self._agent_id(request)
         page = page_of(_param(request, "page"), _param(request, "limit"))
-        runner = await self.agents.runner(agent_id)
+        runner = await self.served.runner(agent_id)
         listed = await asyncio.to_thread(list_sessions, runner.store, page=page, q=_param(request, "q"))
         return {"agentId": agent_id, **listed}
 
@@ -143,7 +143,7 @@ class _Api:
         from sessionmem.session.overview import show_session
 
         agent_id = self._agent_id(request)
-        runner = await self.agents.runner(agent_id)
+        runner = await self.served.runner(agent_id)
         return await asyncio.to_thread(
             show_session,
             runner.store,
@@ -159,7 +159,7 @@ class _Api:
         from sessionmem.session.overview import deletable_key
 
         agent_id = self._agent_id(request)
-        runner = await self.agents.runner(agent_id)
+        runner = await self.served.runner(agent_id)
         key = await asyncio.to_thread(deletable_key, runner.store, agent_id, request.path_params["key"])
         report = await runner.forget(key)
         return {"agentId": agent_id, "deleted": key, **report.to_json()}
@@ -176,7 +176,7 @@ class _Api:
         if len(query) > MAX_QUERY_CHARS:
             raise UsageError(f"q is too long ({len(query):,} characters; at most {MAX_QUERY_CHARS:,})")
         limit = page_of(None, _param(request, "limit"), default_limit=10).limit
-        runner = await self.agents.runner(agent_id)
+        runner = await self.served.runner(agent_id)
         index = runner.memory_index
         if index is None:
             raise UsageError(f"memory search is off for agent {agent_id!r} (memorySearch.enabled)")
@@ -188,7 +188,7 @@ class _Api:
         from sessionmem.memory.files import list_memory_files
 
         agent_id = self._agent_id(request)
-        app = self.agents.context(agent_id)
+        app = self.served.context(agent_id)
         found = await asyncio.to_thread(
             list_memory_files, app.workspace, app.agent.memory_search.extra_paths
         )
@@ -206,7 +206,7 @@ class _Api:
         from sessionmem.session.overview import bounded_int
 
         agent_id = self._agent_id(request)
-        app = self.agents.context(agent_id)
+        app = self.served.context(agent_id)
         path = request.path_params["path"]
         extra = app.agent.memory_search.extra_paths
         sessions_dir = app.sessions_dir

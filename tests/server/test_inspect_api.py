@@ -40,6 +40,7 @@ def error_of(response: object, status: int) -> dict:
 
 
 def test_sessions_list_and_show(client: TestClient, agents: ServedForTest) -> None:
+    assert client.get("/api/agents").json() == {"agents": ["main"]}
     listed = client.get("/api/sessions").json()
     assert [s["sessionKey"] for s in listed["sessions"]] == ["agent:main:discord:group:7", KEY]
     assert listed["agentId"] == "main" and listed["total"] == 2

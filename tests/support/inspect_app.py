@@ -94,11 +94,12 @@ def served_agents(
             runner.close()
 
 
-def drive(runner: SessionRunner, key: str = KEY, turns: int = TURNS) -> None:
-    """``turns`` long user turns in ``key``: the context grows past the flush and compaction thresholds."""
+def drive(runner: SessionRunner, key: str = KEY, turns: int = TURNS, words: int = 500) -> None:
+    """``turns`` user turns of ``words`` words in ``key``: the context grows past the flush and compaction
+    thresholds."""
     session = runner.open(key)
     for i in range(turns):
-        session.run_turn_sync(f"turn {i}: " + " ".join(f"word{i}x{j}" for j in range(500)))
+        session.run_turn_sync(f"turn {i}: " + " ".join(f"word{i}x{j}" for j in range(words)))
 
 
 def make_app(agents: ServedForTest, keys: Sequence[str] = ()) -> Any:

@@ -147,7 +147,7 @@ async function showSession(key, page) {
     ["Flushed this cycle", got.flushedThisCycle ? "yes" : "no"],
     ["Turns", fmt(got.timeline.turns)],
   ];
-  $("session-figures").replaceChildren(...figures.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: String(v) })]));
+  $("session-figures").replaceChildren(...figures.map(([k, v]) => el("div", { class: "figure" }, el("dt", { text: k }), el("dd", { text: String(v) }))));
   drawChart(got.timeline, limits);
   drawTranscript(got.transcript);
   pager($("transcript-pager"), got.transcript.page, got.transcript.pages,
@@ -202,6 +202,7 @@ function drawChart(timeline, limits) {
   markers.forEach((m, index) => {
     const mx = x(m.afterTurn + 0.5);
     const g = svg("g", { class: `marker marker-${m.kind}`, "data-index": index, tabindex: 0 });
+    g.append(svg("rect", { x: mx - 6, y: top - 18, width: 12, height: H - bottom - top + 18, class: "marker-hit" }));
     g.append(svg("line", { x1: mx, x2: mx, y1: top, y2: H - bottom, class: "marker-line" }));
     g.append(svg("circle", { cx: mx, cy: top - 10, r: 7, class: "marker-dot" }));
     const title = svg("title", {});
