@@ -189,12 +189,12 @@ class _Api:
 
         agent_id = self._agent_id(request)
         app = self.served.context(agent_id)
-        found = await asyncio.to_thread(
-            list_memory_files, app.workspace, app.agent.memory_search.extra_paths
-        )
+        found = await asyncio.to_thread(list_memory_files, app.workspace, app.agent.memory_search.extra_paths)
         return {
             "agentId": agent_id,
-            "files": [{"path": f.rel_path, "size": f.size, "mtimeMs": f.mtime_ns // 1_000_000} for f in found],
+            "files": [
+                {"path": f.rel_path, "size": f.size, "mtimeMs": f.mtime_ns // 1_000_000} for f in found
+            ],
         }
 
     async def file(self, request: Request) -> dict[str, Any]:

@@ -59,7 +59,8 @@ def page_of(page: Any = None, limit: Any = None, *, default_limit: int = DEFAULT
     """A :class:`Page` from outside values (numbers, or their text in a URL): ``page`` ≥ 1, ``limit`` in
     1..:data:`MAX_PAGE_SIZE`; anything else is a :class:`UsageError` naming the parameter."""
     return Page(
-        bounded_int("page", page, 1, 1, MAX_PAGE), bounded_int("limit", limit, default_limit, 1, MAX_PAGE_SIZE)
+        bounded_int("page", page, 1, 1, MAX_PAGE),
+        bounded_int("limit", limit, default_limit, 1, MAX_PAGE_SIZE),
     )
 
 
@@ -181,7 +182,12 @@ def history(store: SessionBackend, key: str, entry: SessionEntry | None) -> list
             continue
         started, entries = _read(store, item)
         live = live_id is not None and item.session_id == live_id and not _archived(item.name)
-        parts.append(((1 if live else 0, started, item.name), HistoryPart(item.name, item.session_id, started, entries)))
+        parts.append(
+            (
+                (1 if live else 0, started, item.name),
+                HistoryPart(item.name, item.session_id, started, entries),
+            )
+        )
     parts.sort(key=lambda pair: pair[0])
     return [part for _, part in parts]
 

@@ -218,7 +218,8 @@ def shown_entry(entry: Entry, number: int, part: HistoryPart) -> dict[str, Any]:
     out.update(capped_text(message.content))
     if message.tool_calls:
         out["toolCalls"] = [
-            {"id": c.id, "name": c.name, "arguments": _shown_arguments(c.arguments)} for c in message.tool_calls
+            {"id": c.id, "name": c.name, "arguments": _shown_arguments(c.arguments)}
+            for c in message.tool_calls
         ]
     if message.role == "tool":
         out["toolName"] = message.tool_name

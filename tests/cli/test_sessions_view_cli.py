@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from sessionmem.cli import cli
+from sessionmem.config import Config
 from sessionmem.model.scripted import ScriptedModel, flush_aware, flush_write
 from sessionmem.session.runner import SessionRunner
-from sessionmem.config import Config
 
 KEY = "agent:main:telegram:direct:42"
 FACT = "- The user's cat is called Mochi."
@@ -48,7 +48,9 @@ def state(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> P
 
 
 def run(state: Path, workspace: Path, *args: str) -> object:
-    return CliRunner().invoke(cli, ["--state-dir", str(state), "--workspace", str(workspace), "sessions", *args])
+    return CliRunner().invoke(
+        cli, ["--state-dir", str(state), "--workspace", str(workspace), "sessions", *args]
+    )
 
 
 def test_list(state: Path, workspace: Path) -> None:
@@ -59,7 +61,10 @@ def test_list(state: Path, workspace: Path) -> None:
     assert "compactions" in lines[1] and "Page 1 of 1 (2 sessions)" in lines[-1]
     as_json = json.loads(run(state, workspace, "list", "--filter", "telegram", "--json").output)
     assert [s["sessionKey"] for s in as_json["sessions"]] == [KEY]
-    assert as_json["sessions"][0]["compactionCount"] >= 1 and "memoryFlushCompactionCount" in as_json["sessions"][0]
+    assert (
+        as_json["sessions"][0]["compactionCount"] >= 1
+        and "memoryFlushCompactionCount" in as_json["sessions"][0]
+    )
     assert run(state, workspace, "list", "--limit", "0").exit_code == 2
 
 

@@ -90,12 +90,21 @@ def test_memory_files_through_the_path_rules(client: TestClient, workspace: Path
     assert "MEMORY.md" in files and any(f.startswith("memory/") for f in files)
     got = client.get("/api/memory/files/MEMORY.md").json()
     assert got["path"] == "MEMORY.md" and "Lisbon" in got["text"]
-    assert client.get("/api/memory/files/MEMORY.md?from=2&lines=1").json()["text"] == "- The office is in Lisbon."
+    assert (
+        client.get("/api/memory/files/MEMORY.md?from=2&lines=1").json()["text"]
+        == "- The office is in Lisbon."
+    )
     (tmp_path / "secret.md").write_text("TOP-SECRET-CONTENT", encoding="utf-8")
     (workspace / "memory" / "notes.txt").write_text("TOP-SECRET-CONTENT", encoding="utf-8")
     outside = quote(str(tmp_path / "secret.md"), safe="")  # an absolute path, its slashes escaped
     # dots escaped, as a client that does not tidy the address sends them (httpx would fold "..")
-    for bad in ("memory/%2e%2e/%2e%2e/secret.md", "%2e%2e/secret.md", outside, "config.json", "memory/notes.txt"):
+    for bad in (
+        "memory/%2e%2e/%2e%2e/secret.md",
+        "%2e%2e/secret.md",
+        outside,
+        "config.json",
+        "memory/notes.txt",
+    ):
         response = client.get(f"/api/memory/files/{bad}")
         error_of(response, 400)
         assert "TOP-SECRET-CONTENT" not in response.text

@@ -49,7 +49,11 @@ def test_timeline_has_a_point_per_turn_and_a_marker_per_flush_and_compaction(run
     assert shown["entry"]["compactionCount"] == entry.compaction_count
     assert shown["entry"]["memoryFlushCompactionCount"] == entry.memory_flush_compaction_count
     limits = shown["thresholds"]
-    assert (limits["contextWindow"], limits["compactionThreshold"], limits["flushThreshold"]) == (8000, 7000, 5000)
+    assert (limits["contextWindow"], limits["compactionThreshold"], limits["flushThreshold"]) == (
+        8000,
+        7000,
+        5000,
+    )
 
     timeline = shown["timeline"]
     assert timeline["turns"] == 12 and [p["turn"] for p in timeline["points"]] == list(range(1, 13))
@@ -76,7 +80,9 @@ def test_timeline_has_a_point_per_turn_and_a_marker_per_flush_and_compaction(run
     assert order[:4] == ["flush", "compaction", "flush", "compaction"]
     # the flush ran once the context neared the flush threshold, the compaction a turn or more later
     first = flushes[0]
-    assert first["tokens"] > limits["flushThreshold"] - 1000 and first["afterTurn"] <= compacted[0]["afterTurn"]
+    assert (
+        first["tokens"] > limits["flushThreshold"] - 1000 and first["afterTurn"] <= compacted[0]["afterTurn"]
+    )
 
 
 def test_transcript_page_sets_flush_turns_and_summaries_apart(runner: SessionRunner) -> None:
@@ -98,8 +104,12 @@ def test_transcript_page_sets_flush_turns_and_summaries_apart(runner: SessionRun
 
 
 def test_new_and_overflow_markers(tmp_path: Path, workspace: Path) -> None:
-    model = ScriptedModel(responder=flush_aware(overflow_on_turn(3, lambda request: "ok"), flush=flush_write(FACT)))
-    runner = SessionRunner(model, config=small_config(soft=2000), workspace=workspace, state_dir=tmp_path / "s")
+    model = ScriptedModel(
+        responder=flush_aware(overflow_on_turn(3, lambda request: "ok"), flush=flush_write(FACT))
+    )
+    runner = SessionRunner(
+        model, config=small_config(soft=2000), workspace=workspace, state_dir=tmp_path / "s"
+    )
     session = runner.open(KEY)
     for i in range(3):
         session.run_turn_sync(f"short turn {i}")
@@ -130,7 +140,13 @@ def test_list_is_newest_first_paged_and_filtered(runner: SessionRunner) -> None:
 
 @pytest.mark.parametrize(
     ("page", "limit", "named"),
-    [("0", None, "page"), (None, "1000", "limit"), ("x", None, "page"), ("-1", None, "page"), (None, "9" * 40, "limit")],
+    [
+        ("0", None, "page"),
+        (None, "1000", "limit"),
+        ("x", None, "page"),
+        ("-1", None, "page"),
+        (None, "9" * 40, "limit"),
+    ],
 )
 def test_bad_page_values_are_named(page: object, limit: object, named: str) -> None:
     with pytest.raises(UsageError, match=named):

@@ -54,7 +54,9 @@ def chromium(width: int = 1280, height: int = 1600) -> Iterator[Any]:
         "--force-device-scale-factor=1",
     ):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
+    driver = webdriver.Chrome(
+        service=Service(shutil.which("chromedriver") or "chromedriver"), options=options
+    )
     try:
         yield driver
     finally:
