@@ -16,13 +16,13 @@ from typing import Any
 import click
 
 from sessionmem.cli.output import echo_json, resolved
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
 def _store(app: Context) -> Any:
-    from sessionmem.session.stores import open_session_store
+    from sessionmem.session.stores.opening import open_session_store
 
     return open_session_store(app.config.session.store, state_dir=app.state_dir, agent_id=app.agent_id)
 

@@ -43,7 +43,7 @@ from sessionmem.errors import (
 from sessionmem.server.agents import ServedAgents
 
 PAGE_FOLDER = Path(__file__).resolve().parent / "inspector"
-MAX_QUERY_CHARS = 4_000  # the search's own bound (sessionmem.memory.query_bounds); longer is refused here
+MAX_QUERY_CHARS = 4_000  # the search's own bound (sessionmem.memory.search.query_bounds); longer is refused here
 MAX_RESULTS = 50
 MAX_LINE = 100_000_000
 
@@ -166,7 +166,7 @@ class _Api:
 
     async def search(self, request: Request) -> dict[str, Any]:
         from sessionmem.cli.output import response_json
-        from sessionmem.memory.types import SearchRequest
+        from sessionmem.memory.search.records import SearchRequest
         from sessionmem.session.overview import page_of
 
         agent_id = self._agent_id(request)
@@ -185,7 +185,7 @@ class _Api:
         return {"agentId": agent_id, "query": query, **response_json(response)}
 
     async def files(self, request: Request) -> dict[str, Any]:
-        from sessionmem.memory.files import list_memory_files
+        from sessionmem.memory.sync.sources import list_memory_files
 
         agent_id = self._agent_id(request)
         app = self.served.context(agent_id)
@@ -201,8 +201,8 @@ class _Api:
         return await asyncio.to_thread(self._read_file, request)
 
     def _read_file(self, request: Request) -> dict[str, Any]:
-        from sessionmem.memory.paths import resolve_memory_target
-        from sessionmem.memory.tools import handle_memory_get
+        from sessionmem.memory.tools.paths import resolve_memory_target
+        from sessionmem.memory.tools.reading import handle_memory_get
         from sessionmem.session.overview import bounded_int
 
         agent_id = self._agent_id(request)

@@ -17,7 +17,7 @@ call these functions, so the three show the same thing:
 Inputs come from outside (a URL, a command line): keys are validated and must be the agent's own, page
 sizes and filters are bounded, and every text shown is capped (the transcript keeps it whole). Reading a
 session never writes: transcripts are read through the store's own listing of what it keeps
-(:class:`~sessionmem.session.backend.ErasableStore`), not opened for appending.
+(:class:`~sessionmem.session.stores.backend.ErasableStore`), not opened for appending.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import orjson
 
 from sessionmem.config import AgentConfig
 from sessionmem.errors import SessionNotFound, UsageError
-from sessionmem.memory.transcript_names import ARCHIVE_MARKERS
-from sessionmem.session import keys
-from sessionmem.session.backend import KeptTranscript, SessionBackend
-from sessionmem.session.entry import SessionEntry
-from sessionmem.session.flush import cycle_flushed, window_budget
-from sessionmem.session.forget import erasable
-from sessionmem.session.projection import resolve_context_window, session_window
+from sessionmem.memory.sync.transcript_names import ARCHIVE_MARKERS
+from sessionmem.session.stores import keys
+from sessionmem.session.stores.backend import KeptTranscript, SessionBackend
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.turn.flush import cycle_flushed, window_budget
+from sessionmem.session.lifecycle.forget import erasable
+from sessionmem.session.turn.projection import resolve_context_window, session_window
 from sessionmem.session.timeline import HistoryPart, build_timeline, shown_entry
-from sessionmem.session.transcript import entry_from_dict
+from sessionmem.session.stores.transcript import entry_from_dict
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -147,8 +147,8 @@ class _Named:
 
 def thresholds(agent: AgentConfig, entry: SessionEntry, model: Any = None) -> dict[str, Any]:
     """The window and thresholds in force for the session: the runner's own rule
-    (:func:`~sessionmem.session.projection.session_window` of the configured window, then
-    :func:`~sessionmem.session.flush.window_budget`) when its ``model`` is given; without one, the
+    (:func:`~sessionmem.session.turn.projection.session_window` of the configured window, then
+    :func:`~sessionmem.session.turn.flush.window_budget`) when its ``model`` is given; without one, the
     window the entry recorded at its last call (``contextTokens``), else the config's."""
     if model is not None:
         window = session_window(resolve_context_window(agent, model), entry, model)

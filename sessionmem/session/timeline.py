@@ -10,7 +10,7 @@ and nothing from the store's counters:
   when the provider reported none;
 - a *flush* marker groups the consecutive messages of one flush turn (``provenance.kind`` =
   ``memory_flush``) and carries what it wrote: the arguments of its calls to the memory write tools
-  (:data:`~sessionmem.session.memory_tools.WRITTEN_TEXT_ARGUMENT`) and whether each one succeeded;
+  (:data:`~sessionmem.session.turn.toolset.WRITTEN_TEXT_ARGUMENT`) and whether each one succeeded;
 - a *compaction* marker is a ``compaction`` entry and carries what the summary kept (the summary, the
   first entry kept verbatim, the sizes before and after); one whose ``details.reason`` is ``overflow``
   (the provider said the context was over its window) is an *overflow* marker instead;
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionmem.messages import Message, flush_cycle, flush_write_failed, written_in_a_flush
-from sessionmem.session.memory_tools import WRITTEN_TEXT_ARGUMENT
-from sessionmem.session.transcript import Entry, message_from_dict
+from sessionmem.session.turn.toolset import WRITTEN_TEXT_ARGUMENT
+from sessionmem.session.stores.transcript import Entry, message_from_dict
 
 MAX_TEXT_CHARS = 4_000  # a message's text, a tool call's argument, as shown (the file keeps it whole)
 MAX_SUMMARY_CHARS = 20_000  # a compaction summary, as shown

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 from sessionmem.cli.memory import open_index
-from sessionmem.cli.root import Context, GlobalOptions, resolve
+from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import UsageError
 from sessionmem.model.scripted import ScriptedModel, flush_aware, flush_write
 from sessionmem.server.auth import BearerAuth
