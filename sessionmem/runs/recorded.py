@@ -35,7 +35,8 @@ from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
 from sessionmem.runs.common import Record, RecordSink, small_window_config
 from sessionmem.safefs import make_private_dirs
-from sessionmem.session.stores.transcript import message_from_dict, read_entries
+from sessionmem.session.stores.transcript import message_from_dict
+from sessionmem.session.stores.transcript_folder import read_entries
 from sessionmem.session.turn.events import Event, event_record
 from sessionmem.tools.define import Tool, ToolError
 

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from sessionmem.session.stores.entry import SessionEntry
     from sessionmem.session.stores.keys import default_key, parse_key
     from sessionmem.session.stores.sessions_json import SessionStore
-    from sessionmem.session.stores.transcript import Entry, Transcript, read_messages
+    from sessionmem.session.stores.transcript import Entry
+    from sessionmem.session.stores.transcript_folder import Transcript, read_messages
 
 _LAZY = {
     "SessionBackend": "sessionmem.session.stores.backend",
@@ -26,8 +27,8 @@ _LAZY = {
     "TranscriptLog": "sessionmem.session.stores.backend",
     "VersionedTranscript": "sessionmem.session.stores.backend",
     "Entry": "sessionmem.session.stores.transcript",
-    "Transcript": "sessionmem.session.stores.transcript",
-    "read_messages": "sessionmem.session.stores.transcript",
+    "Transcript": "sessionmem.session.stores.transcript_folder",
+    "read_messages": "sessionmem.session.stores.transcript_folder",
     "SessionEntry": "sessionmem.session.stores.entry",
     "SessionStore": "sessionmem.session.stores.sessions_json",
     "default_key": "sessionmem.session.stores.keys",

@@ -34,7 +34,7 @@ from sessionmem.privacy import chat_folder
 from sessionmem.safefs import create_new_under
 from sessionmem.session.lifecycle.slug import as_utc, fallback_slug, generate_slug
 from sessionmem.session.stores.keys import sessions_dir
-from sessionmem.session.stores.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookEvent

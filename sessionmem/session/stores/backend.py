@@ -45,13 +45,13 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from sessionmem.errors import UsageError
 from sessionmem.messages import Message, now_ms
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.entry import SessionEntry, aliased_fields
-from sessionmem.session.stores.transcript import Entry
+from sessionmem.session.stores.transcript import Entry, MessageMeta
 
 EntryUpdate = Callable[[SessionEntry | None], SessionEntry | None]
 """``update``'s function: the stored entry (None when the key has none) -> the entry to store (None: no
@@ -83,15 +83,7 @@ class TranscriptLog(Protocol):
         """The file, where the backend keeps transcripts in files (hooks and the memory index read it)."""
         ...
 
-    def append_message(
-        self,
-        msg: Message,
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        stop_reason: str | None = None,
-        provenance: dict[str, Any] | None = None,
-    ) -> str:
+    def append_message(self, msg: Message, **meta: Unpack[MessageMeta]) -> str:
         """Append a ``message`` entry; returns its id."""
         ...
 
