@@ -28,12 +28,13 @@ Optional capabilities (separate protocols, so the seam itself stays as it is):
 - :class:`ErasableStore` (a backend): every transcript it keeps, and their erasure with the entries, so
   ``forget`` (:mod:`sessionmem.session.lifecycle.forget`) removes a person from the store.
 
-Backends: :class:`~sessionmem.session.stores.sessions_json.SessionStore` (sessions.json and JSONL transcripts
-in one
-sessions folder: OpenClaw's format, the default). Outside implementers write a plain class with these
-methods (the :class:`SessionBackend` protocol); ours derive from :class:`SessionBackendABC`, which adds
-``patch`` and ``in`` on top of them. Methods are synchronous: each is a short read or write, which the
-runner makes inline (an async backend would wrap its client in blocking calls the same way SQLite does).
+Backends (public in :mod:`sessionmem.session`): :class:`~sessionmem.session.stores.sessions_json.SessionStore`
+(sessions.json and JSONL transcripts in one sessions folder: OpenClaw's format, the default),
+:class:`~sessionmem.session.stores.sessions_sqlite.SqliteSessionStore` and
+:class:`~sessionmem.session.stores.sessions_postgres.PostgresSessionStore`. Outside implementers write a plain
+class with these methods (the :class:`SessionBackend` protocol); ours derive from :class:`SessionBackendABC`,
+which adds ``patch`` and ``in`` on top of them. Methods are synchronous: each is a short read or write, which
+the runner makes inline (an async backend would wrap its client in blocking calls the same way SQLite does).
 """
 
 from __future__ import annotations

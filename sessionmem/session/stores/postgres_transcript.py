@@ -1,12 +1,11 @@
 """A session transcript kept in PostgreSQL: the :class:`~sessionmem.session.stores.backend.TranscriptLog` of
 :class:`~sessionmem.session.stores.sessions_postgres.PostgresSessionStore`.
 
-Each entry is one row of ``sessionmem_transcript_entries``
-(:mod:`sessionmem.session.stores.postgres_schema`): the
-same JSON object the JSONL line holds (built by the same functions of
-:mod:`sessionmem.session.stores.transcript`), appended with one ``INSERT`` (a row is whole or absent: there is
-no torn line to skip), read back in the order of the ``bigserial`` id, whichever host wrote it. The
-header is the transcript's row in ``sessionmem_transcripts``.
+Each entry is one row of ``sessionmem_transcript_entries`` (:mod:`sessionmem.session.stores.postgres_schema`):
+the same JSON object the JSONL line holds (appended by the same
+:class:`~sessionmem.session.stores.transcript.EntryChain`), written with one ``INSERT`` (a row is whole or
+absent: there is no torn line to skip), read back in the order of the ``bigserial`` id, whichever host wrote
+it. The header is the transcript's row in ``sessionmem_transcripts``.
 
 Reading is incremental: :meth:`PostgresTranscript.entries` fetches only the rows after the last one
 it read (rows are never changed or removed). That relies on what the runner guarantees anyway: the
@@ -19,8 +18,7 @@ chain follows the rows' order.
 
 Methods are synchronous (the runner calls them inline); statements go through
 :class:`~sessionmem.session.stores.postgres_connections.Connections` (the turn lock's connection while this
-process
-holds the session's turn).
+process holds the session's turn).
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ class Transcript(EntryChain):
     def stored_lines(self) -> Iterator[bytes]:
         """Every line of the file that holds a JSON object, the header first, byte for byte (without its
         newline): what a copy to another backend writes
-        (:class:`~sessionmem.session.stores.backend.StoredLines`).
-        Blank, torn and unreadable lines are left out, as every reader skips them."""
+        (:class:`~sessionmem.session.stores.backend.StoredLines`). Blank, torn and unreadable lines are left
+        out, as every reader skips them."""
         for _no, _end, _obj, line in _read_lines(self.path):
             yield line
 
