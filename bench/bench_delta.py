@@ -49,7 +49,7 @@ def settings() -> Any:
 def index_level(root: Path, messages: int, rounds: int, rebuilds: int) -> dict[str, Any]:
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
-    from sessionmem.session.stores.transcript import Transcript
+    from sessionmem.session.stores.transcript_folder import Transcript
 
     ws = root / "workspace"
     (ws / "memory").mkdir(parents=True)

@@ -114,6 +114,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "sessionmem.reasoning",
         "sessionmem.noreply",
         "sessionmem.hooks",
+        "sessionmem.lazy",
     ),
     ("sessionmem.tools", "sessionmem.model"),
     ("sessionmem.memory.embed",),

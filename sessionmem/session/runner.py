@@ -166,11 +166,10 @@ class SessionRunner:
         return self.in_memory.keys()
 
     async def forget(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
-        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on
-        every channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
+        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on every
+        channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
         (:mod:`sessionmem.session.lifecycle.forget`, which says what stays and is listed). Their sessions are
-        held
-        meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
+        held meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
         theirs starts a new session. ``dry_run``: only say what would go. A gateway's
         ``DELETE /api/sessions/{key}``."""
         from sessionmem.session.lifecycle.forget import forget

@@ -359,11 +359,10 @@ async def forget(
     lock_timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S,
 ) -> ForgetReport:
     """Remove everything of ``who`` (a session key, or a peer id: :mod:`sessionmem.session.lifecycle.person`)
-    that
-    ``store``, ``workspace`` and ``memory_index`` keep (see the module docstring); with ``dry_run``, only
-    say what would go. ``names`` (a person's names, as the owner knows them) and their id are looked for
-    in what stays, which the report lists. Raises :class:`~sessionmem.errors.UsageError` for a malformed
-    ``who``, :class:`~sessionmem.errors.TurnLockTimeout` when one of their sessions stays busy longer than
+    that ``store``, ``workspace`` and ``memory_index`` keep (see the module docstring); with ``dry_run``, only
+    say what would go. ``names`` (a person's names, as the owner knows them) and their id are looked for in
+    what stays, which the report lists. Raises :class:`~sessionmem.errors.UsageError` for a malformed ``who``,
+    :class:`~sessionmem.errors.TurnLockTimeout` when one of their sessions stays busy longer than
     ``lock_timeout_s``. Running it again after a crash finishes the job."""
     person = parse_person(who, agent_id)
     MentionFinder(names)  # bad names are refused before anything is done

@@ -28,8 +28,7 @@ Safety rules, on purpose:
 
 :class:`SessionTools` assembles what one session offers: ordinary turns get memory_search/memory_get
 (``sessionmem.memory.tools.reading``; memory_read when memory search is off), the write tools in private
-sessions
-(``memoryTools`` config, default on for direct chats) and the developer's tools; the flush gets the
+sessions (``memoryTools`` config, default on for direct chats) and the developer's tools; the flush gets the
 reading tools and the append-only writers only. Writes mark the memory index dirty.
 """
 
