@@ -115,7 +115,7 @@ def text_arguments(*required: str, optional: tuple[str, ...] = ()) -> ArgumentCo
                 continue
             problem = text_problem(args.get(name))
             if problem is not None:
-                raise ArgumentError(f"invalid argument '{name}': {problem}")
+                raise ArgumentError.about(name, problem)
         return dict(args)
 
     return convert
