@@ -68,8 +68,10 @@ from sessionmem.memory.store.schema import META_KEY
 from sessionmem.memory.sync.background import Workers
 from sessionmem.memory.sync.flight import SyncFlight
 from sessionmem.memory.sync.index_meta import desired_meta, meta_mismatch
+from sessionmem.memory.sync.plan import SyncReport, plan_source
+from sessionmem.memory.sync.rows import VectorWidthChanged, prune_cache
 from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
-from sessionmem.memory.sync.sync_pass import Indexer, SyncReport, VectorWidthChanged, plan_source, prune_cache
+from sessionmem.memory.sync.sync_pass import Indexer
 from sessionmem.pathnames import given_path
 from sessionmem.safefs import make_private_dirs
 
