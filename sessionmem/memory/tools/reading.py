@@ -39,6 +39,7 @@ from sessionmem.memory.tools.paths import check_visible, resolve_memory_target
 from sessionmem.memory.tools.recall_prompt import memory_recall_section
 from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
+from sessionmem.tools.define import Tool
 from sessionmem.tools.json_schema import ArgumentError
 
 SEARCH_TOOL = "memory_search"
@@ -541,3 +542,16 @@ def _parse_arguments(args: str | Mapping[str, Any] | None) -> Mapping[str, Any] 
         if isinstance(value, dict):
             return value
     return "arguments must be a JSON object"
+
+
+def reading_tools(memory: MemoryTools, *, session_key: str | None = None) -> list[Tool]:
+    """The reading tools ``memory`` offers (``memory_search``, ``memory_get``) as tools the dispatcher
+    runs like every other; each answers the JSON the memory tools give."""
+
+    async def call(name: str, /, **args: Any) -> str:
+        return str(await memory.acall(name, args, session_key=session_key))
+
+    return [
+        Tool(fn["name"], fn.get("description", ""), fn["parameters"], functools.partial(call, fn["name"]))
+        for fn in (schema["function"] for schema in memory.schemas())
+    ]
