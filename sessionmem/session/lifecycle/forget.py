@@ -45,9 +45,11 @@ import orjson
 
 from sessionmem.errors import UsageError
 from sessionmem.memory.mentions import Mention, MentionFinder
+from sessionmem.memory.session_memory import ForgettableMemory
 from sessionmem.memory.store.erase import IndexErasure
 from sessionmem.memory.sync.sources import NotMarkdownError, list_memory_files, read_markdown
 from sessionmem.memory.tools.history import history_folder
+from sessionmem.memory.tools.writing import WRITTEN_TEXT_ARGUMENT
 from sessionmem.privacy import classify_key
 from sessionmem.safefs import remove_tree_under
 from sessionmem.session.lifecycle.person import Person, parse_person
@@ -59,7 +61,6 @@ from sessionmem.session.stores.backend import (
     SessionBackend,
 )
 from sessionmem.session.stores.transcript import message_from_dict
-from sessionmem.session.turn.toolset import WRITTEN_TEXT_ARGUMENT
 
 CORRUPT_MARK = ".corrupt-"  # copies kept aside by the stores and the index (``<file>.corrupt-<time>``)
 
@@ -70,7 +71,7 @@ class Places:
 
     store: SessionBackend
     workspace: Path
-    memory_index: Any = None  # a MemoryIndex, or None (then no index is touched)
+    memory_index: ForgettableMemory | None = None  # a MemoryIndex, or None (then no index is touched)
     extra_paths: tuple[str, ...] = ()
 
 
@@ -269,7 +270,7 @@ def kept_aside(places: Places) -> tuple[str, ...]:
     sessions_dir = places.store.sessions_dir
     if sessions_dir is not None:
         folders[Path(sessions_dir)] = ""
-    index_path = getattr(places.memory_index, "path", None)
+    index_path = places.memory_index.path if places.memory_index is not None else None
     if isinstance(index_path, Path):
         folders.setdefault(index_path.parent, index_path.name)
     found: list[str] = []
@@ -352,7 +353,7 @@ async def forget(
     store: SessionBackend,
     workspace: Path | str,
     agent_id: str,
-    memory_index: Any = None,
+    memory_index: ForgettableMemory | None = None,
     extra_paths: Sequence[str] = (),
     names: Sequence[str] = (),
     dry_run: bool = False,

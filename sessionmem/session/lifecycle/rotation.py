@@ -41,12 +41,12 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from sessionmem.clock import user_zone
 from sessionmem.config import ResetConfig
 from sessionmem.messages import now_ms
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.turn.announce import emit, emit_hook
 from sessionmem.session.turn.events import MemoryWriteEvent, NewSessionEvent
-from sessionmem.session.turn.flush import user_zone
 from sessionmem.session.turn.gate import compact_through_gate
 from sessionmem.session.turn.state import SessionState
 
@@ -237,9 +237,7 @@ async def rotate(
     # A new memory file, or an archive (searched as sessions/<file>.reset.<ts> once the index moves the
     # old transcript's rows to it): either way the memory index is due for a sync.
     if (memory_file is not None or archived is not None) and runner.memory_index is not None:
-        mark_dirty = getattr(runner.memory_index, "mark_dirty", None)
-        if callable(mark_dirty):
-            mark_dirty()
+        runner.memory_index.mark_dirty()
 
     ended = await emit_hook(
         state,

@@ -152,10 +152,9 @@ def append_message(state: SessionState, message: Message, turn: ModelTurn | None
         unsaved = bool(state.tools.flush_write_failures)  # its cycle (DESIGN 16), and whether a write
         meta.setdefault("provenance", flush_provenance(state.flushing, write_failed=unsaved))  # failed
     entry_id = state.transcript.append_message(message, **meta)
-    notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
-    path = state.transcript.path
-    if callable(notify) and path is not None:  # cheap: the index decides later (debounced) if it grew enough
-        notify(path)
+    index, path = state.runner.memory_index, state.transcript.path
+    if index is not None and path is not None:  # cheap: the index decides later (debounced) if it grew enough
+        index.notify_transcript_appended(path)
     state.context.append((entry_id, message))
     if turn is not None:
         turn.messages.append(message)
