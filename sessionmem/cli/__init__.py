@@ -15,7 +15,7 @@ Adding a command (e.g. ``chat``):
        @click.command()
        @click.pass_context
        def chat(ctx: click.Context) -> None:
-           app = resolved(ctx)  # sessionmem.cli.root.Context: config, agent, workspace, state_dir, env
+           app = resolved(ctx)  # sessionmem.context.Context: config, agent, workspace, state_dir, env
 
    Raise ``sessionmem.errors`` exceptions freely: the group turns ``ConfigError`` into exit status 2
    and any other ``SessionMemError`` into exit status 1, with the message on stderr, no traceback.
@@ -30,7 +30,7 @@ from typing import Any
 
 import click
 
-from sessionmem.cli.root import GlobalOptions
+from sessionmem.context import GlobalOptions
 
 __all__ = ["COMMANDS", "LazyGroup", "cli", "main"]
 

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
-from sessionmem.cli.root import Context
-from sessionmem.memory.types import SearchRequest
+from sessionmem.context import Context
+from sessionmem.memory.search.records import SearchRequest
 
 if TYPE_CHECKING:
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex, SyncReport
 
 MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
@@ -78,14 +78,14 @@ def memory() -> None:
 
 def _selection(app: Context) -> EmbedderSelection:
     """Choose the embedding provider here, from the resolved environment (not ``os.environ``)."""
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
 
     settings = app.agent.memory_search
     try:
-        from sessionmem.memory.embed import select_embedder
+        from sessionmem.memory.embed.choice import select_embedder
     except ModuleNotFoundError as exc:
         # Only a missing providers module degrades to FTS-only; any other import error is a bug to show.
-        if not (exc.name or "").startswith("sessionmem.memory.embed"):
+        if not (exc.name or "").startswith("sessionmem.memory.embed.choice"):
             raise
         return EmbedderSelection(None, settings.provider, reason=f"embedding providers unavailable ({exc})")
     selection: EmbedderSelection = select_embedder(settings, app.env)
@@ -319,8 +319,8 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
       sessionmem memory get memory/2024-01-05.md --from 12 --lines 8
     """
     from sessionmem.errors import MemoryPathError
-    from sessionmem.memory.paths import resolve_memory_target
-    from sessionmem.memory.tools import handle_memory_get
+    from sessionmem.memory.tools.paths import resolve_memory_target
+    from sessionmem.memory.tools.reading import handle_memory_get
 
     app = output.resolved(ctx)
     settings = app.agent.memory_search
@@ -351,7 +351,7 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
             )
     click.echo(text, nl=not text.endswith("\n"))
     if answer.get("truncated"):
-        from sessionmem.memory.tools import GET_MAX_CHARS, GET_MAX_LINES
+        from sessionmem.memory.tools.reading import GET_MAX_CHARS, GET_MAX_LINES
 
         click.echo(
             f"(output capped at {GET_MAX_LINES} lines and {GET_MAX_CHARS:,} characters; read on with: "
@@ -416,7 +416,7 @@ def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> N
       sessionmem --agent work memory status --deep --json
     """
     from sessionmem.errors import EmbedderUnavailable
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
 
     app = output.resolved(ctx)
     provider_error: str | None = None

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionmem.cli.root import Context, GlobalOptions, resolve
+from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import ConfigError, SessionMemError
-from sessionmem.memory.calibration import Z_SCALE
+from sessionmem.memory.search.calibration import Z_SCALE
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import IndexStatus, SyncReport
-    from sessionmem.memory.types import SearchResponse, SearchResult
+    from sessionmem.memory.search.records import SearchResponse, SearchResult
 
 Progress = Callable[[int, int], None]
 

@@ -5,7 +5,7 @@
 names; ``import --from SPEC`` copies every session of SPEC into the configured store. SPEC is written
 as ``session.store`` is (a sessions.json path, a ``*.sqlite`` path or ``sqlite:///<path>``, ``sqlite``
 for the default folder; ``~`` and ``{agentId}`` expanded). Entries are copied field for field and
-transcripts line for line (:mod:`sessionmem.session.copy`).
+transcripts line for line (:mod:`sessionmem.session.stores.copy`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import click
 
 from sessionmem.cli.output import echo_json, progress_bar, resolved
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 from sessionmem.errors import UsageError
-from sessionmem.session.copy import copy_sessions
-from sessionmem.session.stores import open_session_store, parse_store_spec
+from sessionmem.session.stores.copy import copy_sessions
+from sessionmem.session.stores.opening import open_session_store, parse_store_spec
 
 
 @click.group()
