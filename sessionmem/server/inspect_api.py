@@ -40,10 +40,10 @@ from sessionmem.errors import (
     TurnLockTimeout,
     UsageError,
 )
+from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS
 from sessionmem.server.agents import ServedAgents
 
 PAGE_FOLDER = Path(__file__).resolve().parent / "inspector"
-MAX_QUERY_CHARS = 4_000  # the search's own bound (sessionmem.memory.search.query_bounds); longer is refused here
 MAX_RESULTS = 50
 MAX_LINE = 100_000_000
 
@@ -165,7 +165,6 @@ class _Api:
         return {"agentId": agent_id, "deleted": key, **report.to_json()}
 
     async def search(self, request: Request) -> dict[str, Any]:
-        from sessionmem.cli.output import response_json
         from sessionmem.memory.search.records import SearchRequest
         from sessionmem.session.overview import page_of
 
@@ -182,7 +181,7 @@ class _Api:
             raise UsageError(f"memory search is off for agent {agent_id!r} (memorySearch.enabled)")
         wanted = SearchRequest(query=query, max_results=min(limit, MAX_RESULTS), explain=True)
         response = await asyncio.to_thread(index.search, wanted)
-        return {"agentId": agent_id, "query": query, **response_json(response)}
+        return {"agentId": agent_id, "query": query, **response.to_json()}
 
     async def files(self, request: Request) -> dict[str, Any]:
         from sessionmem.memory.sync.sources import list_memory_files

@@ -32,14 +32,14 @@ import orjson
 from sessionmem.config import AgentConfig
 from sessionmem.errors import SessionNotFound, UsageError
 from sessionmem.memory.sync.transcript_names import ARCHIVE_MARKERS
+from sessionmem.session.lifecycle.forget import erasable
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import KeptTranscript, SessionBackend
 from sessionmem.session.stores.entry import SessionEntry
-from sessionmem.session.turn.flush import cycle_flushed, window_budget
-from sessionmem.session.lifecycle.forget import erasable
-from sessionmem.session.turn.projection import resolve_context_window, session_window
-from sessionmem.session.timeline import HistoryPart, build_timeline, shown_entry
 from sessionmem.session.stores.transcript import entry_from_dict
+from sessionmem.session.timeline import HistoryPart, build_timeline, shown_entry
+from sessionmem.session.turn.flush import cycle_flushed, window_budget
+from sessionmem.session.turn.projection import resolve_context_window, session_window
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200

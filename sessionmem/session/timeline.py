@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessionmem.memory.tools.writing import WRITTEN_TEXT_ARGUMENT
 from sessionmem.messages import Message, flush_cycle, flush_write_failed, written_in_a_flush
-from sessionmem.session.turn.toolset import WRITTEN_TEXT_ARGUMENT
 from sessionmem.session.stores.transcript import Entry, message_from_dict
 
 MAX_TEXT_CHARS = 4_000  # a message's text, a tool call's argument, as shown (the file keeps it whole)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessionmem.session.stores.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.support.browser import chromium, require_browser, wait_for
 from tests.support.inspect_app import FLUSH_FACT, KEY, TURNS, drive, make_app, served_agents, serving
 
