@@ -40,7 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("sessionmem.cli.chat:chat", "Chat with an agent through the session runner."),
     "demo": ("sessionmem.cli.demo:demo", "Run a scripted demonstration conversation."),
     "replay": ("sessionmem.cli.replay:replay", "Replay a recorded transcript through the runner."),
-    "sessions": ("sessionmem.cli.sessions:sessions", "Move the agent's sessions between store backends."),
+    "sessions": (
+        "sessionmem.cli.sessions:sessions",
+        "List, show, delete sessions; move them between store backends.",
+    ),
     "mcp": ("sessionmem.cli.mcp:mcp", "Serve the agent's memory over MCP (stdio, or --http PORT)."),
     "forget": ("sessionmem.cli.forget:forget", "Remove everything the agent keeps of a chat or a person."),
 }

@@ -192,7 +192,7 @@ def search(
         # Answer before leaving the block: close() waits for the background sync a search on a dirty
         # index starts, and the answer must not wait for it (click.echo flushes each write).
         if as_json:
-            output.echo_json(output.response_json(response))
+            output.echo_json(response.to_json())
             return
         for warning in response.warnings:
             output.echo_err(f"warning: {warning}")
@@ -281,7 +281,7 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> tuple[
         request_id: Any = None
         try:
             request, request_id = parse_batch_line(raw, defaults)
-            answer = output.response_json(index.search(request))
+            answer = index.search(request).to_json()
         except Exception as exc:
             # Malformed lines (ValueError) and failing searches (SessionMemError) say what went wrong;
             # anything else is named by its type. Either way the next line is still answered.

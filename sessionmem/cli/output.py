@@ -160,26 +160,6 @@ def echo_err(message: str) -> None:
 # ---------------------------------------------------------------------------- search results
 
 
-def response_json(response: SearchResponse) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "results": [result.to_json() for result in response.results],
-        "provider": response.provider,
-        "model": response.model,
-        "mode": response.mode,
-    }
-    if response.fallback:
-        out["fallback"] = dict(response.fallback)
-    if response.warnings:
-        out["warnings"] = list(response.warnings)
-    if response.held_back is not None:
-        out["heldBack"] = response.held_back.to_json()
-    if response.calibration is not None:
-        out["calibration"] = dict(response.calibration)
-    if response.query_cut is not None:
-        out["queryCut"] = response.query_cut.to_json()
-    return out
-
-
 def format_response(response: SearchResponse, *, explain: bool = False) -> str:
     """Human output: per result a header line, the snippet, a blank line; or ``No matches.`` (saying
     what was held back under the floor, if anything was)."""
