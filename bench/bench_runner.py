@@ -175,6 +175,7 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=3, help="fresh sessions per history size (default 3)")
     args = p.parse_args()
     turns, sessions = (5, 1) if args.quick else (args.turns, args.sessions)
+    appends = 50 if args.smoke else 500 if args.quick else 5_000
     header("Session runner overhead (bench_runner.py)", args)
     from sessionmem.tokens import configure_litellm_environment
 
@@ -190,9 +191,7 @@ def main() -> None:
                 prof = profile if history == HISTORIES[-1] else None
                 samples += asyncio.run(measure(history, turns, tmp / f"h{history}-s{s}", prof))
             results[history] = samples
-        appends = [
-            (size, *append_throughput(tmp, 500 if args.quick else 5_000, size)) for size in (200, 4_000)
-        ]
+        appends = [(size, *append_throughput(tmp, appends, size)) for size in (200, 4_000)]
 
     print(
         f"Each history size: {sessions} fresh session(s) grown through the runner to the size, one "
