@@ -189,7 +189,8 @@ def measure(dsn: str, sessions: int, turns: int, root: Path) -> list[TurnCost]:
     from sessionmem.session.stores.postgres_transcript import PostgresTranscript
     from sessionmem.session.stores.sessions_postgres import PgTurnLock, PostgresSessionStore
 
-    dsn = make_conninfo(dsn, application_name=APPLICATION)
+    # A URL still (the store takes postgresql:// URLs only), naming this process to the observer below.
+    dsn = f"{dsn}{'&' if '?' in dsn else '?'}application_name={APPLICATION}"
     workspace = root / "workspace"
     (workspace / "memory").mkdir(parents=True, exist_ok=True)
     store = PostgresSessionStore.connect(dsn, agent_id="main")
