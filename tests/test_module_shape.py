@@ -104,6 +104,7 @@ def test_no_import_circle_anywhere_in_the_package() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "sessionmem.errors",
+        "sessionmem.clock",
         "sessionmem.messages",
         "sessionmem.tokens",
         "sessionmem.pathnames",
@@ -115,6 +116,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "sessionmem.model.reasoning",
         "sessionmem.model.noreply",
         "sessionmem.hooks",
+        "sessionmem.lazy",
     ),
     ("sessionmem.tools", "sessionmem.model"),
     ("sessionmem.memory.embed",),

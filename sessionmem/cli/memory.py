@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
-from sessionmem.context import Context
-from sessionmem.memory.search.records import SearchRequest
 
 if TYPE_CHECKING:
+    from sessionmem.context import Context
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex, SyncReport
+    from sessionmem.memory.search.records import SearchRequest
 
 MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
 
@@ -167,6 +167,8 @@ def search(
       sessionmem memory search deploy --after 2024-03-01 --before 2024-03-31 --json
       echo '{"query": "cutover", "maxResults": 3}' | sessionmem memory search --batch
     """
+    from sessionmem.memory.search.records import SearchRequest
+
     if after and before and after > before:
         raise click.BadParameter(f"--after {after} is later than --before {before}", param_hint="'--after'")
     defaults = SearchRequest(
@@ -192,7 +194,7 @@ def search(
         # Answer before leaving the block: close() waits for the background sync a search on a dirty
         # index starts, and the answer must not wait for it (click.echo flushes each write).
         if as_json:
-            output.echo_json(output.response_json(response))
+            output.echo_json(response.to_json())
             return
         for warning in response.warnings:
             output.echo_err(f"warning: {warning}")
@@ -210,6 +212,8 @@ def parse_batch_line(text: str, defaults: SearchRequest) -> tuple[SearchRequest,
     Raises ``ValueError`` with a message naming the problem; the caller reports it on that line.
     """
     import json
+
+    from sessionmem.memory.search.records import SearchRequest
 
     try:
         data = json.loads(text)
@@ -281,7 +285,7 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> tuple[
         request_id: Any = None
         try:
             request, request_id = parse_batch_line(raw, defaults)
-            answer = output.response_json(index.search(request))
+            answer = index.search(request).to_json()
         except Exception as exc:
             # Malformed lines (ValueError) and failing searches (SessionMemError) say what went wrong;
             # anything else is named by its type. Either way the next line is still answered.

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import ConfigError, SessionMemError
-from sessionmem.memory.search.calibration import Z_SCALE
 
 if TYPE_CHECKING:
+    from sessionmem.context import Context
     from sessionmem.memory.index import IndexStatus, SyncReport
     from sessionmem.memory.search.records import SearchResponse, SearchResult
 
@@ -59,7 +58,12 @@ def translate_errors() -> Iterator[None]:
 
 
 def resolved(ctx: click.Context) -> Context:
-    """The composition root's :class:`Context` for this invocation (resolved once, then cached)."""
+    """The composition root's :class:`Context` for this invocation (resolved once, then cached).
+
+    The composition root is imported here, on first use: it brings the config models and pydantic,
+    which ``--help`` and the group's error handling must not pay for."""
+    from sessionmem.context import Context, GlobalOptions, resolve
+
     root = ctx.find_root()
     cached = root.meta.get("sessionmem.context")
     if isinstance(cached, Context):
@@ -73,6 +77,8 @@ def resolved(ctx: click.Context) -> Context:
 def explicit_state_dir(ctx: click.Context) -> Path | None:
     """The state folder when the global ``--state-dir`` names one, else None (the scripted runs then keep
     their state beside their workspace, away from the user's own agent in ``~/.sessionmem``)."""
+    from sessionmem.context import GlobalOptions
+
     root = ctx.find_root()
     options = root.obj if isinstance(root.obj, GlobalOptions) else GlobalOptions()
     return resolved(ctx).state_dir if options.state_dir else None
@@ -160,26 +166,6 @@ def echo_err(message: str) -> None:
 # ---------------------------------------------------------------------------- search results
 
 
-def response_json(response: SearchResponse) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "results": [result.to_json() for result in response.results],
-        "provider": response.provider,
-        "model": response.model,
-        "mode": response.mode,
-    }
-    if response.fallback:
-        out["fallback"] = dict(response.fallback)
-    if response.warnings:
-        out["warnings"] = list(response.warnings)
-    if response.held_back is not None:
-        out["heldBack"] = response.held_back.to_json()
-    if response.calibration is not None:
-        out["calibration"] = dict(response.calibration)
-    if response.query_cut is not None:
-        out["queryCut"] = response.query_cut.to_json()
-    return out
-
-
 def format_response(response: SearchResponse, *, explain: bool = False) -> str:
     """Human output: per result a header line, the snippet, a blank line; or ``No matches.`` (saying
     what was held back under the floor, if anything was)."""
@@ -195,6 +181,8 @@ def format_response(response: SearchResponse, *, explain: bool = False) -> str:
 
 def format_calibration(cal: dict[str, Any]) -> str:
     """How raw cosines became vector scores (``--explain``)."""
+    from sessionmem.memory.search.calibration import Z_SCALE
+
     return (
         f"vector scores: cosine calibrated for {cal['model']} on this index: unrelated questions score "
         f"{cal['centre']:.3f} +/- {cal['spread']:.3f} (over {cal['vectors']} chunks); "

@@ -1,4 +1,5 @@
-"""``sessionmem sessions``: move the agent's sessions between store backends.
+"""``sessionmem sessions``: move the agent's sessions between store backends (``list``, ``show`` and
+``delete`` are in :mod:`sessionmem.cli.session_view`).
 
 ``export --to SPEC`` copies every session of the configured store (``session.store``) to the store SPEC
 names; ``import --from SPEC`` copies every session of SPEC into the configured store. SPEC is written
@@ -20,10 +21,14 @@ from sessionmem.session.stores.opening import open_session_store, parse_store_sp
 
 @click.group()
 def sessions() -> None:
-    """Move the agent's sessions (entries and transcripts) between store backends.
+    """List, show and delete the agent's sessions; move them (entries and transcripts) between store
+    backends.
 
     \b
     Examples:
+      sessionmem sessions list --filter telegram
+      sessionmem sessions show agent:main:main
+      sessionmem sessions delete agent:main:telegram:direct:42
       sessionmem sessions export --to ~/.sessionmem/agents/main/sessions/sessions.sqlite
       sessionmem sessions import --from /backup/agents/main/sessions/sessions.json
     """
@@ -83,3 +88,11 @@ def _copy(
         f"Copied {report.sessions} session(s) ({report.transcript_lines} transcript lines) "
         f"from {shown_from} to {shown_to}"
     )
+
+
+# list, show and delete: the management API's views (sessionmem.cli.session_view)
+from sessionmem.cli.session_view import delete, list_, show  # noqa: E402
+
+sessions.add_command(list_)
+sessions.add_command(show)
+sessions.add_command(delete)

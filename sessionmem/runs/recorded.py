@@ -32,10 +32,11 @@ from sessionmem.config import camel_case
 from sessionmem.errors import TranscriptError
 from sessionmem.messages import Message, ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
-from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_aware, flush_write_target
 from sessionmem.runs.common import Record, RecordSink, small_window_config
 from sessionmem.safefs import make_private_dirs
-from sessionmem.session.stores.transcript import message_from_dict, read_entries
+from sessionmem.session.stores.transcript import message_from_dict
+from sessionmem.session.stores.transcript_folder import read_entries
 from sessionmem.session.turn.events import Event, event_record
 from sessionmem.tools.define import Tool, ToolError
 
@@ -144,17 +145,18 @@ class ReplayAgent:
         self.current: deque[Message] = deque()
         self.saved: set[str] = set()
         self._users = {t.user for t in turns}
+        self._route = flush_aware(self.reply, flush=self.flush, summary=self.summary, slug=slug)
 
     def start_turn(self, index: int) -> None:
         self.current = deque(self.turns[index].replies)
 
     def __call__(self, request: ModelRequest) -> Any:
-        if request.purpose == "flush":
-            return self.flush(request)
-        if request.purpose == "compaction":
-            return self.summary(request)
-        if request.purpose == "slug":
-            return self.slug
+        """:func:`~sessionmem.model.scripted.flush_aware` routes by purpose: the flush, the summary and the
+        ``/new`` file's name here, the user's turns to :meth:`reply`."""
+        return self._route(request)
+
+    def reply(self, request: ModelRequest) -> Any:
+        """The next recorded reply of the current turn."""
         return self.current.popleft() if self.current else NO_MORE_REPLIES
 
     def statements(self, messages: Iterable[Message]) -> list[str]:

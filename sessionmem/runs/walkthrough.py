@@ -31,7 +31,7 @@ from typing import Any
 from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
-from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_write_target
+from sessionmem.model.scripted import NO_REPLY, ScriptedModel, flush_aware, flush_write_target
 from sessionmem.runs.common import Record, RecordSink, small_window_config
 from sessionmem.safefs import make_private_dirs
 from sessionmem.session.turn.events import Event, event_record
@@ -203,21 +203,21 @@ SCRIPT: tuple[Line, ...] = (
 
 
 class DemoAgent:
-    """The scripted model's responder. It routes on ``request.purpose`` like a real assistant would act."""
+    """The scripted model's responder: it acts on each request as a careful assistant would."""
 
     def __init__(self, script: Iterable[Line] = SCRIPT) -> None:
         self.script = tuple(script)
         self._by_user = {line.user: line for line in self.script}
         self.saved: list[str] = []  # fact lines already appended to memory by a flush
         self.turn_calls = 0  # "turn" requests seen; the driver reads it to tell before from after
+        self._route = flush_aware(self.turn, flush=self.flush, summary=self.summary, slug=SLUG)
 
     def __call__(self, request: ModelRequest) -> Any:
-        if request.purpose == "flush":
-            return self.flush(request)
-        if request.purpose == "compaction":
-            return self.summary(request)
-        if request.purpose == "slug":
-            return SLUG
+        """:func:`~sessionmem.model.scripted.flush_aware` routes by purpose: the flush, the summary and the
+        ``/new`` file's name here, the user's turns to :meth:`turn`."""
+        return self._route(request)
+
+    def turn(self, request: ModelRequest) -> Any:
         self.turn_calls += 1
         return self.answer(request)
 

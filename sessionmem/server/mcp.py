@@ -69,8 +69,8 @@ class MemoryServerTools:
     async def call(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """Run one tool through the runner's dispatcher: ``(result text, is_error)``; a reading tool's
         JSON that carries ``error`` is an error too. Never raises for the tool's own failures."""
+        from sessionmem.memory.tools.reading import reading_tools
         from sessionmem.messages import ToolCall
-        from sessionmem.session.turn.toolset import reading_tools
         from sessionmem.tools.define import dispatch, tool_map
 
         tools = tool_map([*reading_tools(self.memory), *self.writes])
@@ -195,7 +195,7 @@ def write_tools(
     workspace: Path, *, timezone_name: str | None, on_write: Callable[[str, str, int], None]
 ) -> list[Tool]:
     """The runner's everyday write tools over ``workspace`` (no second copy of their rules)."""
-    from sessionmem.session.turn.toolset import MemoryWriter, memory_write_tools
+    from sessionmem.memory.tools.writing import MemoryWriter, memory_write_tools
 
     return memory_write_tools(MemoryWriter(workspace, timezone_name=timezone_name, on_write=on_write))
 

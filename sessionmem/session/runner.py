@@ -54,8 +54,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sessionmem.clock import user_zone
 from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
+from sessionmem.memory.session_memory import SessionMemory
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
@@ -68,7 +70,6 @@ from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
 from sessionmem.session.turn.announce import announce_created, emit
 from sessionmem.session.turn.events import CompactionResult, EventCallback, TurnEvent, TurnResult
-from sessionmem.session.turn.flush import user_zone
 from sessionmem.session.turn.gate import compact_through_gate, drive_turn
 from sessionmem.session.turn.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.turn.state import SessionState
@@ -97,7 +98,7 @@ class SessionRunner:
         state_dir: Path | str,
         tools: Iterable[Tool] = (),
         on_event: EventCallback | None = None,
-        memory_index: Any = None,
+        memory_index: SessionMemory | None = None,
         heartbeat: bool = False,
         system_prompt: str = "",
         hooks: HookRegistry | None = None,
@@ -167,11 +168,10 @@ class SessionRunner:
         return self.in_memory.keys()
 
     async def forget(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
-        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on
-        every channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
+        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on every
+        channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
         (:mod:`sessionmem.session.lifecycle.forget`, which says what stays and is listed). Their sessions are
-        held
-        meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
+        held meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
         theirs starts a new session. ``dry_run``: only say what would go. A gateway's
         ``DELETE /api/sessions/{key}``."""
         from sessionmem.session.lifecycle.forget import forget
@@ -209,9 +209,7 @@ class SessionRunner:
         index = self.memory_index
         if index is None:
             return
-        settle = getattr(index, "close" if self.close_index else "wait_idle", None)
-        if callable(settle):
-            await asyncio.to_thread(settle)
+        await asyncio.to_thread(index.close if self.close_index else index.wait_idle)
 
     def close(self) -> None:
         """Blocking :meth:`aclose`; refuses to run inside an event loop (use ``await runner.aclose()``)."""
@@ -263,9 +261,9 @@ class SessionRunner:
         # Trigger: session.store moves the transcripts, and the memory index was opened without
         # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
         # runner's conversations. Outcome: a warning saying what to pass.
-        found = getattr(self.memory_index, "sessions_dir", None)
-        if not isinstance(found, (str, os.PathLike)) or not indexes_sessions:
+        if self.memory_index is None or not indexes_sessions:
             return
+        found = self.memory_index.sessions_dir
         if ours is not None and os.path.realpath(found) != os.path.realpath(ours):
             log.warning(
                 "the memory index reads transcripts from %s but this runner writes them to %s "

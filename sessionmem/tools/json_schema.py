@@ -72,7 +72,19 @@ class ToolSchemaError(UsageError):
 
 
 class ArgumentError(ValueError):
-    """The model's arguments do not fit the function's types (sent back to the model as a tool error)."""
+    """The model's arguments do not fit the function's types (sent back to the model as a tool error).
+
+    ``argument``: the argument at fault, when one is (:meth:`about` names it in the message too), so a
+    handler can tell the model which one to fix."""
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+    @classmethod
+    def about(cls, argument: str, problem: str) -> ArgumentError:
+        """``invalid argument '<argument>': <problem>``."""
+        return cls(f"invalid argument '{argument}': {problem}", argument=argument)
 
 
 @dataclass(frozen=True, slots=True)

@@ -619,7 +619,7 @@ def test_index_reports_transcripts_renamed_by_new(runner: CliRunner, notes: Path
     from datetime import UTC, datetime
 
     from sessionmem.messages import Message
-    from sessionmem.session.stores.transcript import Transcript, archive_name
+    from sessionmem.session.stores.transcript_folder import Transcript, archive_name
 
     isolated_env.mkdir(parents=True, exist_ok=True)
     (isolated_env / "config.json5").write_text(

@@ -19,7 +19,7 @@ from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.sync.session_text import flatten_line
 from sessionmem.messages import Message
-from sessionmem.session.stores.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
 from tests.memory.stores import SQLITE, StoreUnderTest, rows
 
 FTS_ONLY = EmbedderSelection(None, "none", reason="no provider in tests")

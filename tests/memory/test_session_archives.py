@@ -23,7 +23,7 @@ from sessionmem.messages import Message
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware, last_user_text
 from sessionmem.session.runner import Session, SessionRunner
-from sessionmem.session.stores.transcript import archive_name
+from sessionmem.session.stores.transcript_folder import archive_name
 from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import (
     HashEmbedder,

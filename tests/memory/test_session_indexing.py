@@ -21,7 +21,7 @@ from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.lifecycle.archive import memory_body, recent_content
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.stores.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import (
     HashEmbedder,

@@ -19,7 +19,7 @@ from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.records import SearchRequest, VectorPath
 from sessionmem.messages import Message
 from sessionmem.privacy import EVERYTHING, reader_visibility
-from sessionmem.session.stores.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
 from tests.memory.stores import SQLITE, StoreUnderTest, open_store, rows
 from tests.memory.support import FTS_ONLY
 

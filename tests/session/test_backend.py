@@ -26,13 +26,8 @@ from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.sessions_json import SessionStore
-from sessionmem.session.stores.transcript import (
-    Entry,
-    context_from_entries,
-    entry_from_dict,
-    message_to_dict,
-    read_entries,
-)
+from sessionmem.session.stores.transcript import Entry, context_from_entries, entry_from_dict, message_to_dict
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.scenarios.harness import make_runner, small_config
 
 KEY = "agent:main:main"

@@ -17,7 +17,7 @@ from sessionmem.hooks import HOOK_NAMES, HookEvent, HookRegistry, load_hooks
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.lifecycle.rotation import daily_boundary, rotated_entry, stale_reason_at
 from sessionmem.session.stores.sessions_json import SessionEntry
-from sessionmem.session.stores.transcript import archive_name
+from sessionmem.session.stores.transcript_folder import archive_name
 from sessionmem.session.turn.events import CompactionEvent, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from tests.scenarios.harness import FLUSH_MARKER, make_runner, small_config, store_entry, transcript_lines
 

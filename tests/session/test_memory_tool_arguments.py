@@ -12,16 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from sessionmem.memory.tools.reading import MemoryTools
+from sessionmem.memory.tools.reading import MemoryTools, reading_tools
+from sessionmem.memory.tools.writing import MemoryWriter, flush_write_tools, memory_write_tools, read_tool
 from sessionmem.messages import ToolCall
 from sessionmem.server.mcp import MemoryServerTools
-from sessionmem.session.turn.toolset import (
-    MemoryWriter,
-    flush_write_tools,
-    memory_write_tools,
-    read_tool,
-    reading_tools,
-)
 from sessionmem.tools.define import Tool, dispatch, tool, tool_map
 
 LONE = "\ud800"

@@ -15,8 +15,8 @@ from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.tools.history import HISTORY_DIR, versions
 from sessionmem.memory.tools.reading import handle_memory_get
+from sessionmem.memory.tools.writing import MemoryWriter, flush_write_tools, memory_write_tools, read_tool
 from sessionmem.messages import ToolCall
-from sessionmem.session.turn.toolset import MemoryWriter, flush_write_tools, memory_write_tools, read_tool
 from sessionmem.tools.define import dispatch, tool_map
 
 

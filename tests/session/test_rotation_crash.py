@@ -26,7 +26,7 @@ from sessionmem.session.runner import SessionRunner
 from sessionmem.session.stores.backend import TranscriptLog
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.sessions_json import SessionStore
-from sessionmem.session.stores.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.scenarios.harness import make_runner, small_config, store_entry
 
 KEY = "agent:main:main"

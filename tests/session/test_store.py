@@ -23,7 +23,7 @@ from sessionmem.session.stores import keys
 from sessionmem.session.stores import sessions_json as store_module
 from sessionmem.session.stores.recovery import replay_transcript
 from sessionmem.session.stores.sessions_json import SessionEntry, SessionStore, atomic_write_bytes
-from sessionmem.session.stores.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
 from sessionmem.testing import ScriptedModel, flush_aware
 from tests.scenarios.harness import make_runner, small_config, store_entry, transcript_lines
 

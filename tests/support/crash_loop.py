@@ -64,11 +64,7 @@ from sessionmem.noreply import SILENT_REPLY_TOKEN
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.stores.backend import SessionBackend
 from sessionmem.session.stores.opening import open_session_store
-from sessionmem.session.stores.transcript import (
-    context_from_entries,
-    entry_from_dict,
-    message_from_dict,
-)
+from sessionmem.session.stores.transcript import context_from_entries, entry_from_dict, message_from_dict
 
 KEY = "agent:main:main"
 RUNNER_NAMES = "AB"

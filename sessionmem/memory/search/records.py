@@ -155,3 +155,23 @@ class SearchResponse:
     held_back: HeldBack | None = None  # candidates under minScore, when a floor applied and any fell
     calibration: dict[str, Any] | None = None  # with ``explain``: how vector scores were calibrated
     query_cut: QueryCut | None = None  # the query was over its bounds: what was searched of it
+
+    def to_json(self) -> dict[str, Any]:
+        """The response as the CLI's ``--json`` and the inspector's API show it (camelCase keys)."""
+        out: dict[str, Any] = {
+            "results": [result.to_json() for result in self.results],
+            "provider": self.provider,
+            "model": self.model,
+            "mode": self.mode,
+        }
+        if self.fallback:
+            out["fallback"] = dict(self.fallback)
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        if self.held_back is not None:
+            out["heldBack"] = self.held_back.to_json()
+        if self.calibration is not None:
+            out["calibration"] = dict(self.calibration)
+        if self.query_cut is not None:
+            out["queryCut"] = self.query_cut.to_json()
+        return out

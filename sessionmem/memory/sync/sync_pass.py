@@ -30,10 +30,9 @@ index at the new width in a scratch file. A pass never drops or recreates ``chun
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +46,6 @@ from sessionmem.memory.store.meta import (
     stored_width,
     write_json,
 )
-from sessionmem.memory.store.schema import (
-    vec_table_sql,
-)
 from sessionmem.memory.sync.chunk_context import chunk_context, heading_trails, indexed_text
 from sessionmem.memory.sync.chunking import (
     Chunk,
@@ -58,6 +54,8 @@ from sessionmem.memory.sync.chunking import (
     remap_lines,
     split_for_embedding,
 )
+from sessionmem.memory.sync.plan import SourcePlan, SyncReport, plan_source
+from sessionmem.memory.sync.rows import INSERT_CACHE, VectorWidthChanged, chunk_id, ensure_vec_table, to_blob
 from sessionmem.memory.sync.sources import EntryContent, MemoryFile, NotMarkdownError, file_date, named_date
 
 if TYPE_CHECKING:
@@ -71,150 +69,12 @@ EMBED_BATCH = 64  # texts per embed_documents call
 WRITE_BATCH_CHUNKS = 512  # chunks buffered before a batch is embedded and written
 UNREADABLE_HASH = "unreadable"
 
-# Upserts in the form both stores run (``store.py``).
-_INSERT_CACHE = (
-    "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at)"
-    " VALUES (?,?,?,?,?,?,?) ON CONFLICT(provider, model, provider_key, hash) DO UPDATE SET"
-    " embedding = excluded.embedding, dims = excluded.dims, updated_at = excluded.updated_at"
-)
+# Upserts in the form both stores run (``seam.py``).
 _UPSERT_FILE = (
     "INSERT INTO files(path, source, hash, mtime_ns, size, date, audience) VALUES (?,?,?,?,?,?,?)"
     " ON CONFLICT(path) DO UPDATE SET source = excluded.source, hash = excluded.hash,"
     " mtime_ns = excluded.mtime_ns, size = excluded.size, date = excluded.date, audience = excluded.audience"
 )
-
-
-class VectorWidthChanged(EmbeddingError):
-    """The embedder now returns ``new``-dimensional vectors; the index holds ``stored``-dimensional ones.
-
-    Raised by a pass before anything of the new width is written; ``MemoryIndex`` answers it with a
-    full rebuild at the new width (a raise from that rebuild means the width moved again)."""
-
-    def __init__(self, stored: int, new: int, model: str) -> None:
-        super().__init__(
-            f"{model} now returns {new}-dimensional vectors but the index holds {stored}-dimensional ones"
-        )
-        self.new = new
-
-
-@dataclass
-class SyncReport:
-    files_scanned: int = 0
-    files_indexed: int = 0
-    files_deleted: int = 0
-    files_renamed: int = 0  # rows moved to a transcript's archive name (nothing re-read or re-embedded)
-    files_unchanged: int = 0
-    chunks_written: int = 0
-    embedded: int = 0  # texts sent to the embedder
-    cache_hits: int = 0  # chunks whose vector came from the cache or an existing chunk
-    without_vectors: int = 0  # chunks written keyword-only: the embedder gave them no usable vector
-    vectors_filled: int = 0  # chunks stored without a vector that a retry gave one (row kept in place)
-    seconds: float = 0.0
-    issues: list[str] = field(default_factory=list)
-    full: bool = False  # a full rebuild ran
-    reason: str = "manual"
-
-    @property
-    def wrote(self) -> bool:
-        return bool(
-            self.files_indexed
-            or self.files_deleted
-            or self.files_renamed
-            or self.chunks_written
-            or self.vectors_filled
-            or self.full
-        )
-
-
-# ---------------------------------------------------------------------------- schema and meta
-
-
-@dataclass(frozen=True, slots=True)
-class SourcePlan:
-    """What one source needs, decided from ``stat`` alone (DESIGN decision 10)."""
-
-    scanned: int
-    unchanged: int
-    todo: list[tuple[MemoryFile, str | None]]  # (entry, previously indexed hash)
-    gone: set[str]  # indexed paths no longer on disk
-
-    @property
-    def pending(self) -> int:
-        return len(self.todo) + len(self.gone)
-
-
-def plan_source(
-    conn: Any,
-    source: EntrySource,
-    *,
-    retry: Collection[str],
-    full: bool = False,
-    targeted: bool = False,
-) -> SourcePlan:
-    """Compare ``source``'s files (stat only) with the ``files`` table: what to index, what is gone.
-
-    A path in ``retry`` (the files listed under ``VECTOR_ISSUES_KEY``, as the caller read them) is to
-    index even when its stat is unchanged."""
-    entries = source.scan()
-    known = {
-        row[0]: (row[1], row[2], row[3])
-        for row in conn.execute(
-            "SELECT path, hash, mtime_ns, size FROM files WHERE source = ?", (source.name,)
-        )
-    }
-    todo: list[tuple[MemoryFile, str | None]] = []
-    unchanged = 0
-    for entry in entries:
-        old = known.get(entry.rel_path)
-        if (
-            not full
-            and old is not None
-            and old[1] == entry.mtime_ns
-            and old[2] == entry.size
-            and entry.rel_path not in retry
-        ):
-            unchanged += 1
-        else:
-            todo.append((entry, old[0] if old else None))
-    gone = set() if targeted else set(known) - {e.rel_path for e in entries}
-    return SourcePlan(len(entries), unchanged, todo, gone)
-
-
-def ensure_vec_table(conn: Any, dims: int) -> None:
-    """Create ``chunks_vec`` for ``dims`` if missing. A table of other dims cannot be here:
-    ``Indexer.width`` is the vec table's width when there is one (and another width raises
-    :class:`VectorWidthChanged` before anything is written)."""
-    current = conn.vec_dims()
-    assert current is None or current == dims, f"chunks_vec holds {current}-dimensional vectors, not {dims}"
-    if current is None:
-        conn.execute(vec_table_sql(dims))
-
-
-def chunk_id(source: str, path: str, start: int, end: int, text_hash: str, model: str) -> str:
-    return hashlib.sha256(f"{source}:{path}:{start}:{end}:{text_hash}:{model}".encode()).hexdigest()
-
-
-def to_blob(vector: np.ndarray) -> bytes:
-    import numpy as np  # only with an embedder: keyword-only indexing and search never load numpy
-
-    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
-
-
-def prune_cache(conn: Any, max_entries: int | None) -> int:
-    """Delete the oldest cache rows beyond ``max_entries``; returns how many went (``conn``: a store)."""
-    if max_entries is None:
-        return 0
-    (count,) = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()
-    excess = count - max(0, max_entries)
-    if excess <= 0:
-        return 0
-    with conn.atomic():
-        conn.execute(
-            "DELETE FROM embedding_cache WHERE rowid IN "
-            "(SELECT rowid FROM embedding_cache ORDER BY updated_at ASC, rowid ASC LIMIT ?)",
-            (excess,),
-        )
-    return excess
 
 
 # ---------------------------------------------------------------------------- the sync pass
@@ -550,7 +410,7 @@ class Indexer:
             now = int(time.time() * 1000)
             with self.conn.atomic():
                 self.conn.executemany(
-                    _INSERT_CACHE,
+                    INSERT_CACHE,
                     [
                         (embedder.provider, embedder.model, embedder.provider_key, h, b, d, now)
                         for h, b, d in fresh

@@ -17,11 +17,9 @@ import asyncio
 import dataclasses
 import functools
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,10 +34,13 @@ from sessionmem.errors import (
 from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
 from sessionmem.memory.store.seam import database_errors
 from sessionmem.memory.sync.sources import NotMarkdownError, read_markdown
+from sessionmem.memory.tools.arguments import optional_date, optional_int, optional_number, required_str
 from sessionmem.memory.tools.paths import check_visible, resolve_memory_target
 from sessionmem.memory.tools.recall_prompt import memory_recall_section
 from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
+from sessionmem.tools.define import Tool
+from sessionmem.tools.json_schema import ArgumentError
 
 SEARCH_TOOL = "memory_search"
 GET_TOOL = "memory_get"
@@ -57,82 +58,6 @@ class SearchIndex(Protocol):
     """What the search handler needs from an index (``MemoryIndex`` satisfies it)."""
 
     def search(self, request: SearchRequest) -> SearchResponse: ...
-
-
-# -- argument checks (errors name the argument, so the model can fix its call) ---------------------------
-
-_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-class ArgumentError(ValueError):
-    def __init__(self, argument: str, problem: str) -> None:
-        super().__init__(f"invalid argument '{argument}': {problem}")
-        self.argument = argument
-
-
-def required_str(args: Mapping[str, Any], name: str) -> str:
-    value = args.get(name)
-    if value is None:
-        raise ArgumentError(name, "is required")
-    problem = text_problem(value)  # not a string, or a lone surrogate no result could echo back
-    if problem is not None:
-        raise ArgumentError(name, problem)
-    assert isinstance(value, str)
-    if not value.strip():
-        raise ArgumentError(name, "must not be empty")
-    return value.strip()
-
-
-def optional_int(args: Mapping[str, Any], name: str, *, minimum: int | None) -> int | None:
-    """An integer, also from an integral float (5.0) or a digit string ("5"), as models send both."""
-    value = args.get(name)
-    if value is None:
-        return None
-    number: float | int | None = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
-        number = value
-    elif (isinstance(value, float) and math.isfinite(value) and value.is_integer()) or (
-        isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value)
-    ):
-        number = int(value)
-    if number is None:
-        raise ArgumentError(name, f"must be an integer, got {value!r}")
-    if minimum is not None and number < minimum:
-        raise ArgumentError(name, f"must be at least {minimum}, got {number}")
-    return int(number)
-
-
-def optional_number(args: Mapping[str, Any], name: str, *, minimum: float | None) -> float | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    number: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number):
-        raise ArgumentError(name, f"must be a number, got {value!r}")
-    if minimum is not None and number < minimum:
-        raise ArgumentError(name, f"must be at least {minimum:g}, got {number:g}")
-    return number
-
-
-def optional_date(args: Mapping[str, Any], name: str) -> date | None:
-    value = args.get(name)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str) or not _DATE_RE.match(value.strip()):
-        raise ArgumentError(name, f"must be a date as YYYY-MM-DD, got {value!r}")
-    try:
-        return date.fromisoformat(value.strip())
-    except ValueError:
-        raise ArgumentError(name, f"is not a real calendar date: {value!r}") from None
 
 
 # -- schemas ---------------------------------------------------------------------------------------------
@@ -314,14 +239,14 @@ def handle_memory_search(
 
 def _search_request(args: Mapping[str, Any]) -> SearchRequest:
     if not isinstance(args, Mapping):
-        raise ArgumentError("arguments", "must be a JSON object")
+        raise ArgumentError.about("arguments", "must be a JSON object")
     query = required_str(args, "query")
     max_results = optional_int(args, "maxResults", minimum=1)
     min_score = optional_number(args, "minScore", minimum=0.0)
     after = optional_date(args, "after")
     before = optional_date(args, "before")
     if after is not None and before is not None and after > before:
-        raise ArgumentError("after", f"must not be later than before ({after} > {before})")
+        raise ArgumentError.about("after", f"must not be later than before ({after} > {before})")
     return SearchRequest(
         query=query, max_results=max_results, min_score=min_score, after=after, before=before
     )
@@ -364,7 +289,7 @@ def handle_memory_get(
     shown = raw_path if text_problem(raw_path) is None else ""  # echoed back only when it is text
     try:
         if not isinstance(args, Mapping):
-            raise ArgumentError("arguments", "must be a JSON object")
+            raise ArgumentError.about("arguments", "must be a JSON object")
         path = required_str(args, "path")
         start = optional_int(args, "from", minimum=None)
         count = optional_int(args, "lines", minimum=None)
@@ -617,3 +542,16 @@ def _parse_arguments(args: str | Mapping[str, Any] | None) -> Mapping[str, Any] 
         if isinstance(value, dict):
             return value
     return "arguments must be a JSON object"
+
+
+def reading_tools(memory: MemoryTools, *, session_key: str | None = None) -> list[Tool]:
+    """The reading tools ``memory`` offers (``memory_search``, ``memory_get``) as tools the dispatcher
+    runs like every other; each answers the JSON the memory tools give."""
+
+    async def call(name: str, /, **args: Any) -> str:
+        return str(await memory.acall(name, args, session_key=session_key))
+
+    return [
+        Tool(fn["name"], fn.get("description", ""), fn["parameters"], functools.partial(call, fn["name"]))
+        for fn in (schema["function"] for schema in memory.schemas())
+    ]

@@ -2,12 +2,11 @@
 
 What it does (reference §4, with DESIGN decision 6):
 
-1. find the ending session's transcript: where the store keeps it in a database (the event's
-   ``transcript`` has no ``path``), its entries are read through the store seam; else
-   ``event.transcript_path`` (the live file: the runner emits
-   before it archives), else the session entry's ``sessionFile``, else ``<sessionId>.jsonl`` or the
-   newest ``<sessionId>-topic-*.jsonl`` in the sessions folder; when that file yields no messages,
-   the newest ``<file>.reset.*`` archive of it;
+1. find the ending session's transcript: where the store keeps it in a database (the event's ``transcript``
+   has no ``path``), its entries are read through the store seam; else ``event.transcript_path`` (the live
+   file: the runner emits before it archives), else the session entry's ``sessionFile``, else
+   ``<sessionId>.jsonl`` or the newest ``<sessionId>-topic-*.jsonl`` in the sessions folder; when that file
+   yields no messages, the newest ``<file>.reset.*`` archive of it;
 2. keep the last N (15) user/assistant messages, after dropping slash commands, tool and system
    entries and messages relayed from other sessions (filter first, then slice: OpenClaw #2681);
 3. name the file ``<YYYY-MM-DD>-<slug>.md`` with a model-made slug or the UTC ``HHMM``, in the chat's
@@ -34,7 +33,7 @@ from sessionmem.privacy import chat_folder
 from sessionmem.safefs import create_new_under
 from sessionmem.session.lifecycle.slug import as_utc, fallback_slug, generate_slug
 from sessionmem.session.stores.keys import sessions_dir
-from sessionmem.session.stores.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookEvent
@@ -124,9 +123,8 @@ def memory_body(
 
 
 def read_transcript_entries(path: Path) -> list[dict[str, Any]]:
-    """The transcript's entries (:func:`~sessionmem.session.stores.transcript.read_entries`: malformed and
-    torn
-    lines skipped); [] if unreadable (the hook saves what it can)."""
+    """The transcript's entries (:func:`~sessionmem.session.stores.transcript_folder.read_entries`:
+    malformed and torn lines skipped); [] if unreadable (the hook saves what it can)."""
     try:
         return [entry for _, entry in read_entries(path)]
     except TranscriptError:

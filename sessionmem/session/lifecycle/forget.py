@@ -45,9 +45,11 @@ import orjson
 
 from sessionmem.errors import UsageError
 from sessionmem.memory.mentions import Mention, MentionFinder
+from sessionmem.memory.session_memory import ForgettableMemory
 from sessionmem.memory.store.erase import IndexErasure
 from sessionmem.memory.sync.sources import NotMarkdownError, list_memory_files, read_markdown
 from sessionmem.memory.tools.history import history_folder
+from sessionmem.memory.tools.writing import WRITTEN_TEXT_ARGUMENT
 from sessionmem.privacy import classify_key
 from sessionmem.safefs import remove_tree_under
 from sessionmem.session.lifecycle.person import Person, parse_person
@@ -59,7 +61,6 @@ from sessionmem.session.stores.backend import (
     SessionBackend,
 )
 from sessionmem.session.stores.transcript import message_from_dict
-from sessionmem.session.turn.toolset import WRITTEN_TEXT_ARGUMENT
 
 CORRUPT_MARK = ".corrupt-"  # copies kept aside by the stores and the index (``<file>.corrupt-<time>``)
 
@@ -70,7 +71,7 @@ class Places:
 
     store: SessionBackend
     workspace: Path
-    memory_index: Any = None  # a MemoryIndex, or None (then no index is touched)
+    memory_index: ForgettableMemory | None = None  # a MemoryIndex, or None (then no index is touched)
     extra_paths: tuple[str, ...] = ()
 
 
@@ -269,7 +270,7 @@ def kept_aside(places: Places) -> tuple[str, ...]:
     sessions_dir = places.store.sessions_dir
     if sessions_dir is not None:
         folders[Path(sessions_dir)] = ""
-    index_path = getattr(places.memory_index, "path", None)
+    index_path = places.memory_index.path if places.memory_index is not None else None
     if isinstance(index_path, Path):
         folders.setdefault(index_path.parent, index_path.name)
     found: list[str] = []
@@ -352,18 +353,17 @@ async def forget(
     store: SessionBackend,
     workspace: Path | str,
     agent_id: str,
-    memory_index: Any = None,
+    memory_index: ForgettableMemory | None = None,
     extra_paths: Sequence[str] = (),
     names: Sequence[str] = (),
     dry_run: bool = False,
     lock_timeout_s: float = DEFAULT_TURN_LOCK_TIMEOUT_S,
 ) -> ForgetReport:
     """Remove everything of ``who`` (a session key, or a peer id: :mod:`sessionmem.session.lifecycle.person`)
-    that
-    ``store``, ``workspace`` and ``memory_index`` keep (see the module docstring); with ``dry_run``, only
-    say what would go. ``names`` (a person's names, as the owner knows them) and their id are looked for
-    in what stays, which the report lists. Raises :class:`~sessionmem.errors.UsageError` for a malformed
-    ``who``, :class:`~sessionmem.errors.TurnLockTimeout` when one of their sessions stays busy longer than
+    that ``store``, ``workspace`` and ``memory_index`` keep (see the module docstring); with ``dry_run``, only
+    say what would go. ``names`` (a person's names, as the owner knows them) and their id are looked for in
+    what stays, which the report lists. Raises :class:`~sessionmem.errors.UsageError` for a malformed ``who``,
+    :class:`~sessionmem.errors.TurnLockTimeout` when one of their sessions stays busy longer than
     ``lock_timeout_s``. Running it again after a crash finishes the job."""
     person = parse_person(who, agent_id)
     MentionFinder(names)  # bad names are refused before anything is done

@@ -41,6 +41,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from sessionmem.clock import user_zone
 from sessionmem.config import ResetConfig
 from sessionmem.messages import now_ms
 from sessionmem.session.stores.entry import SessionEntry
@@ -52,7 +53,6 @@ from sessionmem.session.turn.events import (
     SessionEndEvent,
     SessionStartEvent,
 )
-from sessionmem.session.turn.flush import user_zone
 from sessionmem.session.turn.gate import compact_through_gate
 from sessionmem.session.turn.state import SessionState
 
@@ -243,9 +243,7 @@ async def rotate(
     # A new memory file, or an archive (searched as sessions/<file>.reset.<ts> once the index moves the
     # old transcript's rows to it): either way the memory index is due for a sync.
     if (memory_file is not None or archived is not None) and runner.memory_index is not None:
-        mark_dirty = getattr(runner.memory_index, "mark_dirty", None)
-        if callable(mark_dirty):
-            mark_dirty()
+        runner.memory_index.mark_dirty()
 
     end = SessionEndEvent(
         session_key=state.key, session_id=previous.session_id, reason=reason, next_session_id=new_id

@@ -28,12 +28,13 @@ Optional capabilities (separate protocols, so the seam itself stays as it is):
 - :class:`ErasableStore` (a backend): every transcript it keeps, and their erasure with the entries, so
   ``forget`` (:mod:`sessionmem.session.lifecycle.forget`) removes a person from the store.
 
-Backends: :class:`~sessionmem.session.stores.sessions_json.SessionStore` (sessions.json and JSONL transcripts
-in one
-sessions folder: OpenClaw's format, the default). Outside implementers write a plain class with these
-methods (the :class:`SessionBackend` protocol); ours derive from :class:`SessionBackendABC`, which adds
-``patch`` and ``in`` on top of them. Methods are synchronous: each is a short read or write, which the
-runner makes inline (an async backend would wrap its client in blocking calls the same way SQLite does).
+Backends (public in :mod:`sessionmem.session`): :class:`~sessionmem.session.stores.sessions_json.SessionStore`
+(sessions.json and JSONL transcripts in one sessions folder: OpenClaw's format, the default),
+:class:`~sessionmem.session.stores.sessions_sqlite.SqliteSessionStore` and
+:class:`~sessionmem.session.stores.sessions_postgres.PostgresSessionStore`. Outside implementers write a plain
+class with these methods (the :class:`SessionBackend` protocol); ours derive from :class:`SessionBackendABC`,
+which adds ``patch`` and ``in`` on top of them. Methods are synchronous: each is a short read or write, which
+the runner makes inline (an async backend would wrap its client in blocking calls the same way SQLite does).
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from sessionmem.errors import UsageError
 from sessionmem.messages import Message, now_ms
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.entry import SessionEntry, aliased_fields
-from sessionmem.session.stores.transcript import Entry
+from sessionmem.session.stores.transcript import Entry, MessageMeta
 
 EntryUpdate = Callable[[SessionEntry | None], SessionEntry | None]
 """``update``'s function: the stored entry (None when the key has none) -> the entry to store (None: no
@@ -83,15 +84,7 @@ class TranscriptLog(Protocol):
         """The file, where the backend keeps transcripts in files (hooks and the memory index read it)."""
         ...
 
-    def append_message(
-        self,
-        msg: Message,
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        stop_reason: str | None = None,
-        provenance: dict[str, Any] | None = None,
-    ) -> str:
+    def append_message(self, msg: Message, **meta: Unpack[MessageMeta]) -> str:
         """Append a ``message`` entry; returns its id."""
         ...
 

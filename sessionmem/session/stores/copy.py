@@ -1,13 +1,11 @@
 """Copying every session of one store to another, whatever their backends (``sessionmem sessions
 export/import``), through the store seam only (:mod:`sessionmem.session.stores.backend`), so a new backend
-gets
-it by implementing the seam and :class:`~sessionmem.session.stores.backend.TranscriptImport`.
+gets it by implementing the seam and :class:`~sessionmem.session.stores.backend.TranscriptImport`.
 
 For each session of the source, in key order: its transcript is read line by line as stored
 (:class:`~sessionmem.session.stores.backend.StoredLines`) and written whole to the target first (the
-transcript
-is the record), then its entry is stored, field for field (``sessionFile`` names the target's file).
-Between two file-keeping backends the transcripts are byte-identical. A target that holds sessions is
+transcript is the record), then its entry is stored, field for field (``sessionFile`` names the target's
+file). Between two file-keeping backends the transcripts are byte-identical. A target that holds sessions is
 refused unless ``force``: then the copied keys are replaced and the target's other sessions stay.
 """
 

@@ -1,12 +1,11 @@
 """A session transcript kept in PostgreSQL: the :class:`~sessionmem.session.stores.backend.TranscriptLog` of
 :class:`~sessionmem.session.stores.sessions_postgres.PostgresSessionStore`.
 
-Each entry is one row of ``sessionmem_transcript_entries``
-(:mod:`sessionmem.session.stores.postgres_schema`): the
-same JSON object the JSONL line holds (built by the same functions of
-:mod:`sessionmem.session.stores.transcript`), appended with one ``INSERT`` (a row is whole or absent: there is
-no torn line to skip), read back in the order of the ``bigserial`` id, whichever host wrote it. The
-header is the transcript's row in ``sessionmem_transcripts``.
+Each entry is one row of ``sessionmem_transcript_entries`` (:mod:`sessionmem.session.stores.postgres_schema`):
+the same JSON object the JSONL line holds (appended by the same
+:class:`~sessionmem.session.stores.transcript.EntryChain`), written with one ``INSERT`` (a row is whole or
+absent: there is no torn line to skip), read back in the order of the ``bigserial`` id, whichever host wrote
+it. The header is the transcript's row in ``sessionmem_transcripts``.
 
 Reading is incremental: :meth:`PostgresTranscript.entries` fetches only the rows after the last one
 it read (rows are never changed or removed). That relies on what the runner guarantees anyway: the
@@ -19,8 +18,7 @@ chain follows the rows' order.
 
 Methods are synchronous (the runner calls them inline); statements go through
 :class:`~sessionmem.session.stores.postgres_connections.Connections` (the turn lock's connection while this
-process
-holds the session's turn).
+process holds the session's turn).
 """
 
 from __future__ import annotations
@@ -38,12 +36,9 @@ from sessionmem.messages import Message
 from sessionmem.session.stores.postgres_connections import Connections
 from sessionmem.session.stores.transcript import (
     Entry,
-    compaction_fields,
+    EntryChain,
     context_from_entries,
     entry_from_dict,
-    message_fields,
-    new_entry,
-    new_entry_id,
     new_header,
 )
 
@@ -59,7 +54,7 @@ def transcript_errors(connections: Connections, session_id: str, what: str) -> A
     )
 
 
-class PostgresTranscript:
+class PostgresTranscript(EntryChain):
     """One session's transcript rows. Open with :meth:`open`."""
 
     def __init__(
@@ -70,13 +65,12 @@ class PostgresTranscript:
         session_id: str,
         header: dict[str, Any],
     ):
+        super().__init__()
         self._connections = connections
         self.agent_id = agent_id
         self.session_key = session_key
         self._session_id = session_id
         self.header = header
-        self._ids: set[str] = set()
-        self._leaf: str | None = None
         # The entries read so far and the id of the last row among them: rows are never changed or
         # removed (archiving marks the transcript), so a later read fetches only the rows after it.
         self._read: list[Entry] = []
@@ -114,16 +108,11 @@ class PostgresTranscript:
         """None: the transcript is rows, not a file (hooks get the transcript object instead)."""
         return None
 
-    @property
-    def leaf_id(self) -> str | None:
-        """Id of the last entry appended or read."""
-        return self._leaf
-
     # --- appending ---
 
-    def _append(self, etype: str, fields: dict[str, Any]) -> str:
-        eid = new_entry_id(self._ids)
-        line = orjson.dumps(new_entry(etype, eid, self._leaf, fields))
+    def write_entry(self, entry: dict[str, Any]) -> None:
+        """One ``INSERT``: the row is whole or absent."""
+        line = orjson.dumps(entry)
         with (
             transcript_errors(self._connections, self._session_id, "append to"),
             self._connections.connection(self.session_key) as conn,
@@ -131,40 +120,8 @@ class PostgresTranscript:
             conn.execute(
                 """INSERT INTO sessionmem_transcript_entries (agent_id, session_id, kind, entry, bytes)
                    VALUES (%s, %s, %s, %s::json, %s)""",
-                (self.agent_id, self._session_id, etype, line.decode(), len(line) + 1),
+                (self.agent_id, self._session_id, entry["type"], line.decode(), len(line) + 1),
             )
-        self._leaf = eid
-        return eid
-
-    def append_message(
-        self,
-        msg: Message,
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        stop_reason: str | None = None,
-        provenance: dict[str, Any] | None = None,
-    ) -> str:
-        fields = message_fields(
-            msg, provider=provider, model=model, stop_reason=stop_reason, provenance=provenance
-        )
-        return self._append("message", fields)
-
-    def append_compaction(
-        self,
-        summary: str,
-        first_kept_entry_id: str | None,
-        tokens_before: int,
-        tokens_after: int | None = None,
-        *,
-        details: dict[str, Any] | None = None,
-    ) -> str:
-        fields = compaction_fields(summary, first_kept_entry_id, tokens_before, tokens_after, details=details)
-        return self._append("compaction", fields)
-
-    def append_custom(self, custom_type: str, data: Any = None) -> str:
-        """Append a ``custom`` entry (not part of the model's context)."""
-        return self._append("custom", {"customType": custom_type, "data": data})
 
     # --- reading ---
 
@@ -205,8 +162,7 @@ class PostgresTranscript:
             entry = entry_from_dict(self._lines, obj)
             if entry is not None:
                 self._read.append(entry)
-                self._ids.add(entry.id)
-                self._leaf = entry.id
+                self.note_entry(entry.id)
         return list(self._read)
 
     def context_messages(self) -> list[tuple[str, Message]]:

@@ -24,7 +24,8 @@ from sessionmem.memory.sync.transcript_names import is_archive_name
 from sessionmem.messages import flush_cycle, flush_write_failed, written_in_a_flush
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.entry import SessionEntry, aliased_fields, call_figures, compaction_figures
-from sessionmem.session.stores.transcript import message_from_dict, ms_from_iso, read_entries
+from sessionmem.session.stores.transcript import message_from_dict, ms_from_iso
+from sessionmem.session.stores.transcript_folder import read_entries
 
 log = logging.getLogger(__name__)
 

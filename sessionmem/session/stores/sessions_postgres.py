@@ -1,22 +1,19 @@
 """Sessions in PostgreSQL, shared by gateway hosts on several machines (the store seam's third backend).
 
 :class:`PostgresSessionStore` keeps what :class:`~sessionmem.session.stores.sessions_json.SessionStore` keeps
-in
-sessions.json and JSONL files in three tables (:mod:`sessionmem.session.stores.postgres_schema`), so every
-host that
-connects to one database sees the same sessions, transcripts and counters:
+in sessions.json and JSONL files in three tables (:mod:`sessionmem.session.stores.postgres_schema`), so every
+host that connects to one database sees the same sessions, transcripts and counters:
 
 - ``update(key, fn)`` is one transaction: the row is read ``FOR UPDATE`` (a new key is inserted with
   ``ON CONFLICT DO NOTHING`` and, when another host inserted it first, read again), ``fn`` sees it and
   its result is written before the commit. Two hosts updating one key queue on the row, so the flush's
   claim and the compaction count are made once per cycle whichever host runs the turn;
-- ``turn_lock(key)`` is a session-level ``pg_advisory_lock`` on a 64-bit hash of (agent, key), held on
-  a connection of its own for the whole turn, through which the turn's statements about that session go
+- ``turn_lock(key)`` is a session-level ``pg_advisory_lock`` on a 64-bit hash of (agent, key), held on a
+  connection of its own for the whole turn, through which the turn's statements about that session go
   (:mod:`sessionmem.session.stores.postgres_connections` says why). The server queues waiters in order and
-  frees the
-  lock when its holder's connection ends, a host killed mid-turn included; the wait ends after
-  ``timeout_s`` in :class:`~sessionmem.errors.TurnLockTimeout` (``lock_timeout``). The wait runs in a
-  thread; the common case, a free lock, is taken inline with ``pg_try_advisory_lock``;
+  frees the lock when its holder's connection ends, a host killed mid-turn included; the wait ends after
+  ``timeout_s`` in :class:`~sessionmem.errors.TurnLockTimeout` (``lock_timeout``). The wait runs in a thread;
+  the common case, a free lock, is taken inline with ``pg_try_advisory_lock``;
 - transcripts are :class:`~sessionmem.session.stores.postgres_transcript.PostgresTranscript` rows: ``path``,
   ``sessions_dir`` and ``new_session_file`` are None; a rotation marks the old transcript archived
   (``archived_at``), its rows kept and queryable.

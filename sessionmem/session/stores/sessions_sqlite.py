@@ -5,11 +5,10 @@ of sessions. Here a turn reads and writes its own row only: ``sessions(key, entr
 ``entry`` is the JSON object sessions.json would hold for the key (:meth:`SessionEntry.to_json_dict`, the
 same camelCase fields, unknown ones kept), and ``updated_at`` its ``updatedAt`` (for listing by age).
 
-- The database is ``sessions.sqlite`` (or any name given) in the sessions folder; the transcripts stay
-  JSONL files beside it, with the same names, confinement rules, archives and turn lock as sessions.json
+- The database is ``sessions.sqlite`` (or any name given) in the sessions folder; the transcripts stay JSONL
+  files beside it, with the same names, confinement rules, archives and turn lock as sessions.json
   (:class:`~sessionmem.session.stores.transcript_folder.TranscriptFolderBackend`), so hooks and the memory
-  index read them
-  as before.
+  index read them as before.
 - WAL journal, ``synchronous=FULL``: readers never wait for a writer, and a committed update survives a
   power cut. :meth:`SqliteSessionStore.update` runs in ``BEGIN IMMEDIATE``: the function sees the row as
   stored, and no other process or thread writes between its read and its write. A writer that holds the

@@ -305,7 +305,9 @@ async def compact_now(
         + state.schema_tokens()
     )
     counted = state.entry.compaction_count + 1  # the compaction entries the transcript now holds
-    state.transcript.append_compaction(summary, plan.first_kept_entry_id, tokens_before, tokens_after)
+    state.transcript.append_compaction(  # the reason kept: the inspector marks overflows apart
+        summary, plan.first_kept_entry_id, tokens_before, tokens_after, details={"reason": reason}
+    )
     state.reload_context()
     state.system_prompt = system_prompt
     state.compactions += 1

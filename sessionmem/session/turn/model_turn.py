@@ -31,9 +31,9 @@ from typing import Any
 from sessionmem.errors import ContextWindowExceeded, ModelError
 from sessionmem.messages import Message, Usage, flush_provenance
 from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
-from sessionmem.model.routing import model_for
 from sessionmem.model.noreply import deliverable_reply, silent_tokens
 from sessionmem.model.reasoning import strip_reasoning
+from sessionmem.model.routing import model_for
 from sessionmem.session.turn.announce import emit, emit_queued
 from sessionmem.session.turn.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.turn.events import ToolCallEvent
@@ -176,10 +176,9 @@ def append_message(state: SessionState, message: Message, turn: ModelTurn | None
         unsaved = bool(state.tools.flush_write_failures)  # its cycle (DESIGN 16), and whether a write
         meta.setdefault("provenance", flush_provenance(state.flushing, write_failed=unsaved))  # failed
     entry_id = state.transcript.append_message(message, **meta)
-    notify = getattr(state.runner.memory_index, "notify_transcript_appended", None)
-    path = state.transcript.path
-    if callable(notify) and path is not None:  # cheap: the index decides later (debounced) if it grew enough
-        notify(path)
+    index, path = state.runner.memory_index, state.transcript.path
+    if index is not None and path is not None:  # cheap: the index decides later (debounced) if it grew enough
+        index.notify_transcript_appended(path)
     state.context.append((entry_id, message))
     if turn is not None:
         turn.messages.append(message)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sessionmem.clock import current_time_line, user_zone, zone_label
 from sessionmem.errors import MemoryPathError
 from sessionmem.memory.sync.sources import NotMarkdownError, read_markdown
 from sessionmem.memory.tools.paths import check_visible, resolve_memory_target
 from sessionmem.privacy import AGENT_HOME, EVERYTHING, MemoryHome, Visibility
-from sessionmem.session.turn.flush import current_time_line, user_zone, zone_label
 
 SILENT_REPLIES_SECTION = """## Silent Replies
 When you have nothing to say, respond with ONLY: {token}

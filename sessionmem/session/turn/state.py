@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import orjson
 
@@ -47,6 +47,7 @@ from sessionmem.tokens import count_tokens
 if TYPE_CHECKING:
     from sessionmem.config import AgentConfig, Config, WindowBudget
     from sessionmem.hooks import HookRegistry
+    from sessionmem.memory.session_memory import SessionMemory
     from sessionmem.model.base import Model
 
 TurnKind = Literal["turn", "flush"]
@@ -78,7 +79,7 @@ class RunnerDeps(Protocol):
     def store(self) -> SessionBackend: ...
 
     @property
-    def memory_index(self) -> Any: ...
+    def memory_index(self) -> SessionMemory | None: ...
 
     @property
     def heartbeat(self) -> bool: ...

@@ -3,10 +3,10 @@
 The runner streams only ordinary turns (never the silent flush, never a compaction summary), only when
 the caller passed ``on_partial`` and the model has the optional
 :class:`~sessionmem.model.base.StreamingModel` capability; otherwise it calls ``complete`` as usual.
-What is shown follows :class:`~sessionmem.noreply.PartialReleaser`: nothing of a reply that is
-silent (``NO_REPLY`` in any case, its JSON envelope, ``HEARTBEAT_OK`` in heartbeat runs), and pieces
-that add up to the delivered reply. Text the model writes before calling
-tools is streamed too (it is part of what the user would see in a live chat).
+What is shown follows :class:`~sessionmem.noreply.PartialReleaser`: nothing of a reply that is silent
+(``NO_REPLY`` in any case, its JSON envelope, ``HEARTBEAT_OK`` in heartbeat runs), and pieces that add up to
+the delivered reply. Text the model writes before calling tools is streamed too (it is part of what the user
+would see in a live chat).
 """
 
 from __future__ import annotations
