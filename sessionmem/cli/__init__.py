@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("sessionmem.cli.replay:replay", "Replay a recorded transcript through the runner."),
     "sessions": ("sessionmem.cli.sessions:sessions", "Move the agent's sessions between store backends."),
     "mcp": ("sessionmem.cli.mcp:mcp", "Serve the agent's memory over MCP (stdio, or --http PORT)."),
+    "serve": ("sessionmem.cli.serve:serve", "Serve the agents over an OpenAI-compatible API (the gateway)."),
     "forget": ("sessionmem.cli.forget:forget", "Remove everything the agent keeps of a chat or a person."),
 }
 
