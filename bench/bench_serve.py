@@ -174,9 +174,14 @@ def rss_mb(pid: int) -> float:
 # ---------------------------------------------------------------------------- the client
 
 
+failures: list[str] = []  # requests that got no reply (the run goes on; printed at the end)
+
+
 async def session_turns(
     client: Any, url: str, session: int, turns: int, latencies: dict[str, float], run: str
 ) -> None:
+    import httpx
+
     headers = {
         "authorization": f"Bearer {GATEWAY_KEY}",
         "x-session-key": f"agent:main:bench:direct:{run.split('.')[0]}-{session}",
@@ -190,16 +195,23 @@ async def session_turns(
             ],
         }
         start = time.perf_counter()
-        response = await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
+        try:
+            response = await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
+        except httpx.TransportError as exc:  # counted and reported, never paired with an upstream time
+            failures.append(f"{type(exc).__name__}: {exc}")
+            continue
+        if response.status_code != 200:
+            failures.append(f"HTTP {response.status_code}: {response.text[:200]}")
+            continue
         latencies[tag] = time.perf_counter() - start
-        response.raise_for_status()
 
 
 async def drive(url: str, sessions: int, turns: int, run: str) -> dict[str, float]:
     import httpx
 
     latencies: dict[str, float] = {}
-    limits = httpx.Limits(max_connections=sessions + 10)
+    # idle connections expire before uvicorn's 5 s keep-alive closes them (no reuse of a closing one)
+    limits = httpx.Limits(max_connections=sessions + 10, keepalive_expiry=4)
     async with httpx.AsyncClient(limits=limits, timeout=120) as client:
         await asyncio.gather(*(session_turns(client, url, s, turns, latencies, run) for s in range(sessions)))
     return latencies
@@ -244,7 +256,7 @@ def main() -> None:
     procs = [upstream]
     try:
         wait_ready(f"http://127.0.0.1:{upstream_port}/held", {}, upstream)
-        with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bench-serve-", ignore_cleanup_errors=True) as tmp:
             root = Path(tmp)
             (root / "cost").mkdir()
             gw, url = gateway(root / "cost", upstream_port, 1_000_000)
@@ -302,6 +314,8 @@ def main() -> None:
         f"\nRSS growth after the first fifth: {growth:+.1%} "
         f"(target <= {TARGET_GROWTH:.0%}: {verdict(growth, TARGET_GROWTH)})"
     )
+    if failures:
+        print(f"\n{len(failures):,} requests got no reply; the first: {failures[0]}")
     footer()
 
 
