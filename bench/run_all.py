@@ -29,6 +29,7 @@ SCRIPTS = (
     "runner",
     "store",
     "gateway",
+    "serve",
     "delta",
     "crash",
     "store_pg",
