@@ -10,7 +10,7 @@ Use::
     async with open_runner(context, LiteLLMModel("openai/gpt-4o-mini"), on_event=print) as runner:
         result = await runner.open("agent:main:main").run_turn("hello")
 
-``context`` is a :class:`~sessionmem.cli.root.Context` (``sessionmem.cli.root.resolve``). An index
+``context`` is a :class:`~sessionmem.context.Context` (``sessionmem.context.resolve``). An index
 that cannot be opened (its folder not writable, a PostgreSQL server down) is raised, unless
 ``on_index_error`` is given: then it is told the error and the agent runs without memory search.
 """
@@ -26,9 +26,9 @@ from sessionmem.errors import SessionMemError
 from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
+    from sessionmem.context import Context
     from sessionmem.model.base import Model
-    from sessionmem.session.events import EventCallback
+    from sessionmem.session.turn.events import EventCallback
     from sessionmem.session.runner import SessionRunner
 
 

@@ -40,10 +40,10 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
-from sessionmem.session.events import event_record
+from sessionmem.session.turn.events import event_record
 
 if TYPE_CHECKING:
-    from sessionmem.session.events import Event
+    from sessionmem.session.turn.events import Event
     from sessionmem.session.runner import Session
 
 QUIT_COMMANDS = frozenset({"/quit", "/exit"})

@@ -27,10 +27,10 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.cli.chat import quiet_litellm
-from sessionmem.cli.root import GlobalOptions, resolve
+from sessionmem.context import GlobalOptions, resolve
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
+    from sessionmem.context import Context
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -65,7 +65,7 @@ def serve(
     """
     import uvicorn
 
-    from sessionmem.mcp_server import listen_tcp
+    from sessionmem.server.mcp import listen_tcp
     from sessionmem.server.app import create_app
     from sessionmem.server.auth import api_keys, require_guard
     from sessionmem.server.pool import AgentPool

@@ -30,7 +30,7 @@ from typing import Any
 from sessionmem.errors import UsageError
 from sessionmem.privacy import classify_key
 from sessionmem.server.errors import GatewayError, bad_request
-from sessionmem.session.keys import agent_session_key, default_key
+from sessionmem.session.stores.keys import agent_session_key, default_key
 
 MODEL_PREFIX = "sessionmem/"
 USER_CHANNEL = "openai"  # the channel of a session picked by the request's ``user``

@@ -33,7 +33,7 @@ from sessionmem.server.errors import GatewayError, bad_request, from_exception
 
 if TYPE_CHECKING:
     from sessionmem.server.agents import ServedAgents
-    from sessionmem.session.events import TurnResult
+    from sessionmem.session.turn.events import TurnResult
     from sessionmem.session.runner import Session
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from sessionmem.errors import SessionMemError, UsageError
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
+    from sessionmem.context import Context
     from sessionmem.model.base import Model
-    from sessionmem.session.events import EventCallback
+    from sessionmem.session.turn.events import EventCallback
     from sessionmem.session.runner import SessionRunner
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 from sessionmem.config import Config
-from sessionmem.mcp_server import listen_tcp
+from sessionmem.server.mcp import listen_tcp
 from sessionmem.server.app import create_app
 from sessionmem.server.pool import AgentPool
 from tests.support.openai_server import OpenAIServer, text_reply, tool_call_reply
