@@ -80,10 +80,10 @@ HEAVY = (
     "orjson",
     "tiktoken",
     "sessionmem.config",
-    "sessionmem.memory.indexer",
-    "sessionmem.memory.session_sync",
-    "sessionmem.memory.session_files",
-    "sessionmem.memory.embed_remote",
+    "sessionmem.memory.sync.sync_pass",
+    "sessionmem.memory.sync.session_delta",
+    "sessionmem.memory.sync.session_text",
+    "sessionmem.memory.embed.remote",
 )
 
 

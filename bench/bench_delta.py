@@ -6,7 +6,7 @@ Two levels, side by side in one run:
    after 50 appended messages (a whole sync, and the targeted ``sync(session_files=[...])`` the delta
    scheduler runs), against a forced full rebuild and the first index of the same file; with the chunk
    rows each wrote and the chunks each sent to the embedder (the cost that dominates with a real model);
-2. the pure parts in ``sessionmem.memory.session_files``: flattening and chunking only the appended
+2. the pure parts in ``sessionmem.memory.sync.session_text``: flattening and chunking only the appended
    lines vs the whole file, and the delta tracker's check (a stat and a newline count).
 
 See bench/README.md.
@@ -47,9 +47,9 @@ def settings() -> Any:
 
 
 def index_level(root: Path, messages: int, rounds: int, rebuilds: int) -> dict[str, Any]:
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
-    from sessionmem.session.transcript import Transcript
+    from sessionmem.session.stores.transcript_folder import Transcript
 
     ws = root / "workspace"
     (ws / "memory").mkdir(parents=True)
@@ -97,8 +97,8 @@ def index_level(root: Path, messages: int, rounds: int, rebuilds: int) -> dict[s
 
 def pure_level(path: Path, reps: int) -> dict[str, list[float]]:
     """Flatten + chunk the whole file vs only its last ``DELTA`` message lines."""
-    from sessionmem.memory.chunking import chunk_markdown
-    from sessionmem.memory.session_files import SessionDeltaTracker, build_session_entry, flatten_lines
+    from sessionmem.memory.sync.chunking import chunk_markdown
+    from sessionmem.memory.sync.session_text import SessionDeltaTracker, build_session_entry, flatten_lines
 
     data = path.read_bytes()
     lines = data.split(b"\n")

@@ -3,7 +3,7 @@
 The index holds N chunks of shared notes (384-dimensional vectors from a hash embedder, so the vector
 table and the embedding cache are full) and one person's folder of 100 chunks; ``forget`` removes the
 person: their rows and cached vectors, then the scrub that leaves no deleted byte readable (FTS5
-``optimize``, ``VACUUM``, the WAL truncated: sessionmem/memory/sqlite_store.py). ``VACUUM`` rewrites the
+``optimize``, ``VACUUM``, the WAL truncated: sessionmem/memory/store/index_sqlite.py). ``VACUUM`` rewrites the
 whole file, so the cost grows with the index, not with the person. Each repetition writes the person's
 folder again, syncs, and forgets them.
 
@@ -32,7 +32,7 @@ PERSON_CHUNKS = 100
 
 def open_index(ws: Path, state: Path, sessions: Path) -> Any:
     from sessionmem.config import MemorySearchConfig
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 128, "overlap": 0}})
@@ -55,8 +55,8 @@ def person_folder(ws: Path, scratch: Path) -> None:
 
 
 def run(size: int, reps: int, tmp: Path) -> dict[str, Any]:
-    from sessionmem.session.forget import forget_sync
-    from sessionmem.session.store import SessionStore
+    from sessionmem.session.lifecycle.forget import forget_sync
+    from sessionmem.session.stores.sessions_json import SessionStore
 
     ws, state = tmp / f"ws-{size}", tmp / f"state-{size}"
     write_chunky_workspace(ws, size)

@@ -73,7 +73,7 @@ def drop_schema(store: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from sessionmem.memory.pg_store import pg_target
+    from sessionmem.dsn import pg_target
 
     target = pg_target(pg_dsn(store), "bench")
     conninfo = getattr(target, "conninfo", None) or target.dsn  # older releases named it dsn
@@ -82,7 +82,7 @@ def drop_schema(store: str) -> None:
 
 
 def open_index(workspace: Path, state: Path, store: str | None) -> Any:
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     none = EmbedderSelection(None, "none", reason="bench: keyword search")
@@ -118,7 +118,7 @@ def run_case(args: argparse.Namespace) -> None:
     """Child process: one timed search; prints one JSON line."""
     _, kind, size = QUERIES[args.case]
     query = make_query(kind, size)
-    from sessionmem.memory.types import SearchRequest
+    from sessionmem.memory.search.records import SearchRequest
 
     with open_index(Path(args.workspace), Path(args.state), args.store) as index:
         index.search(SearchRequest("billing"))  # warm: the first search loads what every later one uses

@@ -50,7 +50,7 @@ def store_path(kind: str) -> Iterator[str | None]:
 def sync_once(workspace: Path, state: Path, kind: str) -> tuple[float, int]:
     """A fresh index's first sync: (seconds, chunks written)."""
     from sessionmem.config import MemorySearchConfig
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     with store_path(kind) as path:

@@ -25,7 +25,7 @@ LOCAL_TARGET_CPS = 10.0  # 2x the peers' 4-5 chunks/s
 
 def open_index(ws: Path, state: Path, embedder: Any) -> Any:
     from sessionmem.config import MemorySearchConfig
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     selection = EmbedderSelection(embedder, "local" if embedder is not None else "none")
@@ -69,8 +69,8 @@ def noop_10k(tmp: Path, files: int, reps: int) -> dict[str, Any]:
 def local_model(tmp: Path, model: Path, notes: int, n_threads: int | None) -> dict[str, Any]:
     """Sync ``notes`` notes with the local GGUF model (a fresh index), then embed the same chunk
     texts with the embedder alone; ``n_threads`` None is the product's default (llama.cpp chooses)."""
-    from sessionmem.memory.db import connect
-    from sessionmem.memory.embed_local import LocalEmbedder
+    from sessionmem.memory.embed.local_gguf import LocalEmbedder
+    from sessionmem.memory.store.database import connect
 
     ws = tmp / "local-ws"
     if not ws.exists():

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO_ROOT, find_model, footer, header, parser, table, verdict
 
 from sessionmem.config import MemorySearchConfig, deep_merge
+from sessionmem.dsn import pg_target
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.pg_store import pg_target
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "recall" / "locomo-dev"
 NO_ANSWER_FILE = Path(__file__).resolve().parent / "no_answer_questions.txt"

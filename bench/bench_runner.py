@@ -147,7 +147,7 @@ async def measure(
 def append_throughput(root: Path, count: int, size: int) -> tuple[float, float, float]:
     """(appends/s, MB/s, bytes per line) appending ``count`` messages of ``size`` characters."""
     from sessionmem.messages import Message
-    from sessionmem.session.transcript import Transcript
+    from sessionmem.session.stores.transcript_folder import Transcript
 
     path = root / f"append-{size}.jsonl"
     transcript = Transcript.open(path, "bench", root)

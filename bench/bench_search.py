@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sessionmem.memory.keywords import STOP_WORDS_EN
+from sessionmem.memory.search.query_terms import STOP_WORDS_EN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
@@ -96,12 +96,12 @@ def run_one(
     the parent); there the paths are the matrix and keyword search (no sqlite-vec, and brute force
     would read every vector over the connection per query).
     """
-    from sessionmem.memory.db import connect
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
-    from sessionmem.memory.search import Searcher
-    from sessionmem.memory.types import SearchRequest
-    from sessionmem.memory.vectors import VectorRouter
+    from sessionmem.memory.search.records import SearchRequest
+    from sessionmem.memory.search.searcher import Searcher
+    from sessionmem.memory.search.vectors import VectorRouter
+    from sessionmem.memory.store.database import connect
 
     out: dict[str, Any] = {"size": size}
     ws = root / "workspace"
@@ -123,7 +123,7 @@ def run_one(
         out["index_s"] = time.perf_counter() - t0
         out["chunks"] = report.chunks_written
         if store:
-            from sessionmem.memory.pg_store import PgStore
+            from sessionmem.memory.store.index_postgres import PgStore
 
             conn: Any = PgStore.connect(index.path, cfg.store.fts.tokenizer)  # type: ignore[arg-type]
             support = conn.vector
@@ -216,7 +216,7 @@ def run_one(
 
 def served_by(index: Any, query: str) -> set[str]:
     """The vector paths that served ``query``'s results (from ``explain``)."""
-    from sessionmem.memory.types import SearchRequest
+    from sessionmem.memory.search.records import SearchRequest
 
     response = index.search(SearchRequest(query, explain=True))
     return {
@@ -243,7 +243,7 @@ def drop_schema(store: str, size: int) -> None:
     import psycopg
     from psycopg import sql
 
-    from sessionmem.memory.pg_store import pg_target
+    from sessionmem.dsn import pg_target
 
     target = pg_target(pg_dsn(store, size), "bench")
     with psycopg.connect(target.conninfo, autocommit=True) as conn:

@@ -91,7 +91,7 @@ class TimedStore:
 
 def seed(store: Any, count: int) -> None:
     """``count`` other sessions, each with the figures a session that ran a turn has."""
-    from sessionmem.session.entry import SessionEntry
+    from sessionmem.session.stores.entry import SessionEntry
 
     now = int(time.time() * 1000)
     entries = {}
@@ -132,7 +132,7 @@ async def measure(
     from sessionmem.messages import Message, Usage
     from sessionmem.model.scripted import ScriptedModel
     from sessionmem.session.runner import SessionRunner
-    from sessionmem.session.stores import open_session_store
+    from sessionmem.session.stores.opening import open_session_store
 
     state = root / "state"
     store = open_session_store(spec, state_dir=state, agent_id="main")

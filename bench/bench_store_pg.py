@@ -141,8 +141,8 @@ def fill(dsn: str, sessions: int, agent_id: str, cwd: Path) -> list[str]:
     import psycopg
 
     from sessionmem.messages import Message
-    from sessionmem.session.entry import SessionEntry
-    from sessionmem.session.transcript import message_fields, new_entry, new_header
+    from sessionmem.session.stores.entry import SessionEntry
+    from sessionmem.session.stores.transcript import message_fields, new_entry, new_header
 
     keys = [f"agent:{agent_id}:direct:user{i:05d}" for i in range(sessions)]
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
@@ -185,9 +185,9 @@ def measure(dsn: str, sessions: int, turns: int, root: Path) -> list[TurnCost]:
 
     from sessionmem.messages import Message, Usage
     from sessionmem.model.scripted import ScriptedModel
-    from sessionmem.session.pg_transcript import PostgresTranscript
     from sessionmem.session.runner import SessionRunner
-    from sessionmem.session.store_postgres import PgTurnLock, PostgresSessionStore
+    from sessionmem.session.stores.postgres_transcript import PostgresTranscript
+    from sessionmem.session.stores.sessions_postgres import PgTurnLock, PostgresSessionStore
 
     dsn = make_conninfo(dsn, application_name=APPLICATION)
     workspace = root / "workspace"

@@ -1,14 +1,14 @@
 """sessionmem: agent-conversation middleware with persistent Markdown memory.
 
 Importing this package is cheap (a few milliseconds): the config models (and pydantic), the runner,
-the index and the models load on first use, and litellm and llama_cpp are imported only when a model
-is called.
+the index and the models load on first use (:mod:`sessionmem.lazy`), and litellm and llama_cpp are
+imported only when a model is called. The session stores are public in :mod:`sessionmem.session`, the
+testing kit in :mod:`sessionmem.testing`; ``tests/test_exported_members.py`` pins all three.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sessionmem.errors import (
     ConfigError,
@@ -20,65 +20,93 @@ from sessionmem.errors import (
     SessionMemError,
     UsageError,
 )
+from sessionmem.lazy import lazy_names
 
 if TYPE_CHECKING:
     from sessionmem.config import Config
     from sessionmem.hooks import HookEvent, HookRegistry
     from sessionmem.memory.index import MemoryIndex
-    from sessionmem.memory.tools import MemoryTools
-    from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
+    from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
+    from sessionmem.memory.tools.reading import MemoryTools
     from sessionmem.messages import Message, ToolCall, Usage
+    from sessionmem.model.base import Model, ModelReply, ModelRequest, StreamingModel
     from sessionmem.model.litellm import LiteLLMModel
     from sessionmem.model.scripted import ScriptedModel
     from sessionmem.session.runner import Session, SessionRunner
-    from sessionmem.session.tools import Tool, tool
+    from sessionmem.session.turn.events import (
+        CompactionEvent,
+        CompactionFailedEvent,
+        CompactionResult,
+        Event,
+        FlushEvent,
+        FlushSkippedEvent,
+        HookErrorEvent,
+        MemoryWriteEvent,
+        NewSessionEvent,
+        ToolCallEvent,
+        TurnEvent,
+        TurnResult,
+    )
+    from sessionmem.tools.define import Tool, tool
 
 __version__ = "0.1.0"
 
-# name -> module that defines it; imported on first attribute access
-_LAZY = {
-    "Config": "sessionmem.config",  # pydantic's import alone costs ~70 ms
-    "HookEvent": "sessionmem.hooks",
-    "HookRegistry": "sessionmem.hooks",
-    "LiteLLMModel": "sessionmem.model.litellm",
-    "MemoryIndex": "sessionmem.memory.index",
-    "MemoryTools": "sessionmem.memory.tools",
-    "Message": "sessionmem.messages",
-    "ScriptedModel": "sessionmem.model.scripted",
-    "SearchRequest": "sessionmem.memory.types",
-    "SearchResponse": "sessionmem.memory.types",
-    "SearchResult": "sessionmem.memory.types",
-    "Session": "sessionmem.session.runner",
-    "SessionRunner": "sessionmem.session.runner",
-    "Tool": "sessionmem.session.tools",
-    "ToolCall": "sessionmem.messages",
-    "Usage": "sessionmem.messages",
-    "tool": "sessionmem.session.tools",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sessionmem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "sessionmem.config": ["Config"],  # pydantic's import alone costs ~70 ms
+        "sessionmem.hooks": ["HookEvent", "HookRegistry"],
+        "sessionmem.memory.index": ["MemoryIndex"],
+        "sessionmem.memory.search.records": ["SearchRequest", "SearchResponse", "SearchResult"],
+        "sessionmem.memory.tools.reading": ["MemoryTools"],
+        "sessionmem.messages": ["Message", "ToolCall", "Usage"],
+        "sessionmem.model.base": ["Model", "ModelReply", "ModelRequest", "StreamingModel"],
+        "sessionmem.model.litellm": ["LiteLLMModel"],
+        "sessionmem.model.scripted": ["ScriptedModel"],
+        "sessionmem.session.runner": ["Session", "SessionRunner"],
+        "sessionmem.session.turn.events": [
+            "CompactionEvent",
+            "CompactionFailedEvent",
+            "CompactionResult",
+            "Event",
+            "FlushEvent",
+            "FlushSkippedEvent",
+            "HookErrorEvent",
+            "MemoryWriteEvent",
+            "NewSessionEvent",
+            "ToolCallEvent",
+            "TurnEvent",
+            "TurnResult",
+        ],
+        "sessionmem.tools.define": ["Tool", "tool"],
+    },
+)
 
 __all__ = [
+    "CompactionEvent",
+    "CompactionFailedEvent",
+    "CompactionResult",
     "Config",
     "ConfigError",
     "ContextWindowExceeded",
     "EmbedderUnavailable",
+    "Event",
+    "FlushEvent",
+    "FlushSkippedEvent",
+    "HookErrorEvent",
     "HookEvent",
     "HookRegistry",
     "LiteLLMModel",
     "MemoryIndex",
     "MemoryIndexError",
     "MemoryTools",
+    "MemoryWriteEvent",
     "Message",
+    "Model",
     "ModelError",
+    "ModelReply",
+    "ModelRequest",
+    "NewSessionEvent",
     "ScriptedModel",
     "SearchRequest",
     "SearchResponse",
@@ -87,8 +115,12 @@ __all__ = [
     "SessionError",
     "SessionMemError",
     "SessionRunner",
+    "StreamingModel",
     "Tool",
     "ToolCall",
+    "ToolCallEvent",
+    "TurnEvent",
+    "TurnResult",
     "Usage",
     "UsageError",
     "__version__",

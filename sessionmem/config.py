@@ -479,7 +479,7 @@ def _rendered_store(raw: str, agent_id: str) -> str:
     from sessionmem.dsn import is_postgres_dsn
 
     if is_postgres_dsn(raw):
-        from sessionmem.memory.pg_store import pg_target
+        from sessionmem.dsn import pg_target
 
         return pg_target(raw, agent_id).display
     return str(given_path(raw.replace("{agentId}", agent_id)))

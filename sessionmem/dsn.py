@@ -323,3 +323,39 @@ def _host_list_end(text: str, start: int) -> int:
     """Where the host list starting at ``start`` ends: the next ``/`` or ``?``, else the end."""
     ends = [i for i in (text.find("/", start), text.find("?", start)) if i >= 0]
     return min(ends) if ends else len(text)
+
+
+@dataclass(frozen=True, slots=True)
+class PgTarget:
+    """Where one agent's index lives: the database's URL (:mod:`sessionmem.dsn`; its ``repr`` holds no
+    password) and the schema."""
+
+    url: PostgresUrl
+    schema: str
+
+    @property
+    def display(self) -> str:
+        """The URL without its password, and the schema."""
+        return f"{self.url.shown} schema {self.schema}"
+
+    @property
+    def conninfo(self) -> str:
+        """What psycopg connects with (the password included: never show it)."""
+        return self.url.conninfo
+
+    def __str__(self) -> str:
+        return self.display
+
+
+def pg_target(raw: str, agent_id: str) -> PgTarget:
+    """``memorySearch.store.path`` (a postgresql:// URL) for ``agent_id``: ``{agentId}`` replaced, the
+    ``schema`` query parameter taken out (default ``memory_<agentId>``). A malformed URL raises
+    :class:`ConfigError` naming the part that is wrong, never its value."""
+    url = PostgresUrl.parse(raw.replace("{agentId}", agent_id), setting="memorySearch.store.path")
+    schema = url.param("schema")
+    schema = f"memory_{agent_id}" if schema is None else schema
+    if not schema or len(schema) > 63 or "\x00" in schema:
+        raise ConfigError(
+            f"memorySearch.store.path: schema {schema!r} is not a usable PostgreSQL schema name"
+        )
+    return PgTarget(url.without_param("schema"), schema)

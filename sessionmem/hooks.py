@@ -78,9 +78,9 @@ class HookEvent:
 
     ``transcript_path`` points at the ending session's live transcript for ``command:new`` /
     ``command:reset`` (the runner emits before it archives the file, DESIGN decision 6).
-    ``transcript`` is that transcript itself (a :class:`~sessionmem.session.backend.TranscriptLog`), for
-    those events and ``session:end``: where the store keeps transcripts in a database
-    (``transcript_path`` None), hooks read it through this.
+    ``transcript`` is that transcript itself (a :class:`~sessionmem.session.stores.backend.TranscriptLog`),
+    for those events and ``session:end``: where the store keeps transcripts in a database (``transcript_path``
+    None), hooks read it through this.
     ``model`` is the :class:`~sessionmem.model.base.Model` for hooks that need one call: the one
     ``compaction.model`` names when set (a housekeeping model), else the agent's.
     """

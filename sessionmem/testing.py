@@ -21,8 +21,9 @@ Names load lazily, so importing this module costs nothing until one is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sessionmem.lazy import lazy_names
 
 if TYPE_CHECKING:
     from sessionmem.model.scripted import (
@@ -37,24 +38,28 @@ if TYPE_CHECKING:
         flush_write_target,
         overflow_on_turn,
     )
-    from sessionmem.replay import ReplayReport, run_replay
-    from sessionmem.scripted_runs import small_window_config
+    from sessionmem.runs.common import small_window_config
+    from sessionmem.runs.recorded import ReplayReport, run_replay
 
-_MODULES = {
-    "NO_REPLY": "sessionmem.model.scripted",
-    "ReplayReport": "sessionmem.replay",
-    "ScriptExhausted": "sessionmem.model.scripted",
-    "ScriptedModel": "sessionmem.model.scripted",
-    "count_request_tokens": "sessionmem.model.scripted",
-    "default_summary": "sessionmem.model.scripted",
-    "echo": "sessionmem.model.scripted",
-    "flush_aware": "sessionmem.model.scripted",
-    "flush_write": "sessionmem.model.scripted",
-    "flush_write_target": "sessionmem.model.scripted",
-    "overflow_on_turn": "sessionmem.model.scripted",
-    "run_replay": "sessionmem.replay",
-    "small_window_config": "sessionmem.scripted_runs",
-}
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "sessionmem.model.scripted": [
+            "NO_REPLY",
+            "ScriptExhausted",
+            "ScriptedModel",
+            "count_request_tokens",
+            "default_summary",
+            "echo",
+            "flush_aware",
+            "flush_write",
+            "flush_write_target",
+            "overflow_on_turn",
+        ],
+        "sessionmem.runs.common": ["small_window_config"],
+        "sessionmem.runs.recorded": ["ReplayReport", "run_replay"],
+    },
+)
 
 __all__ = [
     "NO_REPLY",
@@ -71,10 +76,3 @@ __all__ = [
     "run_replay",
     "small_window_config",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

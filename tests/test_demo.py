@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from sessionmem.cli import cli
 from sessionmem.cli.demo import STATE_FOLDER, Timeline, bar, format_record
 from sessionmem.config import MemorySearchConfig
-from sessionmem.demo import RECALL_QUERY, run_demo
+from sessionmem.runs.walkthrough import RECALL_QUERY, run_demo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

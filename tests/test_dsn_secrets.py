@@ -29,7 +29,7 @@ from sessionmem.cli import cli
 from sessionmem.config import Config, MemorySearchConfig
 from sessionmem.errors import ConfigError, MemoryIndexError, SessionMemError
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.runner import SessionRunner
 from tests.memory.stores import pg_schema

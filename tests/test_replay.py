@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.errors import TranscriptError
-from sessionmem.replay import SESSION_TOOLS, first_sentence, load_recording, run_replay
-from sessionmem.session.commands import parse_command
-from sessionmem.session.transcript import read_messages
+from sessionmem.runs.recorded import SESSION_TOOLS, first_sentence, load_recording, run_replay
+from sessionmem.session.lifecycle.commands import parse_command
+from sessionmem.session.stores.transcript_folder import read_messages
 
 RECORDINGS = sorted((Path(__file__).resolve().parents[1] / "transcripts").glob("*.jsonl"))
 WINDOW = 2500

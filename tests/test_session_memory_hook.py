@@ -16,7 +16,7 @@ from sessionmem.errors import ModelError
 from sessionmem.hooks import COMMAND_NEW, COMMAND_RESET, HookEvent, HookOutcome, load_hooks
 from sessionmem.model.scripted import ScriptedModel
 from sessionmem.safefs import create_new_under
-from sessionmem.session.slug import clean_slug, fallback_slug, slug_prompt
+from sessionmem.session.lifecycle.slug import clean_slug, fallback_slug, slug_prompt
 
 WHEN = datetime(2026, 3, 1, 14, 7, 55, tzinfo=UTC)
 SLUG_PROMPT_HEAD = (
@@ -128,7 +128,7 @@ def test_other_events_are_ignored(tmp_path: Path, sessions: Path) -> None:
     transcript = write_transcript(sessions / "sess-1.jsonl", CONVERSATION)
     for name in ["session:start", "command:stop", "compaction:after"]:
         assert run(make_event(tmp_path, name=name, transcript=transcript)) == []
-    from sessionmem.session.archive import save_session_memory
+    from sessionmem.session.lifecycle.archive import save_session_memory
 
     assert (
         asyncio.run(save_session_memory(make_event(tmp_path, name="command:stop", transcript=transcript)))
@@ -342,7 +342,7 @@ def test_clean_slug(raw: str | None, slug: str | None) -> None:
 
 
 def test_slow_model_times_out_to_no_slug() -> None:
-    from sessionmem.session.slug import generate_slug
+    from sessionmem.session.lifecycle.slug import generate_slug
 
     async def slow(request: Any) -> str:
         await asyncio.sleep(5)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sessionmem.session.events import Event
 from sessionmem.session.runner import SessionRunner
+from sessionmem.session.turn.events import Event
 from sessionmem.testing import (
     ScriptedModel,
     echo,

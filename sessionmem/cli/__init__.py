@@ -15,7 +15,7 @@ Adding a command (e.g. ``chat``):
        @click.command()
        @click.pass_context
        def chat(ctx: click.Context) -> None:
-           app = resolved(ctx)  # sessionmem.cli.root.Context: config, agent, workspace, state_dir, env
+           app = resolved(ctx)  # sessionmem.context.Context: config, agent, workspace, state_dir, env
 
    Raise ``sessionmem.errors`` exceptions freely: the group turns ``ConfigError`` into exit status 2
    and any other ``SessionMemError`` into exit status 1, with the message on stderr, no traceback.
@@ -30,7 +30,7 @@ from typing import Any
 
 import click
 
-from sessionmem.cli.root import GlobalOptions
+from sessionmem.context import GlobalOptions
 
 __all__ = ["COMMANDS", "LazyGroup", "cli", "main"]
 
@@ -40,7 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("sessionmem.cli.chat:chat", "Chat with an agent through the session runner."),
     "demo": ("sessionmem.cli.demo:demo", "Run a scripted demonstration conversation."),
     "replay": ("sessionmem.cli.replay:replay", "Replay a recorded transcript through the runner."),
-    "sessions": ("sessionmem.cli.sessions:sessions", "Move the agent's sessions between store backends."),
+    "sessions": (
+        "sessionmem.cli.sessions:sessions",
+        "List, show, delete sessions; move them between store backends.",
+    ),
     "mcp": ("sessionmem.cli.mcp:mcp", "Serve the agent's memory over MCP (stdio, or --http PORT)."),
     "serve": ("sessionmem.cli.serve:serve", "Serve the agents over an OpenAI-compatible API (the gateway)."),
     "forget": ("sessionmem.cli.forget:forget", "Remove everything the agent keeps of a chat or a person."),

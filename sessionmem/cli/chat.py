@@ -40,11 +40,13 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
+from sessionmem.safefs import make_private_dirs
 from sessionmem.session.turn.events import event_record
 
 if TYPE_CHECKING:
-    from sessionmem.session.turn.events import Event
+    from sessionmem.context import Context
     from sessionmem.session.runner import Session
+    from sessionmem.session.turn.events import Event
 
 QUIT_COMMANDS = frozenset({"/quit", "/exit"})
 

@@ -1,6 +1,6 @@
 """``sessionmem demo``: a scripted long conversation, shown as a timeline (or JSON lines with ``--json``).
 
-No API key, no network: the model is scripted (:mod:`sessionmem.demo`), memory search is FTS-only
+No API key, no network: the model is scripted (:mod:`sessionmem.runs.walkthrough`), memory search is FTS-only
 unless the agent's config names a local embedding model. The run happens in a fresh workspace (a new
 temporary folder unless ``--workspace`` names an empty or new one); sessions and the index live in the
 global ``--state-dir`` when one is given, else in the workspace's ``.sessionmem/`` folder, so nothing of
@@ -21,8 +21,8 @@ from sessionmem.cli import output
 from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
     from sessionmem.config import MemorySearchConfig
+    from sessionmem.context import Context
 
 BAR_WIDTH = 20
 TEXT_WIDTH = 64
@@ -44,7 +44,7 @@ def _short(text: str | None, width: int = TEXT_WIDTH) -> str:
 
 
 def format_record(record: dict[str, Any]) -> list[str]:
-    """The timeline lines for one demo record (see :func:`sessionmem.demo.run_demo`)."""
+    """The timeline lines for one demo record (see :func:`sessionmem.runs.walkthrough.run_demo`)."""
     kind = record.get("event")
     pad = " " * 9
     if kind == "start":
@@ -190,7 +190,7 @@ def _memory_search(app: Context) -> tuple[MemorySearchConfig | None, Any, str | 
     if not (settings.provider == "local" or (settings.provider == "auto" and local_file)):
         return None, None, None
     try:
-        from sessionmem.memory.embed import select_embedder
+        from sessionmem.memory.embed.choice import select_embedder
 
         local = settings.model_copy(update={"provider": "local", "fallback": "none"})
         return local, select_embedder(local, app.env), None
@@ -212,7 +212,7 @@ def demo(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
       sessionmem demo
       sessionmem demo --json | jq -c 'select(.event == "memory_search")'
     """
-    from sessionmem.demo import run_demo
+    from sessionmem.runs.walkthrough import run_demo
 
     app = output.resolved(ctx)
     folder = _workspace(workspace)

@@ -1,5 +1,6 @@
 """``sessionmem forget WHO``: remove everything the agent keeps of one chat, or of one person on every
-channel (README, Privacy; :mod:`sessionmem.session.forget` does it, :mod:`sessionmem.session.person`
+channel (README, Privacy; :mod:`sessionmem.session.lifecycle.forget` does it,
+:mod:`sessionmem.session.lifecycle.person`
 says who WHO is).
 
 The command is the owner's, like every command line: it sees every session and note. It holds the
@@ -17,12 +18,12 @@ from typing import TYPE_CHECKING
 import click
 
 from sessionmem.cli.output import EXIT_FAILURE, echo_json, resolved
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import MemoryIndex
     from sessionmem.memory.mentions import Mention
-    from sessionmem.session.forget import ForgetReport
+    from sessionmem.session.lifecycle.forget import ForgetReport
 
 LISTED = 20  # items listed per kind in the human report (--json lists all)
 
@@ -52,8 +53,8 @@ def forget(ctx: click.Context, who: str, names: tuple[str, ...], dry_run: bool, 
       sessionmem forget agent:main:telegram:direct:42 --dry-run
       sessionmem forget 42 --name "Ana Lima" --json
     """
-    from sessionmem.session.forget import forget_sync
-    from sessionmem.session.stores import open_session_store
+    from sessionmem.session.lifecycle.forget import forget_sync
+    from sessionmem.session.stores.opening import open_session_store
 
     app = resolved(ctx)
     store = open_session_store(app.config.session.store, state_dir=app.state_dir, agent_id=app.agent_id)
@@ -87,7 +88,7 @@ def _index(app: Context) -> Iterator[MemoryIndex | None]:
     """The agent's index without an embedder (forget embeds nothing); None when its SQLite file was never
     made (there is nothing in it to remove, and opening would create it)."""
     from sessionmem.cli.memory import open_index
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import store_location
 
     settings = app.agent.memory_search

@@ -26,9 +26,9 @@ import click
 from sessionmem.cli import output
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
-    from sessionmem.mcp_server import MemoryServerTools
+    from sessionmem.context import Context
     from sessionmem.memory.index import MemoryIndex
+    from sessionmem.server.mcp import MemoryServerTools
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,8 @@ def mcp(ctx: click.Context, port: int | None, host: str) -> None:
     import anyio
 
     from sessionmem.cli.memory import open_index
-    from sessionmem.mcp_server import build_server, listen_tcp, require_sdk, serve_http, serve_stdio
     from sessionmem.server.auth import api_keys, require_guard
+    from sessionmem.server.mcp import build_server, listen_tcp, require_sdk, serve_http, serve_stdio
 
     require_sdk()  # before anything is opened: a missing SDK says how to install it
     app = output.resolved(ctx)
@@ -98,8 +98,8 @@ def server_tools(app: Context, index: MemoryIndex) -> MemoryServerTools:
     """The agent tools as the config asks, read as the owner (no session key): everything, whatever
     ``memory.scope``, and citations as in a direct chat."""
     from sessionmem.cli.memory import current_vector_path
-    from sessionmem.mcp_server import MemoryServerTools, write_tools
-    from sessionmem.memory.tools import MemoryTools
+    from sessionmem.memory.tools.reading import MemoryTools
+    from sessionmem.server.mcp import MemoryServerTools, write_tools
 
     memory = MemoryTools.from_config(
         app.config, app.agent_id, index=index, workspace=app.workspace, sessions_dir=app.sessions_dir

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
-from sessionmem.cli.root import Context
-from sessionmem.memory.types import SearchRequest
+from sessionmem.context import Context
+from sessionmem.memory.search.records import SearchRequest
 
 if TYPE_CHECKING:
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex, SyncReport
 
 MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
@@ -78,14 +78,14 @@ def memory() -> None:
 
 def _selection(app: Context) -> EmbedderSelection:
     """Choose the embedding provider here, from the resolved environment (not ``os.environ``)."""
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
 
     settings = app.agent.memory_search
     try:
-        from sessionmem.memory.embed import select_embedder
+        from sessionmem.memory.embed.choice import select_embedder
     except ModuleNotFoundError as exc:
         # Only a missing providers module degrades to FTS-only; any other import error is a bug to show.
-        if not (exc.name or "").startswith("sessionmem.memory.embed"):
+        if not (exc.name or "").startswith("sessionmem.memory.embed.choice"):
             raise
         return EmbedderSelection(None, settings.provider, reason=f"embedding providers unavailable ({exc})")
     selection: EmbedderSelection = select_embedder(settings, app.env)
@@ -192,7 +192,7 @@ def search(
         # Answer before leaving the block: close() waits for the background sync a search on a dirty
         # index starts, and the answer must not wait for it (click.echo flushes each write).
         if as_json:
-            output.echo_json(output.response_json(response))
+            output.echo_json(response.to_json())
             return
         for warning in response.warnings:
             output.echo_err(f"warning: {warning}")
@@ -281,7 +281,7 @@ def run_batch(index: MemoryIndex, lines: Any, defaults: SearchRequest) -> tuple[
         request_id: Any = None
         try:
             request, request_id = parse_batch_line(raw, defaults)
-            answer = output.response_json(index.search(request))
+            answer = index.search(request).to_json()
         except Exception as exc:
             # Malformed lines (ValueError) and failing searches (SessionMemError) say what went wrong;
             # anything else is named by its type. Either way the next line is still answered.
@@ -319,8 +319,8 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
       sessionmem memory get memory/2024-01-05.md --from 12 --lines 8
     """
     from sessionmem.errors import MemoryPathError
-    from sessionmem.memory.paths import resolve_memory_target
-    from sessionmem.memory.tools import handle_memory_get
+    from sessionmem.memory.tools.paths import resolve_memory_target
+    from sessionmem.memory.tools.reading import handle_memory_get
 
     app = output.resolved(ctx)
     settings = app.agent.memory_search
@@ -351,7 +351,7 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
             )
     click.echo(text, nl=not text.endswith("\n"))
     if answer.get("truncated"):
-        from sessionmem.memory.tools import GET_MAX_CHARS, GET_MAX_LINES
+        from sessionmem.memory.tools.reading import GET_MAX_CHARS, GET_MAX_LINES
 
         click.echo(
             f"(output capped at {GET_MAX_LINES} lines and {GET_MAX_CHARS:,} characters; read on with: "
@@ -416,7 +416,7 @@ def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> N
       sessionmem --agent work memory status --deep --json
     """
     from sessionmem.errors import EmbedderUnavailable
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
 
     app = output.resolved(ctx)
     provider_error: str | None = None

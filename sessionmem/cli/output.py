@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionmem.cli.root import Context, GlobalOptions, resolve
+from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import ConfigError, SessionMemError
-from sessionmem.memory.calibration import Z_SCALE
+from sessionmem.memory.search.calibration import Z_SCALE
 
 if TYPE_CHECKING:
     from sessionmem.memory.index import IndexStatus, SyncReport
-    from sessionmem.memory.types import SearchResponse, SearchResult
+    from sessionmem.memory.search.records import SearchResponse, SearchResult
 
 Progress = Callable[[int, int], None]
 
@@ -158,26 +158,6 @@ def echo_err(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------- search results
-
-
-def response_json(response: SearchResponse) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "results": [result.to_json() for result in response.results],
-        "provider": response.provider,
-        "model": response.model,
-        "mode": response.mode,
-    }
-    if response.fallback:
-        out["fallback"] = dict(response.fallback)
-    if response.warnings:
-        out["warnings"] = list(response.warnings)
-    if response.held_back is not None:
-        out["heldBack"] = response.held_back.to_json()
-    if response.calibration is not None:
-        out["calibration"] = dict(response.calibration)
-    if response.query_cut is not None:
-        out["queryCut"] = response.query_cut.to_json()
-    return out
 
 
 def format_response(response: SearchResponse, *, explain: bool = False) -> str:

@@ -1,6 +1,6 @@
 """``sessionmem replay FILE``: drive the session runner from a recorded transcript (scripted model).
 
-The recorded assistant replies and tool calls are replayed in order (:mod:`sessionmem.replay`); with a
+The recorded assistant replies and tool calls are replayed in order (:mod:`sessionmem.runs.recorded`); with a
 small ``--context-window`` the runner flushes and compacts as it would live. The replay writes into a
 fresh workspace (a new temporary folder unless ``--workspace`` names a new or empty one), with its
 sessions and index in the global ``--state-dir`` when one is given, else in that folder's
@@ -73,7 +73,7 @@ def replay(ctx: click.Context, file: Path, context_window: int, workspace: str |
       sessionmem replay transcripts/trip-planning.jsonl
       sessionmem replay transcripts/billing-migration.jsonl --context-window 2000 --json
     """
-    from sessionmem.replay import run_replay
+    from sessionmem.runs.recorded import run_replay
 
     app = output.resolved(ctx)
     folder = _workspace(workspace)

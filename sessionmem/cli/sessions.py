@@ -1,10 +1,11 @@
-"""``sessionmem sessions``: move the agent's sessions between store backends.
+"""``sessionmem sessions``: move the agent's sessions between store backends (``list``, ``show`` and
+``delete`` are in :mod:`sessionmem.cli.session_view`).
 
 ``export --to SPEC`` copies every session of the configured store (``session.store``) to the store SPEC
 names; ``import --from SPEC`` copies every session of SPEC into the configured store. SPEC is written
 as ``session.store`` is (a sessions.json path, a ``*.sqlite`` path or ``sqlite:///<path>``, ``sqlite``
 for the default folder; ``~`` and ``{agentId}`` expanded). Entries are copied field for field and
-transcripts line for line (:mod:`sessionmem.session.copy`).
+transcripts line for line (:mod:`sessionmem.session.stores.copy`).
 """
 
 from __future__ import annotations
@@ -12,18 +13,22 @@ from __future__ import annotations
 import click
 
 from sessionmem.cli.output import echo_json, progress_bar, resolved
-from sessionmem.cli.root import Context
+from sessionmem.context import Context
 from sessionmem.errors import UsageError
-from sessionmem.session.copy import copy_sessions
-from sessionmem.session.stores import open_session_store, parse_store_spec
+from sessionmem.session.stores.copy import copy_sessions
+from sessionmem.session.stores.opening import open_session_store, parse_store_spec
 
 
 @click.group()
 def sessions() -> None:
-    """Move the agent's sessions (entries and transcripts) between store backends.
+    """List, show and delete the agent's sessions; move them (entries and transcripts) between store
+    backends.
 
     \b
     Examples:
+      sessionmem sessions list --filter telegram
+      sessionmem sessions show agent:main:main
+      sessionmem sessions delete agent:main:telegram:direct:42
       sessionmem sessions export --to ~/.sessionmem/agents/main/sessions/sessions.sqlite
       sessionmem sessions import --from /backup/agents/main/sessions/sessions.json
     """
@@ -83,3 +88,11 @@ def _copy(
         f"Copied {report.sessions} session(s) ({report.transcript_lines} transcript lines) "
         f"from {shown_from} to {shown_to}"
     )
+
+
+# list, show and delete: the management API's views (sessionmem.cli.session_view)
+from sessionmem.cli.session_view import delete, list_, show  # noqa: E402
+
+sessions.add_command(list_)
+sessions.add_command(show)
+sessions.add_command(delete)

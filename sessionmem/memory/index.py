@@ -1,74 +1,42 @@
-"""The per-agent memory index: ``MemoryIndex`` keeps a SQLite file in step with the Markdown.
+"""The per-agent memory index: ``MemoryIndex`` keeps a SQLite file (or a PostgreSQL schema) in step with
+the Markdown, and answers searches and status from it. Its jobs live in rooms of their own:
 
-It speaks to its database through an ``IndexStore`` (``store.py``): the SQLite file described here
-(``sqlite_store.py``), or, when ``memorySearch.store.path`` is a ``postgresql://`` DSN, one PostgreSQL
-schema shared by gateway hosts on several machines (``pg_store.py``: there the rebuild is one
-transaction, the sync lock an advisory lock, and searches read one committed state).
+- where the index is (``location.py``), opening it and recovering a damaged one (``connections.py``:
+  the writer's connection, the searches' second one, the sync lock; a database that is not one, or is
+  malformed, or has another schema version, is moved aside to ``<db>.corrupt-<time>`` and rebuilt from
+  the Markdown, and ``status().issues`` says so);
+- one sync under the lock (``syncing.py``): incremental, or the safe rebuild beside the live index,
+  with the provider's runtime fallback; the pass itself is ``sync/sync_pass.py``;
+- what the sessions may ask of it (``session_memory.py``, the protocols it implements);
+- search (``search/``) and status (``status.py``), wired here.
 
-The Markdown is the truth; the index is derived and disposable. ``sync`` is incremental (see
-``indexer.py``): an unchanged file costs the ``stat`` discovery already did (DESIGN decision 10).
-When the configuration that shaped the index changes (provider, model, sources, extra paths,
-chunking) or ``force`` is given, a new index is built beside the live one and copied over it in one
-SQLite transaction (``rebuild.py``): readers here or in another process never see a half-built index,
-and a failed rebuild leaves the old one working. The same rebuild runs when the embedder's vectors
-turn out to have another width than the index's (``VectorWidthChanged``, learned mid-pass), so an
-index never mixes widths and no pass drops the older vectors.
+It speaks to its database through an ``IndexStore`` (``store/seam.py``): the SQLite file, or, when
+``memorySearch.store.path`` is a ``postgresql://`` DSN, one schema shared by gateway hosts on several
+machines (``store/index_postgres.py``: there the rebuild is one transaction, the sync lock an advisory
+lock, and searches read one committed state).
 
 Concurrency: one sync at a time per index (concurrent callers wait for and share its result);
 across processes a file lock ``<db>.lock`` serialises syncs, and every write is ``BEGIN IMMEDIATE``
 with a busy timeout. Searches read through a second connection, so WAL lets them run during a sync.
-A database that is not one (or is malformed, or has another schema version) is moved aside to
-``<db>.corrupt-<time>`` and rebuilt from the Markdown; ``status().issues`` says so (``status.py``).
-Background syncs, session-delta syncs and the interval timer run on ``background.Workers``.
+Background syncs, session-delta syncs and the interval timer run on ``sync/background.Workers``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.dsn import is_postgres_dsn
-from sessionmem.errors import ConfigError, EmbeddingError, IndexDiskFull, MemoryIndexError
-from sessionmem.memory.background import Workers
-from sessionmem.memory.calibration import Calibration
-from sessionmem.memory.calibration import refresh as refresh_calibration
-from sessionmem.memory.db import VectorSupport, connect, process_lock
-from sessionmem.memory.embedding import EmbedderSelection
-from sessionmem.memory.files import MarkdownSource, TranscriptSource, normalize_extra_paths
-from sessionmem.memory.flight import SyncFlight
-from sessionmem.memory.indexer import (
-    DB_ERRORS,
-    FTS_ONLY_MODEL,
-    Indexer,
-    SyncReport,
-    VectorWidthChanged,
-    disk_full_reason,
-    is_corruption,
-    meta_mismatch,
-    plan_source,
-    prune_cache,
-    read_meta,
-    write_json,
-)
-from sessionmem.memory.rebuild import (
-    caused_by_corruption,
-    claim_owner,
-    desired_meta,
-    move_aside,
-    open_checked,
-    remove_dead_scratch,
-)
-from sessionmem.memory.schema import META_KEY
-from sessionmem.memory.selection import can_fall_back, fallback_selection, select_from_config
-from sessionmem.memory.sqlite_store import SqliteStore
+from sessionmem.errors import IndexDiskFull, MemoryIndexError
+from sessionmem.memory.connections import IndexConnections
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.location import store_location, store_path
+from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.status import (
     IndexCounts,
     IndexStatus,
@@ -76,70 +44,35 @@ from sessionmem.memory.status import (
     read_counts,
     stale_vectors_issue,
 )
+from sessionmem.memory.store.database import DB_ERRORS
+from sessionmem.memory.store.meta import FTS_ONLY_MODEL, disk_full_reason, is_corruption
+from sessionmem.memory.store.rebuild import caused_by_corruption, claim_owner
+from sessionmem.memory.sync.background import Workers
+from sessionmem.memory.sync.flight import SyncFlight
+from sessionmem.memory.sync.index_meta import desired_meta, meta_mismatch
+from sessionmem.memory.sync.plan import SyncReport, plan_source
+from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
+from sessionmem.memory.syncing import WHOLE, IndexSync, ProgressFn, SyncScope
 from sessionmem.pathnames import given_path
-from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig
-    from sessionmem.memory.embedding import Embedder
-    from sessionmem.memory.erase import IndexErasure
-    from sessionmem.memory.files import EntrySource
-    from sessionmem.memory.pg_store import PgTarget
-    from sessionmem.memory.session_sync import TranscriptDeltaScheduler
-    from sessionmem.memory.types import SearchRequest, SearchResponse, VectorPath
+    from sessionmem.dsn import PgTarget
+    from sessionmem.memory.embed.embedder import Embedder
+    from sessionmem.memory.search.records import SearchRequest, SearchResponse, VectorPath
+    from sessionmem.memory.store.erase import IndexErasure
+    from sessionmem.memory.sync.session_delta import TranscriptDeltaScheduler
+    from sessionmem.memory.sync.sources import EntrySource
 
-__all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_path"]
+__all__ = ["IndexStatus", "MemoryIndex", "SyncReport", "store_location", "store_path"]
 
 log = logging.getLogger(__name__)
-
-ProgressFn = Callable[[int, int], None]
-
-
-def _start_over(report: SyncReport, issue: str) -> None:
-    """Reset ``report`` for a pass that starts again as a rebuild, noting why in its issues."""
-    fresh = SyncReport(reason=report.reason)
-    for f in dataclasses.fields(SyncReport):
-        setattr(report, f.name, getattr(fresh, f.name))
-    report.issues.append(issue)
 
 
 def _fitting(calibration: Any, embedder: Embedder | None) -> dict[str, Any] | None:
     """The stored calibration when it was measured for ``embedder``."""
     cal = Calibration.from_json(calibration)
     return cal.to_json() if cal is not None and embedder is not None and cal.fits(embedder, None) else None
-
-
-def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path:
-    """``store.path`` with ``{agentId}`` replaced, else ``<state_dir>/memory/<agentId>.sqlite`` (a file
-    store; :func:`store_location` also knows PostgreSQL)."""
-    if settings.store.path:
-        return given_path(settings.store.path.replace("{agentId}", agent_id))
-    return given_path(state_dir) / "memory" / f"{agent_id}.sqlite"
-
-
-def store_location(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path | PgTarget:
-    """Where the agent's index is: a file (:func:`store_path`), or a PostgreSQL schema when
-    ``store.path`` is a ``postgresql://`` DSN (``pg_store.pg_target``)."""
-    if is_postgres_dsn(settings.store.path):
-        from sessionmem.memory.pg_store import pg_target
-
-        return pg_target(str(settings.store.path), agent_id)
-    return store_path(agent_id, settings, state_dir)
-
-
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    """The files one pass covers: the Markdown memory or not; every transcript (None) or these names."""
-
-    memory: bool = True
-    transcripts: tuple[str, ...] | None = None
-
-    @property
-    def whole(self) -> bool:
-        return self.memory and self.transcripts is None
-
-
-WHOLE = _Scope()
 
 
 class MemoryIndex:
@@ -162,29 +95,29 @@ class MemoryIndex:
         self.path = path
         self.state_dir = given_path(state_dir)
         self._sessions_dir = given_path(sessions_dir) if sessions_dir is not None else None
-        self._selection = selection
-        self._env: Mapping[str, str] = os.environ if env is None else env  # API keys for providers
-        self._fallback_tried = False  # the runtime fallback is tried once per index
-        self._selection_lock = threading.Lock()
         self._state_lock = threading.Lock()
-        self._read_lock = threading.Lock()
         self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
-        # the sync lock: a file lock beside a SQLite file; the store's advisory lock in PostgreSQL
-        self._sync_mutex: Any = process_lock(str(path) + ".lock") if isinstance(path, Path) else None
         self._dirty = True
         self._closed = False
         self._bootstrapped = False
         self._issues: list[str] = []
         self._last_error: str | None = None
-        self._fts_error: str | None = None
-        self._calibration_issue: str | None = None
         self._workers = Workers(agent_id)
         self._searcher: Any = None
         self._watcher: Any = None
-        self._conn: Any = None  # the writer's IndexStore
-        self._reader: Any = None  # the searches' IndexStore (a second connection)
-        self._vector = VectorSupport(False, "sqlite3", None, "not opened")
+        # the connections (the writer's, the searches') and the sync lock (connections.py)
+        self._db = IndexConnections(agent_id, settings, path, self._issues)
+        self._syncer = IndexSync(  # the passes and the embedder they use (syncing.py)
+            self._db,
+            settings,
+            agent_id,
+            selection=selection,
+            env=os.environ if env is None else env,  # API keys for providers
+            sources=self._sources,
+            desired=self._desired_meta,
+            on_switch=self._drop_searcher,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -214,7 +147,7 @@ class MemoryIndex:
         state_dir = given_path(state_dir)
         path = store_location(agent_id, settings, state_dir)
         index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir)
-        index._open_db()
+        index._db.open()
         minutes = settings.sync.interval_minutes
         if minutes and minutes > 0:
             index._workers.every(minutes * 60.0, lambda: index._sync_quietly("interval"))
@@ -246,111 +179,21 @@ class MemoryIndex:
         self._workers.join()
         self._flight.wait()
         self._drop_searcher()
-        for conn in (self._reader, self._conn):
-            if conn is not None:
-                with contextlib.suppress(*DB_ERRORS, *conn.errors):
-                    conn.close()
-
-    @property
-    def _shown_location(self) -> str:
-        """The index for messages: its file, or its PostgreSQL target without a password."""
-        return str(self.path)  # a PgTarget shows itself without its password
-
-    @property
-    def _file(self) -> Path:
-        """The SQLite file (only the file store's code asks)."""
-        assert isinstance(self.path, Path), "the PostgreSQL store has no file"
-        return self.path
-
-    def _open_db(self) -> None:
-        if not isinstance(self.path, Path):
-            self._open_pg(self.path)
-            return
-        make_private_dirs(self.path.parent)
-        with self._sync_mutex:
-            self._remove_dead_scratch()
-            self._conn = self._connect_checked()
-            self._vector = self._conn.vector
-            try:
-                claim_owner(self._conn, self.agent_id, self._shown_location)
-            except ConfigError:
-                self._conn.close()
-                raise
-            self._reader = self._open_reader()
-
-    def _open_pg(self, target: PgTarget) -> None:
-        """Connect the writer (creating the schema), make the tables under the sync lock (an unusable
-        schema version is dropped and rebuilt from the Markdown), connect the reader."""
-        from sessionmem.memory.pg_store import PgStore
-
-        tokenizer = self.settings.store.fts.tokenizer
-        store = PgStore.connect(target, tokenizer, create=True)
-        try:
-            self._sync_mutex = store.sync_lock()
-            with self._sync_mutex:
-                problem = store.schema_problem()
-                if problem is not None:
-                    store.discard()
-                    self._issues.append(f"{problem}; dropped its tables and rebuilt from the Markdown files")
-                    log.warning("memory index %s: %s; dropped and rebuilt", target, problem)
-                self._fts_error = store.apply_schema(tokenizer)
-                claim_owner(store, self.agent_id, self._shown_location)
-        except BaseException:
-            store.close()
-            raise
-        self._conn, self._vector = store, store.vector
-        self._reader = store.opener()()
-
-    def _open_reader(self) -> Any:
-        """A second connection for searches (WAL in SQLite, MVCC in PostgreSQL: never waiting for a sync)."""
-        opener = self._conn.opener()
-        assert opener is not None
-        return opener()
-
-    def _remove_dead_scratch(self) -> None:
-        """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone).
-        (PostgreSQL leaves none: a rebuild killed mid-way is a transaction the server rolls back.)"""
-        if not isinstance(self.path, Path):
-            return
-        removed = remove_dead_scratch(self.path)
-        if removed:
-            log.info(
-                "memory index %s: removed %d scratch files of an unfinished rebuild", self.path, len(removed)
-            )
-
-    def _connect(self, path: Path) -> tuple[Any, VectorSupport]:
-        vector = self.settings.store.vector
-        return connect(path, load_vector=vector.enabled, extension_path=vector.extension_path)
-
-    def _connect_checked(self) -> SqliteStore:
-        """Connect, moving a corrupt or foreign-schema database aside once; apply the schema."""
-        conn, support, self._fts_error = open_checked(
-            self._file, self._connect, self.settings.store.fts.tokenizer, self._move_aside
-        )
-        return SqliteStore(conn, support, path=self._file, connect=self._connect, lock=self._sync_mutex)
-
-    def _move_aside(self, problem: str) -> None:
-        target = move_aside(self._file)
-        self._issues.append(f"{problem}; moved aside to {target.name} and rebuilt from the Markdown files")
-        self._dirty = True
-        log.warning("memory index %s: %s; moved aside to %s", self.path, problem, target)
+        self._db.close()
 
     # -- embedder and sources --------------------------------------------------------------------
 
     @property
     def selection(self) -> EmbedderSelection:
         """The embedding provider in use (chosen from config on first need)."""
-        with self._selection_lock:
-            if self._selection is None:
-                self._selection = select_from_config(self.settings, self._env)
-            return self._selection
+        return self._syncer.selection
 
     def source_names(self) -> list[str]:
         """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` is not required,
         see ``session_sync``)."""
         if "sessions" not in self.settings.sources:  # the transcript code loads only when it is a source
             return sorted(self.settings.sources)
-        from sessionmem.memory.session_sync import sessions_enabled
+        from sessionmem.memory.sync.session_delta import sessions_enabled
 
         names = {s for s in self.settings.sources if s != "sessions" or sessions_enabled(self.settings)}
         return sorted(names)
@@ -363,7 +206,7 @@ class MemoryIndex:
             return self._sessions_dir
         return self.state_dir / "agents" / self.agent_id / "sessions"
 
-    def _sources(self, scope: _Scope = WHOLE) -> list[EntrySource]:
+    def _sources(self, scope: SyncScope = WHOLE) -> list[EntrySource]:
         """One entry source per configured source (a new source slots in here), within ``scope``."""
         out: list[EntrySource] = []
         for name in self.source_names():
@@ -379,7 +222,7 @@ class MemoryIndex:
             self.workspace,
             self.source_names(),
             embedder,
-            vector_loaded=self._vector.loaded,
+            vector_loaded=self._db.vector.loaded,
             agent_id=self.agent_id,
         )
 
@@ -410,9 +253,9 @@ class MemoryIndex:
         result, and nothing else is scanned or deleted. ``sessions=False``: leave transcripts for a later
         pass (the first search's bootstrap does not wait for them)."""
         if session_files is not None:
-            scope = _Scope(False, tuple(sorted({Path(p).name for p in session_files})))
+            scope = SyncScope(False, tuple(sorted({Path(p).name for p in session_files})))
         else:
-            scope = WHOLE if sessions else _Scope(True, ())
+            scope = WHOLE if sessions else SyncScope(True, ())
         return self._flight.run(
             lambda: self._run_sync(force, progress, reason, scope),
             force=force,
@@ -424,7 +267,7 @@ class MemoryIndex:
         """The lock every sync of this index holds, across processes (a file lock beside a SQLite file)
         and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
         searches."""
-        return self._sync_mutex
+        return self._db.sync_mutex
 
     def erase(
         self, audiences: Collection[str], paths: Collection[str] = (), *, dry_run: bool = False
@@ -433,12 +276,16 @@ class MemoryIndex:
         chunks' cached vectors, and any readable copy of them in the database (``erase.py``): the
         index's side of forgetting a person. Holds the sync lock; hold it yourself around this and the
         deletion of the files, so that no sync indexes them again in between."""
-        from sessionmem.memory.erase import erase_rows
+        from sessionmem.memory.store.erase import erase_rows
 
         self._check_open()
-        with self._sync_mutex:
+        with self._db.sync_mutex:
             erased = erase_rows(
-                self._conn, audiences=audiences, paths=paths, vectors=self._vector.loaded, dry_run=dry_run
+                self._db.conn,
+                audiences=audiences,
+                paths=paths,
+                vectors=self._db.vector.loaded,
+                dry_run=dry_run,
             )
         if not dry_run and (erased.chunks or erased.paths) and self._searcher is not None:
             self._searcher.invalidate()
@@ -449,23 +296,25 @@ class MemoryIndex:
             raise MemoryIndexError(f"memory index {self.path} is closed")
 
     def _run_sync(
-        self, force: bool, progress: ProgressFn | None, reason: str, scope: _Scope = WHOLE
+        self, force: bool, progress: ProgressFn | None, reason: str, scope: SyncScope = WHOLE
     ) -> SyncReport:
         started = time.monotonic()
         report = SyncReport(reason=reason)
         if scope.memory:
             self._dirty = False
         try:
-            with self._sync_mutex:
-                self._remove_dead_scratch()
-                claim_owner(self._conn, self.agent_id, self._shown_location)  # still this agent's?
+            with self._db.sync_mutex:
+                self._db.remove_dead_scratch()
+                claim_owner(self._db.conn, self.agent_id, self._db.shown_location)  # still this agent's?
                 try:
-                    report = self._sync_or_fall_back(force, progress, report, scope)
+                    report = self._syncer.run(force, progress, report, scope)
                 except DB_ERRORS as exc:
                     if not is_corruption(exc):
                         raise
-                    self._recover_corrupt(str(exc))
-                    report = self._sync_or_fall_back(False, progress, SyncReport(reason=reason))
+                    self._db.recover_corrupt(str(exc))  # the file moved aside: start afresh
+                    self._dirty = True
+                    self._drop_searcher()
+                    report = self._syncer.run(False, progress, SyncReport(reason=reason))
         except BaseException as exc:
             if scope.memory:
                 self._dirty = True
@@ -481,179 +330,6 @@ class MemoryIndex:
             self._searcher.invalidate()
         self._reset_session_deltas()
         return report
-
-    def _sync_or_fall_back(
-        self, force: bool, progress: ProgressFn | None, report: SyncReport, scope: _Scope = WHOLE
-    ) -> SyncReport:
-        """One pass; if the provider fails it (after its retries) and a fallback is configured, switch
-        to the fallback once and rebuild everything with it (reference §8 "Runtime fallback").
-
-        The rebuild is the safe one (``_rebuild``): the old index serves searches until the new one
-        is complete, and stays if the fallback fails too."""
-        try:
-            self._sync_locked(force, progress, report, scope)
-            return report
-        except EmbeddingError as exc:
-            failed = self._activate_fallback(exc)
-            if failed is None:
-                raise
-            original = exc
-        selection = self.selection
-        fresh = SyncReport(reason=report.reason)
-        fresh.issues.append(
-            f"embedding provider {failed} failed ({original}); switched to the fallback "
-            f"{selection.actual} and rebuilt the index with it"
-        )
-        try:
-            self._sync_locked(True, progress, fresh)
-        except EmbeddingError as second:
-            raise EmbeddingError(f"{original}\n\nFallback to {selection.actual} failed: {second}") from second
-        return fresh
-
-    def _activate_fallback(self, error: EmbeddingError) -> str | None:
-        """Switch to ``memorySearch.fallback`` after ``error``, once; the failed provider's name, or
-        None when there is nothing to switch to (no fallback, already switched, cannot be created)."""
-        with self._selection_lock:
-            current = self._selection
-            if self._fallback_tried or current is None or not can_fall_back(self.settings, current):
-                return None
-            self._fallback_tried = True
-            chosen = fallback_selection(self.settings, self._env, current, error, agent_id=self.agent_id)
-            if chosen is None or chosen.embedder is None:
-                return None
-            failed, embedder = current.actual, chosen.embedder
-            self._selection = chosen
-            self._drop_searcher()  # the next search embeds queries with the fallback
-        log.warning(
-            "memory index %s: %s failed (%s); switching to fallback %s and rebuilding",
-            self.agent_id,
-            failed,
-            error,
-            embedder.provider,
-        )
-        return failed
-
-    def _recover_corrupt(self, error: str) -> None:
-        for conn in (self._reader, self._conn):
-            with contextlib.suppress(*DB_ERRORS):
-                conn.close()
-        self._move_aside(f"index database {self._file.name} is corrupt ({error})")
-        self._conn = self._connect_checked()
-        self._vector = self._conn.vector
-        self._reader = self._open_reader()
-        self._drop_searcher()
-
-    def _indexer(
-        self, conn: Any, embedder: Embedder | None, report: SyncReport, progress: ProgressFn | None
-    ) -> Indexer:
-        return Indexer(
-            conn=conn,
-            embedder=embedder,
-            chunk_tokens=self.settings.chunking.tokens,
-            chunk_overlap=self.settings.chunking.overlap,
-            fts=self._fts_error is None,
-            vectors=self._vector.loaded,
-            cache_enabled=self.settings.cache.enabled,
-            report=report,
-            progress=progress,
-        )
-
-    def _sync_locked(
-        self,
-        force: bool,
-        progress: ProgressFn | None,
-        report: SyncReport,
-        scope: _Scope = WHOLE,
-    ) -> None:
-        embedder = self.selection.embedder
-        desired = self._desired_meta(embedder)
-        stored = read_meta(self._conn)
-        has_files = self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
-        changed = meta_mismatch(stored, desired)
-        if force or (changed and (stored is not None or has_files)):
-            log.info(
-                "memory index %s: full rebuild (%s)", self.path, "forced" if force else ", ".join(changed)
-            )
-            self._rebuild(embedder, desired, progress, report)
-            return
-        indexer = self._indexer(self._conn, embedder, report, progress)
-        try:
-            indexer.sync(self._sources(scope), full=False, targeted=not scope.whole, meta=stored)
-        except VectorWidthChanged as exc:
-            # Trigger: the embedder answered with another width than the index holds (a remote model
-            # tells its width only once called, so the meta check above could not see it). Why: mixing
-            # widths hides one of them from vector search; dropping the vec table loses the other.
-            # Outcome: the safe rebuild at the new width; the old index serves until it is swapped in.
-            log.warning("memory index %s: %s; rebuilding", self.path, exc)
-            _start_over(report, f"{exc}; rebuilt the index at {exc.new} dimensions")
-            self._rebuild(embedder, self._desired_meta(embedder), progress, report)
-            return
-        self._finish(self._conn, desired, embedder, stored=stored, prune=report.wrote, width=indexer.width)
-
-    def _finish(
-        self,
-        conn: Any,
-        desired: dict[str, Any],
-        embedder: Embedder | None,
-        *,
-        stored: dict[str, Any] | None,
-        prune: bool,
-        width: int | None = None,
-    ) -> None:
-        """Record the meta the index now matches (``stored``: the meta it held before the pass;
-        ``width``: of the vectors it holds, from :func:`stored_width` or the pass); calibrate the vector
-        scores when the vectors changed (``calibration.py``); prune the cache."""
-        meta = dict(desired)
-        if embedder is not None:
-            meta["vectorDims"] = width or embedder.dims
-        if stored != meta:
-            with conn.atomic():
-                write_json(conn, META_KEY, meta)
-        if embedder is not None:
-            self._calibration_issue = refresh_calibration(
-                conn, embedder, meta.get("vectorDims"), changed=prune or stored != meta
-            )
-        if prune:
-            prune_cache(conn, self.settings.cache.max_entries)
-
-    def _rebuild(
-        self,
-        embedder: Embedder | None,
-        desired: dict[str, Any],
-        progress: ProgressFn | None,
-        report: SyncReport,
-    ) -> None:
-        """Build a fresh index beside the live one, then copy it over in one transaction.
-
-        A scratch index takes its width from the embedder, or (when the embedder has not been called
-        yet) from the vectors seeded into its cache. If those turn out older than the embedder's
-        answers (``VectorWidthChanged``), it is built once more, now at the embedder's width."""
-        try:
-            self._build_and_swap(embedder, desired, progress, report)
-        except VectorWidthChanged as exc:
-            if embedder is None or embedder.dims != exc.new:
-                raise
-            _start_over(report, f"{exc}; rebuilt the index at {exc.new} dimensions")
-            self._build_and_swap(embedder, self._desired_meta(embedder), progress, report)
-
-    def _build_and_swap(
-        self,
-        embedder: Embedder | None,
-        desired: dict[str, Any],
-        progress: ProgressFn | None,
-        report: SyncReport,
-    ) -> None:
-        report.full = True
-        with self._conn.rebuild(self.settings.store.fts.tokenizer, embedder) as (conn, fts_error):
-            indexer = self._indexer(conn, embedder, report, progress)
-            indexer.fts = fts_error is None
-            indexer.sync(self._sources(), full=True)
-            claim_owner(conn, self.agent_id, self._shown_location)  # the new index is this agent's too
-            self._finish(conn, desired, embedder, stored=None, prune=True, width=indexer.width)
-            if not self.settings.cache.enabled:
-                with conn.atomic():
-                    conn.execute("DELETE FROM embedding_cache")
-        self._fts_error = fts_error
 
     # -- background work -------------------------------------------------------------------------
 
@@ -673,7 +349,7 @@ class MemoryIndex:
                 return
         self._workers.start(self._sync_quietly, reason, name="sync")
 
-    # -- session transcripts (reference §5; sessionmem.memory.session_sync) -----------------------
+    # -- session transcripts (reference §5; sessionmem.memory.sync.session_delta) -----------------------
 
     def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
         """The runner appended to a transcript. Cheap (a set insert): a debounced check decides whether
@@ -683,7 +359,7 @@ class MemoryIndex:
             return
         scheduler = self._session_delta
         if scheduler is None:
-            from sessionmem.memory.session_sync import TranscriptDeltaScheduler
+            from sessionmem.memory.sync.session_delta import TranscriptDeltaScheduler
 
             with self._state_lock:
                 if self._session_delta is None:
@@ -730,8 +406,8 @@ class MemoryIndex:
         if conn is not None:
             row = conn.execute(sql, (f"sessions/{path.name}",)).fetchone()
         else:
-            with self._read_lock:
-                row = self._reader.execute(sql, (f"sessions/{path.name}",)).fetchone()
+            with self._db.read_lock:
+                row = self._db.reader.execute(sql, (f"sessions/{path.name}",)).fetchone()
         return int(row[0]) if row is not None else None
 
     def _reset_session_deltas(self) -> None:
@@ -742,14 +418,14 @@ class MemoryIndex:
             return
         sizes = []
         for path in scheduler.tracked():
-            size = self._indexed_size(path, self._conn)
+            size = self._indexed_size(path, self._db.conn)
             if size is not None:
                 sizes.append((path, size))
         scheduler.indexed(sizes)
 
     def start_watching(self) -> None:
         """Watch the memory files; a change marks the index dirty and syncs after the debounce."""
-        from sessionmem.memory.watch import MemoryWatcher
+        from sessionmem.memory.sync.watch import MemoryWatcher
 
         with self._state_lock:
             if self._watcher is not None or self._closed:
@@ -792,11 +468,8 @@ class MemoryIndex:
         # the old file, moves it aside); then fresh connections answer once more.
         self._issues.append(f"search found the index damaged ({exc}); rebuilt from the Markdown files")
         self.sync(force=True, reason="recover")
-        with self._read_lock:
-            with contextlib.suppress(*DB_ERRORS):
-                self._reader.close()
-            self._reader = self._open_reader()
-            self._drop_searcher()
+        self._db.reopen_reader()
+        self._drop_searcher()
         return self._with_fallback(self._get_searcher().search(request))
 
     def _rebuild_stale_vectors(self, widths: tuple[int, int]) -> None:
@@ -827,13 +500,17 @@ class MemoryIndex:
     def _get_searcher(self) -> Any:
         if self._searcher is None:
             try:
-                from sessionmem.memory.search import Searcher
+                from sessionmem.memory.search.searcher import Searcher
             except ImportError as exc:
                 raise MemoryIndexError(
-                    "memory search is not available (sessionmem.memory.search is missing)"
+                    "memory search is not available (sessionmem.memory.search.searcher is missing)"
                 ) from exc
             self._searcher = Searcher(
-                self._reader, self.selection.embedder, self.settings, self._vector, workspace=self.workspace
+                self._db.reader,
+                self.selection.embedder,
+                self.settings,
+                self._db.vector,
+                workspace=self.workspace,
             )
         return self._searcher
 
@@ -844,11 +521,11 @@ class MemoryIndex:
             searcher.close()
 
     def _count(self, table: str, source: str | None = None) -> int:
-        with self._read_lock:
+        with self._db.read_lock:
             if source is None:
-                return int(self._reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+                return int(self._db.reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
             sql = f"SELECT COUNT(*) FROM {table} WHERE source = ?"
-            return int(self._reader.execute(sql, (source,)).fetchone()[0])
+            return int(self._db.reader.execute(sql, (source,)).fetchone()[0])
 
     def status(self) -> IndexStatus:
         """What the index holds and how it runs, with every problem worth a user's attention."""
@@ -857,16 +534,16 @@ class MemoryIndex:
         unreadable: str | None = None
         counts = IndexCounts()
         try:
-            with self._read_lock:
-                counts = read_counts(self._reader)
+            with self._db.read_lock:
+                counts = read_counts(self._db.reader)
                 dirty = bool(
                     meta_mismatch(counts.meta or None, self._desired_meta(embedder))
                     or any(
-                        plan_source(self._reader, source, retry=counts.vector_issues).pending
+                        plan_source(self._db.reader, source, retry=counts.vector_issues).pending
                         for source in self._sources()
                     )
                 )
-        except (*DB_ERRORS, *self._conn.errors) as exc:
+        except (*DB_ERRORS, *self._db.conn.errors) as exc:
             dirty = True
             if isinstance(self.path, Path):
                 unreadable = f"index database {self.path} is unreadable ({exc}); the next sync rebuilds it"
@@ -878,8 +555,8 @@ class MemoryIndex:
                 *self._issues,
                 stale_vectors_issue(embedder, counts.vector_dims),
                 self._last_error,
-                self._fts_error,
-                self._calibration_issue,
+                self._db.fts_error,
+                self._syncer.calibration_issue,
             ],
             workspace=self.workspace,
             settings=self.settings,
@@ -889,8 +566,8 @@ class MemoryIndex:
         return IndexStatus(
             agent_id=self.agent_id,
             workspace=str(self.workspace),
-            store_path=self._conn.where,
-            store_kind=self._conn.kind,
+            store_path=self._db.conn.where,
+            store_kind=self._db.conn.kind,
             provider_requested=sel.requested,
             provider=sel.actual,
             model=embedder.model if embedder else FTS_ONLY_MODEL,
@@ -904,13 +581,13 @@ class MemoryIndex:
             files_by_source=counts.files_by_source,
             chunks_by_source=counts.chunks_by_source,
             dirty=dirty,  # what this look found (a watcher may mark the index meanwhile)
-            vector_loaded=self._vector.loaded,
-            vector_driver=self._vector.driver,
-            vector_version=self._vector.version,
-            vector_reason=self._vector.reason,
+            vector_loaded=self._db.vector.loaded,
+            vector_driver=self._db.vector.driver,
+            vector_version=self._db.vector.version,
+            vector_reason=self._db.vector.reason,
             vector_dims=counts.vector_dims if embedder else None,
-            fts_available=self._fts_error is None,
-            fts_error=self._fts_error,
+            fts_available=self._db.fts_error is None,
+            fts_error=self._db.fts_error,
             cache_entries=counts.cache_entries,
             cache_max_entries=self.settings.cache.max_entries,
             issues=tuple(issues + ([unreadable] if unreadable else [])),

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessionmem.memory.calibration import CALIBRATION_KEY
-from sessionmem.memory.files import list_memory_files
-from sessionmem.memory.indexer import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta
+from sessionmem.memory.search.calibration import CALIBRATION_KEY
+from sessionmem.memory.store.meta import FILE_ISSUES_KEY, VECTOR_ISSUES_KEY, read_json, read_meta
+from sessionmem.memory.sync.sources import list_memory_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

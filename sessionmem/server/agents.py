@@ -3,7 +3,7 @@
 The gateway (``/v1/...``) and the management API and inspector (``/api/...``, the page) are written
 against :class:`ServedAgents`, so either side can be tested with the other absent. The server's app
 holds one implementation that opens each agent's runner (and its memory index) once, from the same
-resolved :class:`~sessionmem.cli.root.Context` the other commands use, and closes them on shutdown.
+resolved :class:`~sessionmem.context.Context` the other commands use, and closes them on shutdown.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from sessionmem.cli.root import Context
+    from sessionmem.context import Context
     from sessionmem.session.runner import SessionRunner
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 
 from sessionmem.privacy import classify_key
-from sessionmem.session.backend import SessionBackend
-from sessionmem.session.entry import SessionEntry
-from sessionmem.session.keys import shown_key
+from sessionmem.session.stores.backend import SessionBackend
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.stores.keys import shown_key
 
 log = logging.getLogger(__name__)
 

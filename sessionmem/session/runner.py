@@ -1,7 +1,7 @@
 """The session runner: wraps each LLM turn with token projection, the silent flush and compaction.
 
 One turn, top to bottom (:meth:`Session.run_turn`), each step in its own module working on the
-session's :class:`~sessionmem.session.state.SessionState`:
+session's :class:`~sessionmem.session.turn.state.SessionState`:
 
 1. ``commands.before_turn``: a stale session (daily/idle reset) is rotated; a slash command (``/new``,
    ``/reset``, ``/compact``, ``/status``) is run and answers the turn;
@@ -17,7 +17,8 @@ session's :class:`~sessionmem.session.state.SessionState`:
 A provider context-overflow compacts through the gate and retries (keeping a quarter of the context, then
 nothing; only a prompt that alone is over the window is raised); when the provider's error states the
 model's real window, the session works within it from then on (:meth:`SessionState.learn_context_window`).
-Every compaction, whatever its reason, goes through :func:`~sessionmem.session.gate.compact_through_gate`,
+Every compaction, whatever its reason, goes through
+:func:`~sessionmem.session.turn.gate.compact_through_gate`,
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
 ordinary model turn of kind "flush": same loop, its own prompts and tools, output never delivered.
 
@@ -51,32 +52,33 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sessionmem.clock import user_zone
 from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
+from sessionmem.memory.session_memory import SessionMemory
 from sessionmem.messages import Message
 from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
-from sessionmem.session import keys
-from sessionmem.session.announce import announce_created, emit
-from sessionmem.session.backend import SessionBackend, TranscriptLog, open_entry
 from sessionmem.session.cache import SessionCache
-from sessionmem.session.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.earlier_keys import adopt_earlier_session
-from sessionmem.session.entry import SessionEntry
-from sessionmem.session.events import CompactionResult, EventCallback, TurnEvent, TurnResult
-from sessionmem.session.flush import user_zone
-from sessionmem.session.gate import compact_if_over_threshold, compact_through_gate, preflight
-from sessionmem.session.memory_tools import SessionTools
-from sessionmem.session.projection import ContextItem, Projection, TokenCounter
-from sessionmem.session.state import SessionState
-from sessionmem.session.stores import open_session_store, sessions_source_without_files
-from sessionmem.session.streaming import PartialCallback
-from sessionmem.session.tools import Tool
-from sessionmem.session.turn import run_model_turn
+from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, session_status
+from sessionmem.session.stores import keys
+from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
+from sessionmem.session.turn.announce import announce_created, emit
+from sessionmem.session.turn.events import CompactionResult, EventCallback, TurnEvent, TurnResult
+from sessionmem.session.turn.gate import compact_if_over_threshold, compact_through_gate, preflight
+from sessionmem.session.turn.model_turn import run_model_turn
+from sessionmem.session.turn.projection import ContextItem, Projection, TokenCounter
+from sessionmem.session.turn.state import SessionState
+from sessionmem.session.turn.streaming import PartialCallback
+from sessionmem.session.turn.toolset import SessionTools
+from sessionmem.tools.define import Tool
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
-    from sessionmem.session.forget import ForgetReport
+    from sessionmem.session.lifecycle.forget import ForgetReport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,7 +97,7 @@ class SessionRunner:
         state_dir: Path | str,
         tools: Iterable[Tool] = (),
         on_event: EventCallback | None = None,
-        memory_index: Any = None,
+        memory_index: SessionMemory | None = None,
         heartbeat: bool = False,
         system_prompt: str = "",
         hooks: HookRegistry | None = None,
@@ -117,8 +119,9 @@ class SessionRunner:
         self.hooks = hooks  # the developer's, added to the discovered ones (hook_registry)
         self._hook_registry: HookRegistry | None = None
         self.command_source = command_source  # shown as "Source" in session-memory files ("cli", ...)
-        # Where sessions are kept (sessionmem.session.backend): the store given, else the one session.store
-        # names (sessionmem.session.stores: sessions.json by default, SQLite for a *.sqlite path).
+        # Where sessions are kept (sessionmem.session.stores.backend): the store given, else the one
+        # session.store
+        # names (sessionmem.session.stores.opening: sessions.json by default, SQLite for a *.sqlite path).
         if store is None:
             store = open_session_store(
                 self.config.session.store, state_dir=self.state_dir, agent_id=self.agent_id
@@ -136,7 +139,7 @@ class SessionRunner:
         one context. Opening reconciles the store entry with the transcript (DESIGN 16).
 
         A key without ``agent:`` is taken as ``agent:<agentId>:<key>``; a key of another agent raises
-        :class:`~sessionmem.errors.UsageError` (:func:`~sessionmem.session.keys.agent_session_key`)."""
+        :class:`~sessionmem.errors.UsageError` (:func:`~sessionmem.session.stores.keys.agent_session_key`)."""
         self.in_memory.check_open()
         key = keys.agent_session_key(self.agent_id, session_key)
         found = self.in_memory.get(key)
@@ -164,13 +167,13 @@ class SessionRunner:
         return self.in_memory.keys()
 
     async def forget(self, who: str, *, names: Sequence[str] = (), dry_run: bool = False) -> ForgetReport:
-        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on
-        every channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
-        (:mod:`sessionmem.session.forget`, which says what stays and is listed). Their sessions are held
-        meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
+        """Remove everything this runner's agent keeps of ``who``: a chat (a session key) or a person on every
+        channel (a peer id): their notes, transcripts, store entries, index rows and cached vectors
+        (:mod:`sessionmem.session.lifecycle.forget`, which says what stays and is listed). Their sessions are
+        held meanwhile, as turns hold them; afterwards this runner holds none of them in memory, and a turn of
         theirs starts a new session. ``dry_run``: only say what would go. A gateway's
         ``DELETE /api/sessions/{key}``."""
-        from sessionmem.session.forget import forget
+        from sessionmem.session.lifecycle.forget import forget
 
         self.in_memory.check_open()
         report = await forget(
@@ -205,9 +208,7 @@ class SessionRunner:
         index = self.memory_index
         if index is None:
             return
-        settle = getattr(index, "close" if self.close_index else "wait_idle", None)
-        if callable(settle):
-            await asyncio.to_thread(settle)
+        await asyncio.to_thread(index.close if self.close_index else index.wait_idle)
 
     def close(self) -> None:
         """Blocking :meth:`aclose`; refuses to run inside an event loop (use ``await runner.aclose()``)."""
@@ -259,9 +260,9 @@ class SessionRunner:
         # Trigger: session.store moves the transcripts, and the memory index was opened without
         # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
         # runner's conversations. Outcome: a warning saying what to pass.
-        found = getattr(self.memory_index, "sessions_dir", None)
-        if not isinstance(found, (str, os.PathLike)) or not indexes_sessions:
+        if self.memory_index is None or not indexes_sessions:
             return
+        found = self.memory_index.sessions_dir
         if ours is not None and os.path.realpath(found) != os.path.realpath(ours):
             log.warning(
                 "the memory index reads transcripts from %s but this runner writes them to %s "
@@ -274,7 +275,7 @@ class SessionRunner:
 class Session:
     """One conversation: its transcript, its store entry, its context in memory.
 
-    A handle on a :class:`~sessionmem.session.state.SessionState` (``session.state``), which the steps of
+    A handle on a :class:`~sessionmem.session.turn.state.SessionState` (``session.state``), which the steps of
     a turn share; the attributes below read through to it.
     """
 

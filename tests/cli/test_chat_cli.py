@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.cli.chat import event_note
-from sessionmem.session.events import CompactionEvent, HookErrorEvent, NewSessionEvent, event_record
+from sessionmem.session.turn.events import CompactionEvent, HookErrorEvent, NewSessionEvent, event_record
 from tests.support.openai_server import OpenAIServer, text_reply
 
 FLUSH_MARKER = "Pre-compaction memory flush."
@@ -257,7 +257,7 @@ def test_chat_loop_prints_a_streamed_reply_once(tmp_path: Path, capsys: pytest.C
 def test_piped_compact_with_instructions_then_reset(
     chat_args: list[str], openai_server: OpenAIServer, isolated_env: Path, tmp_path: Path
 ) -> None:
-    from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
+    from sessionmem.session.turn.compaction import SUMMARIZATION_SYSTEM_PROMPT
 
     def summarise_briefly(body: dict[str, Any]) -> Any:
         system = (body.get("messages") or [{}])[0].get("content")

@@ -28,8 +28,8 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from sessionmem.config import Config
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.query_bounds import MAX_QUERY_CHARS
-from sessionmem.memory.tools import MemoryTools, memory_get_schema, memory_search_schema
+from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS
+from sessionmem.memory.tools.reading import MemoryTools, memory_get_schema, memory_search_schema
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTE = "- The billing cutover from LedgerLoop to Stripe is set for 2026-12-01.\n"
@@ -467,7 +467,7 @@ def test_http_on_an_address_other_machines_reach_is_refused_without_an_api_key(h
 
 def test_serve_http_refuses_an_open_address_without_a_key_in_python_too(home: Path, tmp_path: Path) -> None:
     from sessionmem.errors import ConfigError
-    from sessionmem.mcp_server import MemoryServerTools, build_server, listen_tcp, serve_http
+    from sessionmem.server.mcp import MemoryServerTools, build_server, listen_tcp, serve_http
 
     config = Config()
     with MemoryIndex.open(

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.cli.memory import MISSING_QUERY, parse_batch_line
-from sessionmem.cli.root import GlobalOptions, resolve
 from sessionmem.config import Config, MemorySearchConfig
+from sessionmem.context import GlobalOptions, resolve
 from sessionmem.errors import ConfigError
-from sessionmem.memory.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from sessionmem.memory.search.records import SearchRequest
 from tests.support.openai_server import OpenAIServer, server_error
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -619,7 +619,7 @@ def test_index_reports_transcripts_renamed_by_new(runner: CliRunner, notes: Path
     from datetime import UTC, datetime
 
     from sessionmem.messages import Message
-    from sessionmem.session.transcript import Transcript, archive_name
+    from sessionmem.session.stores.transcript_folder import Transcript, archive_name
 
     isolated_env.mkdir(parents=True, exist_ok=True)
     (isolated_env / "config.json5").write_text(
@@ -748,7 +748,7 @@ def test_cold_search_imports_nothing_heavy_and_stays_small(notes: Path) -> None:
     for heavy in ("litellm", "llama_cpp", "watchdog", "tqdm", "openai", "huggingface_hub", "mcp"):
         assert heavy not in imported, f"{heavy} imported by a cold FTS-only search"
     # Transcript indexing is not a source here, so its modules stay unloaded.
-    for module in ("sessionmem.memory.session_sync", "sessionmem.memory.session_files"):
+    for module in ("sessionmem.memory.sync.session_delta", "sessionmem.memory.sync.session_text"):
         assert module not in imported, f"{module} imported by a search of notes only"
     max_rss_kb = int(proc.stdout.rsplit("MAXRSS_KB", 1)[1].split()[0])
     assert max_rss_kb < 150 * 1024

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sessionmem.cli import cli
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.stores import open_session_store
+from sessionmem.session.stores.opening import open_session_store
 from tests.scenarios.harness import small_config
 
 KEYS = ["agent:main:main", "agent:main:discord:group:42", "agent:main:telegram:direct:ann"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from sessionmem.cli.output import format_sync_summary, sync_report_json, to_json_text
-from sessionmem.memory.indexer import SyncReport
+from sessionmem.memory.sync.plan import SyncReport
 
 
 def report(without_vectors: int) -> SyncReport:

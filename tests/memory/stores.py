@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory.db import connect
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.sqlite_store import SqliteStore
-from sessionmem.memory.store import IndexStore, KeywordFilters
+from sessionmem.memory.store.database import connect
+from sessionmem.memory.store.index_sqlite import SqliteStore
+from sessionmem.memory.store.seam import IndexStore, KeywordFilters
 
 STORES = ("sqlite", "postgresql")
 PG_DSN_VAR = "SESSIONMEM_TEST_PG_DSN"
@@ -99,7 +99,7 @@ def open_store(index: MemoryIndex) -> IndexStore:
     """A fresh connection to ``index``'s store (close it)."""
     if isinstance(index.path, Path):
         return SqliteStore(connect(index.path)[0], path=index.path)
-    from sessionmem.memory.pg_store import PgStore
+    from sessionmem.memory.store.index_postgres import PgStore
 
     return PgStore.connect(index.path, index.settings.store.fts.tokenizer)
 

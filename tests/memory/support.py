@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from sessionmem.config import Config, merge
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.session_files import flatten_line
+from sessionmem.memory.sync.session_text import flatten_line
 from sessionmem.messages import Message
-from sessionmem.session.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
 from tests.memory.stores import SQLITE, StoreUnderTest, rows
 
 FTS_ONLY = EmbedderSelection(None, "none", reason="no provider in tests")

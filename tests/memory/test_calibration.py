@@ -11,10 +11,10 @@ import pytest
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
-from sessionmem.memory import calibration
-from sessionmem.memory.calibration import Calibration, null_statistics
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search import calibration
+from sessionmem.memory.search.calibration import Calibration, null_statistics
 from tests.memory.stores import SQLITE, StoreUnderTest
 from tests.memory.support import HashEmbedder
 

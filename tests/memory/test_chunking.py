@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-from sessionmem.memory.chunking import (
+from sessionmem.memory.sync.chunking import (
     chunk_markdown,
     drop_blank,
     remap_lines,

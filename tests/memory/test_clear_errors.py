@@ -7,11 +7,11 @@ import sqlite3
 from pathlib import Path
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory.embed_remote import RemoteEmbedder
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.embed.remote import RemoteEmbedder
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.tools import handle_memory_search
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.tools.reading import handle_memory_search
 from tests.memory.support import FTS_ONLY
 from tests.support.openai_server import OpenAIServer
 

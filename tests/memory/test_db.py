@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from sessionmem.memory.db import connect, process_lock
+from sessionmem.memory.store.database import connect, process_lock
 
 
 def _hold(lock_path: str, log_path: str, tag: str) -> None:
@@ -42,7 +42,7 @@ def test_the_lock_is_reentrant_and_released_by_a_dying_holder(tmp_path: Path) ->
     with lock, lock:  # nested use in one thread does not deadlock
         pass
     code = (
-        "import os, sys; from sessionmem.memory.db import process_lock; "
+        "import os, sys; from sessionmem.memory.store.database import process_lock; "
         f"process_lock({str(lock_path)!r}).__enter__(); os._exit(0)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
@@ -58,7 +58,7 @@ def test_the_lock_is_reentrant_and_released_by_a_dying_holder(tmp_path: Path) ->
 
 def test_sqlite_vec_loads_without_importing_numpy(tmp_path: Path) -> None:
     code = (
-        "import sys; from sessionmem.memory.db import connect; "
+        "import sys; from sessionmem.memory.store.database import connect; "
         f"conn, vec = connect({str(tmp_path / 'x.sqlite')!r}); "
         "print(vec.loaded, 'numpy' in sys.modules)"
     )

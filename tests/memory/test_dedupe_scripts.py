@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionmem.memory.ranking import (
+from sessionmem.memory.search.ranking import (
     DUPLICATE_MIN_SHINGLES,
     Candidate,
     collapse_cross_source,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.config import SessionSyncConfig
-from sessionmem.memory.session_sync import TranscriptDeltaScheduler
+from sessionmem.memory.sync.session_delta import TranscriptDeltaScheduler
 
 DEBOUNCE_MS = 300
 

@@ -20,20 +20,20 @@ import pytest
 from sessionmem.cli.output import format_status, status_json
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbedderUnavailable, EmbeddingError, UsageError
-from sessionmem.memory.embed import NO_KEY_REASON, select_embedder
-from sessionmem.memory.embed_local import (
+from sessionmem.memory.embed.choice import NO_KEY_REASON, select_embedder
+from sessionmem.memory.embed.embedder import Embedder
+from sessionmem.memory.embed.local_gguf import (
     LocalEmbedder,
     parse_hf_uri,
     read_gguf_metadata,
     resolve_model_path,
 )
-from sessionmem.memory.embed_remote import (
+from sessionmem.memory.embed.remote import (
     RemoteEmbedder,
     RetryPolicy,
     batch_by_bytes,
     provider_key,
 )
-from sessionmem.memory.embedding import Embedder
 from sessionmem.memory.index import MemoryIndex
 from tests.support.openai_server import (
     OpenAIServer,
@@ -561,8 +561,8 @@ _EMBED_IN_A_FRESH_PROCESS = """
 import json, os, sys
 from sessionmem.cli.output import format_status, status_json
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory.embed import select_embedder
-from sessionmem.memory.embed_local import resolve_model_path
+from sessionmem.memory.embed.choice import select_embedder
+from sessionmem.memory.embed.local_gguf import resolve_model_path
 
 settings = MemorySearchConfig.model_validate({"provider": "local", "local": {"modelPath": sys.argv[1]}})
 selection = select_embedder(settings, dict(os.environ))
@@ -655,7 +655,7 @@ def test_first_local_embedding_does_not_crash_the_process(gguf_model: Path) -> N
     # embedding die with SIGSEGV, which would take the whole test run down with it.
     script = (
         "import sys\n"
-        "from sessionmem.memory.embed_local import LocalEmbedder\n"
+        "from sessionmem.memory.embed.local_gguf import LocalEmbedder\n"
         "embedder = LocalEmbedder(sys.argv[1])\n"
         "vector = embedder.embed_query('the billing cutover is on the first of December')\n"
         "print(len(vector))\n"

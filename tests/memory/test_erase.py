@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import HashEmbedder, index_opener, make_config
 

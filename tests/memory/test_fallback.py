@@ -12,11 +12,11 @@ import pytest
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
-from sessionmem.memory.db import connect
-from sessionmem.memory.embed_remote import RemoteEmbedder, RetryPolicy
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.embed.remote import RemoteEmbedder, RetryPolicy
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.store.database import connect
 from tests.support.openai_server import OpenAIServer, http_error
 
 FAST_RETRY = RetryPolicy(base_delay_s=0.01, max_delay_s=0.02)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessionmem.memory.files import (
+from sessionmem.memory.sync.sources import (
     MarkdownSource,
     NotMarkdownError,
     TranscriptSource,

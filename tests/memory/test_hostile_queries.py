@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-from sessionmem.memory.tools import handle_memory_search
-from sessionmem.memory.types import SearchRequest, SearchResponse
+from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from sessionmem.memory.search.records import SearchRequest, SearchResponse
+from sessionmem.memory.tools.reading import handle_memory_search
 from tests.memory.stores import SQLITE, StoreUnderTest, store_under_test
 from tests.memory.support import index_opener, make_config
 
@@ -140,7 +140,7 @@ class RecordingModel:
     """The real local model; what each query asked it to embed is kept."""
 
     def __init__(self, model: Path) -> None:
-        from sessionmem.memory.embed_local import LocalEmbedder
+        from sessionmem.memory.embed.local_gguf import LocalEmbedder
 
         self.inner = LocalEmbedder(str(model))
         self.queries: list[str] = []

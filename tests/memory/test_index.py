@@ -21,14 +21,14 @@ from freezegun import freeze_time
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
-from sessionmem.memory.db import connect
-from sessionmem.memory.embedding import EmbedderSelection
-from sessionmem.memory.ftstext import FTS_TEXT_VERSION
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.indexer import meta_mismatch
-from sessionmem.memory.keywords import build_fts_query
-from sessionmem.memory.schema import META_KEY
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.query_terms import build_fts_query
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.store.database import connect
+from sessionmem.memory.store.fts_view import FTS_TEXT_VERSION
+from sessionmem.memory.store.schema import META_KEY
+from sessionmem.memory.sync.index_meta import meta_mismatch
 from tests.memory.stores import StoreUnderTest, keyword_paths, keyword_rows, rows, run
 from tests.memory.support import FTS_ONLY, HashEmbedder
 
@@ -612,7 +612,7 @@ def test_a_no_op_sync_only_stats_unchanged_files(
     tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DESIGN decision 10 (its speed is measured in bench/bench_index.py, not here)."""
-    from sessionmem.memory import files
+    from sessionmem.memory.sync import sources as files
 
     ws = tmp_path / "big"
     for d in range(4):
@@ -657,7 +657,7 @@ def test_closed_index_refuses_work(workspace: Path, state: Path) -> None:
 
 @pytest.mark.local_model
 def test_real_gguf_model_indexes_and_finds(workspace: Path, state: Path, gguf_model: Path) -> None:
-    embed_local = pytest.importorskip("sessionmem.memory.embed_local")
+    embed_local = pytest.importorskip("sessionmem.memory.embed.local_gguf")
     embedder = embed_local.LocalEmbedder(str(gguf_model))
     write(workspace / "memory" / "pets.md", "Our dog Rex loves long walks in the park.\n")
     write(workspace / "memory" / "work.md", "The quarterly budget review is scheduled for March.\n")

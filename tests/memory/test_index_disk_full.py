@@ -15,7 +15,7 @@ import pytest
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import IndexDiskFull, MemoryIndexError
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from tests.memory.support import FTS_ONLY
 from tests.support.full_disk import fill
 

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from sessionmem.memory import keywords
-from sessionmem.memory.db import connect
-from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.keywords import build_fts_query, extract_keywords, fts_phrases, fts_terms
-from sessionmem.memory.schema import fts_table_sql
+from sessionmem.memory.search import query_terms as keywords
+from sessionmem.memory.search.query_terms import build_fts_query, extract_keywords, fts_phrases, fts_terms
+from sessionmem.memory.store.database import connect
+from sessionmem.memory.store.fts_view import fts_text
+from sessionmem.memory.store.schema import fts_table_sql
 
 
 def test_english_question_keeps_topic_words_only() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.errors import MemoryPathError
-from sessionmem.memory.paths import (
+from sessionmem.memory.tools.paths import (
     is_memory_path,
     normalize_extra_paths,
     resolve_memory_path,

@@ -10,8 +10,8 @@ import pytest
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.keywords import fts_phrases
-from sessionmem.memory.store import KeywordFilters
+from sessionmem.memory.search.query_terms import fts_phrases
+from sessionmem.memory.store.seam import KeywordFilters
 
 from .stores import SQLITE, open_store, store_under_test
 

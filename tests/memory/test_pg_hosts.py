@@ -22,10 +22,10 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.config import MemorySearchConfig
+from sessionmem.dsn import pg_target
 from sessionmem.errors import ConfigError
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.pg_store import pg_target
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from tests.memory.stores import StoreUnderTest, keyword_rows, pg_dsn, rows, store_under_test
 from tests.memory.support import FTS_ONLY
 
@@ -161,7 +161,7 @@ def test_a_second_syncer_says_it_waits_and_searches_never_wait(
         holder.sync()
         (workspace / "memory" / "late.md").write_text("- a late note about quokkas\n")
         done = threading.Event()
-        with caplog.at_level(logging.INFO, logger="sessionmem.memory.pg_store"):
+        with caplog.at_level(logging.INFO, logger="sessionmem.memory.store.index_postgres"):
             with holder.sync_lock():  # another host is syncing
                 thread = threading.Thread(target=lambda: (other.sync(), done.set()))
                 thread.start()

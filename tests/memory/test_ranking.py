@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from sessionmem.memory import ranking
-from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.ranking import Candidate
+from sessionmem.memory.search import ranking
+from sessionmem.memory.search.ranking import Candidate
+from sessionmem.memory.store.fts_view import bm25_idf, fts_text
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -31,9 +31,9 @@ def cand(cid: str, **kw: object) -> Candidate:
 
 
 def test_idf_is_fts5s_and_floored() -> None:
-    assert ranking.bm25_idf(100, 1) == pytest.approx(math.log(99.5 / 1.5))
-    assert ranking.bm25_idf(100, 0) > ranking.bm25_idf(100, 1)  # a term no chunk holds is the rarest
-    assert ranking.bm25_idf(10, 8) == pytest.approx(1e-6)  # in most chunks: no evidence, as in FTS5
+    assert bm25_idf(100, 1) == pytest.approx(math.log(99.5 / 1.5))
+    assert bm25_idf(100, 0) > bm25_idf(100, 1)  # a term no chunk holds is the rarest
+    assert bm25_idf(10, 8) == pytest.approx(1e-6)  # in most chunks: no evidence, as in FTS5
 
 
 def test_keyword_score_is_the_share_of_the_query_matched_whatever_the_corpus_size() -> None:

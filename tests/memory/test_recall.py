@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessionmem.memory.recall import memory_recall_section
+from sessionmem.memory.tools.recall_prompt import memory_recall_section
 
 BOTH = (
     "Before answering anything about prior work, decisions, dates, people, preferences, or todos: "

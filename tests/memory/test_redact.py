@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessionmem.memory.redact import redact_secrets
+from sessionmem.memory.sync.redact import redact_secrets
 
 SECRETS = [
     # (text, the secret that must disappear, what should remain)

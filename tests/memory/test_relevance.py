@@ -17,11 +17,11 @@ from click.testing import CliRunner
 
 from sessionmem.cli import cli
 from sessionmem.config import Config, MemorySearchConfig
-from sessionmem.memory.embed_local import LocalEmbedder
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.embed.local_gguf import LocalEmbedder
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.tools import MemoryTools
-from sessionmem.memory.types import SearchRequest, SearchResponse
+from sessionmem.memory.search.records import SearchRequest, SearchResponse
+from sessionmem.memory.tools.reading import MemoryTools
 from tests.memory.stores import SQLITE, STORES, StoreUnderTest, store_under_test
 
 NOTES = {

@@ -16,7 +16,7 @@ import pytest
 
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +24,8 @@ CHILD = """
 import sys
 from pathlib import Path
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory.embed_local import LocalEmbedder
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.local_gguf import LocalEmbedder
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 
 workspace, state, model = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
@@ -110,8 +110,8 @@ MemoryIndex.open("main", Path(sys.argv[1]), settings, state_dir=Path(sys.argv[2]
 def test_a_scratch_file_whose_opening_failed_is_removed_at_once(tmp_path: Path) -> None:
     """A full disk can refuse the scratch index's schema after its file was made (the forced rebuild of
     tests/memory/test_index_disk_full.py left it behind now and then, until the next sync)."""
-    from sessionmem.memory.db import connect
-    from sessionmem.memory.rebuild import scratch_index
+    from sessionmem.memory.store.database import connect
+    from sessionmem.memory.store.rebuild import scratch_index
 
     live = tmp_path / "main.sqlite"
 

@@ -14,14 +14,15 @@ import pytest
 from freezegun import freeze_time
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory import ranking, schema
-from sessionmem.memory.calibration import CALIBRATION_KEY, Calibration
-from sessionmem.memory.db import VectorSupport, connect
-from sessionmem.memory.ftstext import fts_text
-from sessionmem.memory.indexer import write_json
-from sessionmem.memory.ranking import DECAY_FLOOR
-from sessionmem.memory.search import Searcher, candidate_count
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search import ranking
+from sessionmem.memory.search.calibration import CALIBRATION_KEY, Calibration
+from sessionmem.memory.search.ranking import DECAY_FLOOR
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.search.searcher import Searcher, candidate_count
+from sessionmem.memory.store import schema
+from sessionmem.memory.store.database import VectorSupport, connect
+from sessionmem.memory.store.fts_view import fts_text
+from sessionmem.memory.store.meta import write_json
 from tests.memory.support import index_opener, make_config
 
 DIMS = 8
@@ -568,7 +569,7 @@ def test_vector_path_reported_and_matrix_invalidated_by_writes(tmp_path: Path) -
 
 @pytest.mark.local_model
 def test_real_embeddings_rank_the_meaning_first(tmp_path: Path, gguf_model: Path) -> None:
-    from sessionmem.memory.embed_local import LocalEmbedder
+    from sessionmem.memory.embed.local_gguf import LocalEmbedder
 
     emb: Any = LocalEmbedder(str(gguf_model))  # its max_input_tokens is a read-only property
     conn, support = make_db(tmp_path, dims=384)

@@ -16,14 +16,14 @@ from sessionmem.config import Config, merge
 from sessionmem.errors import MemoryPathError
 from sessionmem.hooks import HookRegistry
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.paths import resolve_memory_target
-from sessionmem.memory.session_files import entry_date, list_session_files
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.sync.session_text import entry_date, list_session_files
+from sessionmem.memory.tools.paths import resolve_memory_target
 from sessionmem.messages import Message
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware, last_user_text
 from sessionmem.session.runner import Session, SessionRunner
-from sessionmem.session.transcript import archive_name
+from sessionmem.session.stores.transcript_folder import archive_name
 from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import (
     HashEmbedder,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sessionmem.memory.session_files import (
+from sessionmem.memory.sync.session_text import (
     SessionDeltaTracker,
     build_session_entry,
     count_newlines,

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.tools import MemoryTools
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.tools.reading import MemoryTools
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
-from sessionmem.session.archive import memory_body, recent_content
+from sessionmem.session.lifecycle.archive import memory_body, recent_content
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.memory.stores import StoreUnderTest, rows
 from tests.memory.support import (
     HashEmbedder,
@@ -292,7 +292,7 @@ def test_an_archived_conversation_and_its_transcript_come_back_once(
     ]
     for msg in turns:
         transcript.append_message(msg)
-    # What the /new hook writes (sessionmem.session.archive), from the same transcript.
+    # What the /new hook writes (sessionmem.session.lifecycle.archive), from the same transcript.
     entries = [obj for _, obj in read_entries(transcript.path)]
     body = memory_body(
         datetime(2026, 3, 1, 9, 0),
@@ -317,14 +317,14 @@ def test_an_archived_conversation_and_its_transcript_come_back_once(
 
 
 def _cand(source: str, text: str, score: float, path: str = "") -> Any:
-    from sessionmem.memory.ranking import Candidate
+    from sessionmem.memory.search.ranking import Candidate
 
     cid = f"{source}:{path}:{score}"
     return Candidate(cid, path or source, source, 1, 1, text, merged=score)
 
 
 def test_collapse_keeps_the_better_copy_and_memory_on_ties() -> None:
-    from sessionmem.memory.ranking import collapse_cross_source
+    from sessionmem.memory.search.ranking import collapse_cross_source
 
     convo = "user: move the greenhouse tomatoes to the east bed\nassistant: the east bed gets morning sun"
     flat = "User: move the greenhouse tomatoes to the east bed\nAssistant: the east bed gets morning sun"
@@ -387,7 +387,7 @@ class _Counting:
 def test_real_embeddings_find_a_delta_indexed_session_hit_by_meaning(
     state: Path, workspace: Path, gguf_model: Path
 ) -> None:
-    from sessionmem.memory.embed_local import LocalEmbedder
+    from sessionmem.memory.embed.local_gguf import LocalEmbedder
 
     embedder = _Counting(LocalEmbedder(str(gguf_model)))
     index = MemoryIndex.open(

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from sessionmem.errors import EmbeddingError, MemoryIndexError
-from sessionmem.memory.tools import (
+from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
+from sessionmem.memory.tools.reading import (
     INDEX_ACTION,
     INDEX_WARNING,
     PROVIDER_ACTION,
@@ -25,7 +26,6 @@ from sessionmem.memory.tools import (
     memory_get_schema,
     memory_search_schema,
 )
-from sessionmem.memory.types import SearchRequest, SearchResponse, SearchResult
 from sessionmem.privacy import EVERYTHING
 
 RESULT_KEYS = {"path", "startLine", "endLine", "score", "snippet", "source", "date"}
@@ -570,7 +570,7 @@ def test_memory_tools_from_config(workspace: Path, sessions_dir: Path) -> None:
 def test_real_fts_index_search_then_get_the_cited_lines(workspace: Path, tmp_path: Path) -> None:
     """End to end on the real SQLite index (FTS-only): a hit's citation opens the lines it names."""
     from sessionmem.config import Config
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     (workspace / "MEMORY.md").write_text(
@@ -626,7 +626,7 @@ def test_real_fts_index_search_then_get_the_cited_lines(workspace: Path, tmp_pat
 def test_real_index_session_hit_opens_with_memory_get(workspace: Path, tmp_path: Path) -> None:
     """DESIGN decision 8: the path and lines of a session-transcript hit are readable with memory_get."""
     from sessionmem.config import Config
-    from sessionmem.memory.embedding import EmbedderSelection
+    from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
 
     config = Config.from_dict(
@@ -682,7 +682,7 @@ def test_real_index_session_hit_opens_with_memory_get(workspace: Path, tmp_path:
 
 
 def test_get_of_a_huge_file_is_capped_with_a_note_on_how_to_read_on(workspace: Path) -> None:
-    from sessionmem.memory.tools import GET_MAX_CHARS, GET_MAX_LINES
+    from sessionmem.memory.tools.reading import GET_MAX_CHARS, GET_MAX_LINES
 
     lines = [f"- line {i:06d}: " + "x" * 40 for i in range(1, 20_001)]  # ~1 MB
     (workspace / "memory" / "big.md").write_text("\n".join(lines) + "\n")
@@ -697,7 +697,7 @@ def test_get_of_a_huge_file_is_capped_with_a_note_on_how_to_read_on(workspace: P
 
 
 def test_get_of_one_huge_line_cuts_it_and_says_so(workspace: Path) -> None:
-    from sessionmem.memory.tools import GET_MAX_CHARS
+    from sessionmem.memory.tools.reading import GET_MAX_CHARS
 
     (workspace / "memory" / "line.md").write_text("y" * 1_000_000 + "\nsecond line\n")
     out = handle_memory_get(workspace, {"path": "memory/line.md"})
@@ -706,7 +706,7 @@ def test_get_of_one_huge_line_cuts_it_and_says_so(workspace: Path) -> None:
 
 
 def test_get_of_a_huge_transcript_message_is_capped(workspace: Path, tmp_path: Path) -> None:
-    from sessionmem.memory.tools import GET_MAX_CHARS
+    from sessionmem.memory.tools.reading import GET_MAX_CHARS
 
     folder = tmp_path / "sessions"
     folder.mkdir()

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sessionmem.memory.db import connect
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest, SearchResponse
-from sessionmem.memory.vectors import SYNC_RELOAD_ROWS, VectorRouter
+from sessionmem.memory.search.records import SearchRequest, SearchResponse
+from sessionmem.memory.search.vectors import SYNC_RELOAD_ROWS, VectorRouter
+from sessionmem.memory.store.database import connect
 from tests.memory.support import HashEmbedder, make_config
 
 LINES_PER_FILE = 100

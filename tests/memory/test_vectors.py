@@ -9,9 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sessionmem.memory import schema
-from sessionmem.memory.db import VectorSupport, connect
-from sessionmem.memory.vectors import (
+from sessionmem.memory.search.vectors import (
     BruteForceVectors,
     MatrixVectors,
     SqliteVecVectors,
@@ -20,6 +18,8 @@ from sessionmem.memory.vectors import (
     choose_vector_path,
     read_matrix,
 )
+from sessionmem.memory.store import schema
+from sessionmem.memory.store.database import VectorSupport, connect
 from tests.memory.test_search import add_chunk
 
 DIMS = 48

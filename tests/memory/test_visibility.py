@@ -13,13 +13,13 @@ import pytest
 
 from sessionmem.config import Config, MemorySearchConfig, merge
 from sessionmem.errors import ConfigError
-from sessionmem.memory.embed_local import LocalEmbedder
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.embed.local_gguf import LocalEmbedder
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest, VectorPath
+from sessionmem.memory.search.records import SearchRequest, VectorPath
 from sessionmem.messages import Message
 from sessionmem.privacy import EVERYTHING, reader_visibility
-from sessionmem.session.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
 from tests.memory.stores import SQLITE, StoreUnderTest, open_store, rows
 from tests.memory.support import FTS_ONLY
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory.db import connect
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.store.database import connect
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -151,7 +151,8 @@ def test_context_window_lookup_is_offline_and_never_raises() -> None:
 
 def test_importing_sessionmem_does_not_import_litellm() -> None:
     code = (
-        "import sys, sessionmem, sessionmem.model.litellm, sessionmem.testing, sessionmem.session.store;"
+        "import sys, sessionmem, sessionmem.model.litellm, sessionmem.testing,"
+        " sessionmem.session.stores.sessions_json;"
         "sys.exit(1 if 'litellm' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -11,9 +11,9 @@ from typing import Any
 from sessionmem.config import Config, merge
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
-from sessionmem.session.events import CompactionEvent, Event, FlushEvent
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.transcript import read_entries
+from sessionmem.session.stores.transcript_folder import read_entries
+from sessionmem.session.turn.events import CompactionEvent, Event, FlushEvent
 
 FLUSH_MARKER = "Pre-compaction memory flush."
 

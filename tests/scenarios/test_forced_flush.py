@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.events import CompactionEvent, FlushEvent
+from sessionmem.session.turn.events import CompactionEvent, FlushEvent
 from tests.scenarios.harness import make_runner, small_config
 
 FORCE_BYTES = 6000

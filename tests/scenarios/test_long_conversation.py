@@ -11,7 +11,7 @@ from freezegun import freeze_time
 
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, count_request_tokens, flush_write
-from sessionmem.session.events import CompactionEvent, FlushEvent
+from sessionmem.session.turn.events import CompactionEvent, FlushEvent
 from tests.scenarios.harness import (
     FLUSH_MARKER,
     flush_prompt_requests,

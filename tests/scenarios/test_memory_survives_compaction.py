@@ -70,7 +70,7 @@ def test_flushed_fact_is_searchable_after_compaction(tmp_path: Path, workspace: 
 def test_post_compaction_sync_indexes_the_latest_turns_of_the_transcript(
     tmp_path: Path, workspace: Path
 ) -> None:
-    from sessionmem.memory.types import SearchRequest
+    from sessionmem.memory.search.records import SearchRequest
 
     settings = MemorySearchConfig(
         provider="none", sources=("memory", "sessions"), experimental=ExperimentalConfig(session_memory=True)

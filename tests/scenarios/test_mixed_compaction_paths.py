@@ -11,7 +11,7 @@ from typing import Any
 from freezegun import freeze_time
 
 from sessionmem.model.scripted import ScriptedModel, count_request_tokens, flush_aware
-from sessionmem.session.events import CompactionEvent, Event, FlushEvent, NewSessionEvent
+from sessionmem.session.turn.events import CompactionEvent, Event, FlushEvent, NewSessionEvent
 from tests.scenarios.harness import make_runner, small_config, store_entry
 
 ENDINGS = ["threshold", "manual", "overflow", "new", "threshold", "overflow", "new", "manual", "threshold"]

@@ -12,8 +12,9 @@ from freezegun import freeze_time
 
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, count_request_tokens, flush_write
-from sessionmem.session.events import FlushEvent
-from sessionmem.session.transcript import message_from_dict, read_messages
+from sessionmem.session.stores.transcript import message_from_dict
+from sessionmem.session.stores.transcript_folder import read_messages
+from sessionmem.session.turn.events import FlushEvent
 from tests.scenarios.harness import make_runner, small_config
 
 RECORDING = Path(__file__).resolve().parents[2] / "transcripts" / "billing-migration.jsonl"

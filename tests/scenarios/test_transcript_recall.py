@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from sessionmem.config import Config, merge
-from sessionmem.memory.db import connect
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.store.database import connect
 from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware

@@ -1,4 +1,4 @@
-"""The store seam (sessionmem.session.backend): the runner, the gate, rotation and the commands talk to
+"""The store seam (sessionmem.session.stores.backend): the runner, the gate, rotation and the commands talk to
 the store only through it, so another backend drives a whole conversation; sessions.json + JSONL keeps
 its behaviour behind it; the per-key turn lock excludes other processes and other runners."""
 
@@ -22,17 +22,12 @@ from sessionmem.errors import TurnLockTimeout
 from sessionmem.hooks import HookRegistry
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session import keys
-from sessionmem.session.backend import SessionBackend, TranscriptLog
-from sessionmem.session.entry import SessionEntry
-from sessionmem.session.store import SessionStore
-from sessionmem.session.transcript import (
-    Entry,
-    context_from_entries,
-    entry_from_dict,
-    message_to_dict,
-    read_entries,
-)
+from sessionmem.session.stores import keys
+from sessionmem.session.stores.backend import SessionBackend, TranscriptLog
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.stores.sessions_json import SessionStore
+from sessionmem.session.stores.transcript import Entry, context_from_entries, entry_from_dict, message_to_dict
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.scenarios.harness import make_runner, small_config
 
 KEY = "agent:main:main"

@@ -21,7 +21,7 @@ from sessionmem.privacy import (
     markdown_label,
     reader_visibility,
 )
-from sessionmem.session import keys
+from sessionmem.session.stores import keys
 
 JOSE_NFC = unicodedata.normalize("NFC", "josé")
 JOSE_NFD = unicodedata.normalize("NFD", "josé")

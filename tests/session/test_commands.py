@@ -9,7 +9,7 @@ import pytest
 from sessionmem.config import merge
 from sessionmem.errors import ConfigError
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.commands import (
+from sessionmem.session.lifecycle.commands import (
     Command,
     SessionStatus,
     compact_reply,
@@ -17,7 +17,7 @@ from sessionmem.session.commands import (
     parse_command,
     rotation_name,
 )
-from sessionmem.session.events import CompactionResult
+from sessionmem.session.turn.events import CompactionResult
 from tests.scenarios.harness import make_runner, small_config
 
 

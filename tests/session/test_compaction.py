@@ -9,7 +9,8 @@ import pytest
 from sessionmem.errors import ModelError
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.compaction import (
+from sessionmem.session.stores.transcript import compaction_summary_text
+from sessionmem.session.turn.compaction import (
     CompactionFailed,
     is_clean_cut,
     plan_compaction,
@@ -19,8 +20,7 @@ from sessionmem.session.compaction import (
     summarize,
     summary_request,
 )
-from sessionmem.session.projection import TokenCounter
-from sessionmem.session.transcript import compaction_summary_text
+from sessionmem.session.turn.projection import TokenCounter
 
 
 def tool_turn(i: int, size: int = 30) -> list[tuple[str, Message]]:
@@ -189,7 +189,7 @@ def test_reused_tool_call_ids_pair_with_the_nearest_call() -> None:
 
 
 def test_recent_within_keeps_the_newest_clean_tail() -> None:
-    from sessionmem.session.compaction import recent_within
+    from sessionmem.session.turn.compaction import recent_within
 
     counter = TokenCounter()
     context = history(8)

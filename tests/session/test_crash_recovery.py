@@ -21,10 +21,10 @@ from sessionmem.config import Config
 from sessionmem.hooks import HookRegistry
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session import gate
-from sessionmem.session.events import CompactionEvent, FlushEvent
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
+from sessionmem.session.turn import gate
+from sessionmem.session.turn.events import CompactionEvent, FlushEvent
 from tests.scenarios.harness import (
     flush_prompt_requests,
     make_runner,

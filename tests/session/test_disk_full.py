@@ -19,10 +19,10 @@ from sessionmem.hooks import HookRegistry
 from sessionmem.messages import Message
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.events import CompactionEvent, FlushEvent
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
-from sessionmem.session.transcript import Transcript, read_entries
+from sessionmem.session.stores.sessions_json import SessionStore
+from sessionmem.session.stores.transcript_folder import Transcript, read_entries
+from sessionmem.session.turn.events import CompactionEvent, FlushEvent
 from tests.scenarios.harness import make_runner, small_config, store_entry
 from tests.support.full_disk import fill, slack
 

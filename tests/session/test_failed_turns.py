@@ -13,7 +13,7 @@ import pytest
 from sessionmem import tokens
 from sessionmem.errors import ModelError
 from sessionmem.model.litellm import LiteLLMModel
-from sessionmem.session.events import TurnEvent
+from sessionmem.session.turn.events import TurnEvent
 from tests.scenarios.harness import make_runner, small_config, transcript_lines
 from tests.support.openai_server import empty_stream, server_error
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.config import CompactionConfig, MemoryFlushConfig
-from sessionmem.session.flush import (
+from sessionmem.session.turn.flush import (
     DEFAULT_FLUSH_PROMPT,
     cycle_flushed,
     flush_prompts,
@@ -146,7 +146,7 @@ def test_existing_current_time_line_is_not_duplicated() -> None:
 
 
 def test_a_workspace_that_does_not_exist_yet_is_writable(tmp_path: Path) -> None:
-    from sessionmem.session.flush import workspace_writable
+    from sessionmem.session.turn.flush import workspace_writable
 
     assert workspace_writable(tmp_path / "new-agent")
     (tmp_path / "file").write_text("x")

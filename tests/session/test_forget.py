@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessionmem.cli import cli
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from tests.memory.stores import rows, store_under_test
 from tests.scenarios.harness import result_paths
 from tests.session.forget_home import (

@@ -29,12 +29,12 @@ import pytest
 from sessionmem.config import Config
 from sessionmem.dsn import is_postgres_dsn
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.forget import forget_sync
+from sessionmem.session.lifecycle.forget import forget_sync
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.stores import open_session_store
-from sessionmem.session.transcript import new_header
+from sessionmem.session.stores.opening import open_session_store
+from sessionmem.session.stores.transcript import new_header
 from tests.memory.stores import rows, store_under_test
 from tests.session.forget_home import ANA, ANA_HOME, ANA_WORD, BEN, BEN_HOME, BEN_WORD, Home, files_holding
 from tests.support.postgres import scratch_schema
@@ -51,8 +51,8 @@ root, pause = Path(sys.argv[1]), float(sys.argv[2])
 from sessionmem.config import Config
 from sessionmem.dsn import is_postgres_dsn
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.session import forget as forgetting
-from sessionmem.session.stores import open_session_store
+from sessionmem.session.lifecycle import forget as forgetting
+from sessionmem.session.stores.opening import open_session_store
 
 def announced(name, fn):
     def step(*args, **kwargs):

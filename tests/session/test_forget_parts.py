@@ -21,11 +21,11 @@ from sessionmem.errors import UsageError
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.backend import ErasableStore, open_entry
-from sessionmem.session.forget import forget_sync
-from sessionmem.session.lifecycle import rotated_entry
-from sessionmem.session.person import parse_person
+from sessionmem.session.lifecycle.forget import forget_sync
+from sessionmem.session.lifecycle.person import parse_person
+from sessionmem.session.lifecycle.rotation import rotated_entry
 from sessionmem.session.runner import SessionRunner
+from sessionmem.session.stores.backend import ErasableStore, open_entry
 from tests.session.forget_home import (
     ANA,
     ANA_HOME,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from sessionmem.errors import UsageError
-from sessionmem.memory.transcript_names import is_archive_name
-from sessionmem.session import keys
-from sessionmem.session.store import SessionStore
+from sessionmem.memory.sync.transcript_names import is_archive_name
+from sessionmem.session.stores import keys
+from sessionmem.session.stores.sessions_json import SessionStore
 
 
 def test_normalise_trims_and_lowercases() -> None:

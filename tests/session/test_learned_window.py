@@ -14,8 +14,8 @@ from sessionmem import tokens
 from sessionmem.config import Config
 from sessionmem.errors import ContextWindowExceeded
 from sessionmem.model.litellm import LiteLLMModel, map_litellm_error, stated_window
-from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
-from sessionmem.session.events import CompactionEvent
+from sessionmem.session.turn.compaction import SUMMARIZATION_SYSTEM_PROMPT
+from sessionmem.session.turn.events import CompactionEvent
 from tests.scenarios.harness import make_runner, store_entry
 from tests.support.openai_server import (
     OpenAIServer,

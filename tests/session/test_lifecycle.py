@@ -15,10 +15,10 @@ from freezegun import freeze_time
 from sessionmem.config import Config, ResetConfig, merge
 from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
-from sessionmem.session.events import CompactionEvent, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
-from sessionmem.session.lifecycle import daily_boundary, rotated_entry, stale_reason_at
-from sessionmem.session.store import SessionEntry
-from sessionmem.session.transcript import archive_name
+from sessionmem.session.lifecycle.rotation import daily_boundary, rotated_entry, stale_reason_at
+from sessionmem.session.stores.sessions_json import SessionEntry
+from sessionmem.session.stores.transcript_folder import archive_name
+from sessionmem.session.turn.events import CompactionEvent, HookErrorEvent, MemoryWriteEvent, NewSessionEvent
 from tests.scenarios.harness import FLUSH_MARKER, make_runner, small_config, store_entry, transcript_lines
 
 NO_REPLY = "NO_REPLY"

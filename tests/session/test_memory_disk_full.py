@@ -13,12 +13,12 @@ import asyncio
 from pathlib import Path
 
 from sessionmem.hooks import HookRegistry, load_hooks
-from sessionmem.memory.history import HISTORY_DIR
+from sessionmem.memory.tools.history import HISTORY_DIR
+from sessionmem.memory.tools.writing import MemoryWriter, flush_write_tools, memory_write_tools
 from sessionmem.messages import ToolCall
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware, flush_write
-from sessionmem.session.events import FlushEvent, NewSessionEvent
-from sessionmem.session.memory_tools import MemoryWriter, flush_write_tools, memory_write_tools
-from sessionmem.session.tools import dispatch, tool_map
+from sessionmem.session.turn.events import FlushEvent, NewSessionEvent
+from sessionmem.tools.define import dispatch, tool_map
 from tests.scenarios.harness import make_runner, small_config, store_entry
 from tests.support.full_disk import fill, free, slack
 

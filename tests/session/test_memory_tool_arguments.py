@@ -12,17 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
-from sessionmem.mcp_server import MemoryServerTools
-from sessionmem.memory.tools import MemoryTools
+from sessionmem.memory.tools.reading import MemoryTools, reading_tools
+from sessionmem.memory.tools.writing import MemoryWriter, flush_write_tools, memory_write_tools, read_tool
 from sessionmem.messages import ToolCall
-from sessionmem.session.memory_tools import (
-    MemoryWriter,
-    flush_write_tools,
-    memory_write_tools,
-    read_tool,
-    reading_tools,
-)
-from sessionmem.session.tools import Tool, dispatch, tool, tool_map
+from sessionmem.server.mcp import MemoryServerTools
+from sessionmem.tools.define import Tool, dispatch, tool, tool_map
 
 LONE = "\ud800"
 

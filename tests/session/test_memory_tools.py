@@ -11,13 +11,13 @@ import pytest
 from freezegun import freeze_time
 
 from sessionmem.config import MemorySearchConfig
-from sessionmem.memory.history import HISTORY_DIR, versions
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.tools import handle_memory_get
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
+from sessionmem.memory.tools.history import HISTORY_DIR, versions
+from sessionmem.memory.tools.reading import handle_memory_get
+from sessionmem.memory.tools.writing import MemoryWriter, flush_write_tools, memory_write_tools, read_tool
 from sessionmem.messages import ToolCall
-from sessionmem.session.memory_tools import MemoryWriter, flush_write_tools, memory_write_tools, read_tool
-from sessionmem.session.tools import dispatch, tool_map
+from sessionmem.tools.define import dispatch, tool_map
 
 
 def run(tools: list, name: str, **args: object) -> tuple[str, bool]:

@@ -11,7 +11,7 @@ import pytest
 from sessionmem.config import Config
 from sessionmem.errors import ConfigError
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.noreply import (
+from sessionmem.noreply import (
     HEARTBEAT_TOKEN,
     PartialReleaser,
     deliverable_reply,

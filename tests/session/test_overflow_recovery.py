@@ -15,8 +15,8 @@ from sessionmem.errors import ContextWindowExceeded
 from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
-from sessionmem.session.events import CompactionEvent
-from sessionmem.session.tools import tool
+from sessionmem.session.turn.events import CompactionEvent
+from sessionmem.tools.define import tool
 from tests.scenarios.harness import make_runner, transcript_lines
 
 REAL_WINDOW = 16_000  # the provider's; the config says 200,000 and keepRecentTokens is 20,000

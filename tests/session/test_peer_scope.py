@@ -23,8 +23,8 @@ from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, default_summary
 from sessionmem.privacy import chat_folder
-from sessionmem.session.events import Event, FlushEvent
 from sessionmem.session.runner import SessionRunner
+from sessionmem.session.turn.events import Event, FlushEvent
 from tests.memory.support import FTS_ONLY
 from tests.scenarios.harness import result_paths, tool_results, transcript_hit_path
 

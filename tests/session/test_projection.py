@@ -5,7 +5,12 @@ from __future__ import annotations
 from sessionmem.config import AgentConfig, ModelEntryConfig
 from sessionmem.messages import Message, ToolCall, Usage
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.projection import TokenCounter, message_tokens, project_tokens, resolve_context_window
+from sessionmem.session.turn.projection import (
+    TokenCounter,
+    message_tokens,
+    project_tokens,
+    resolve_context_window,
+)
 from sessionmem.tokens import count_tokens
 
 

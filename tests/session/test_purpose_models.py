@@ -11,7 +11,7 @@ from typing import Any
 from sessionmem import tokens
 from sessionmem.model.litellm import LiteLLMModel
 from sessionmem.model.routing import model_for
-from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
+from sessionmem.session.turn.compaction import SUMMARIZATION_SYSTEM_PROMPT
 from tests.scenarios.harness import make_runner, small_config
 from tests.support.openai_server import server_error, text_reply, tool_call_reply
 

@@ -14,8 +14,8 @@ from sessionmem import tokens
 from sessionmem.errors import ModelError
 from sessionmem.model.litellm import LiteLLMModel
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.noreply import PartialReleaser, deliverable_reply
-from sessionmem.session.reasoning import strip_reasoning
+from sessionmem.noreply import PartialReleaser, deliverable_reply
+from sessionmem.reasoning import strip_reasoning
 from tests.scenarios.harness import make_runner, small_config, transcript_lines
 from tests.support.openai_server import text_reply
 

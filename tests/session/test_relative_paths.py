@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sessionmem.config import Config, MemorySearchConfig
-from sessionmem.memory.embedding import EmbedderSelection
+from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
-from sessionmem.memory.types import SearchRequest
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware, flush_write
 from sessionmem.session.runner import SessionRunner
 

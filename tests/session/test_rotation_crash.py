@@ -22,11 +22,11 @@ from sessionmem.config import Config
 from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
 from sessionmem.messages import written_in_a_flush
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
-from sessionmem.session.backend import TranscriptLog
-from sessionmem.session.entry import SessionEntry
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
-from sessionmem.session.transcript import read_entries
+from sessionmem.session.stores.backend import TranscriptLog
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.stores.sessions_json import SessionStore
+from sessionmem.session.stores.transcript_folder import read_entries
 from tests.scenarios.harness import make_runner, small_config, store_entry
 
 KEY = "agent:main:main"

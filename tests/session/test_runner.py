@@ -21,8 +21,8 @@ from sessionmem.model.scripted import (
     flush_aware,
     flush_write,
 )
-from sessionmem.session.events import CompactionEvent, FlushEvent, ToolCallEvent, TurnEvent
-from sessionmem.session.tools import tool
+from sessionmem.session.turn.events import CompactionEvent, FlushEvent, ToolCallEvent, TurnEvent
+from sessionmem.tools.define import tool
 from tests.scenarios.harness import (
     flush_prompt_requests,
     make_runner,
@@ -545,7 +545,7 @@ def test_litellm_session_recovers_from_a_provider_context_overflow(
     from freezegun import freeze_time
 
     from sessionmem.model.litellm import LiteLLMModel
-    from sessionmem.session.compaction import SUMMARIZATION_SYSTEM_PROMPT
+    from sessionmem.session.turn.compaction import SUMMARIZATION_SYSTEM_PROMPT
     from tests.support.openai_server import context_length_error, text_reply, tool_call_reply
 
     tokens.configure_litellm_environment()
@@ -645,7 +645,7 @@ def test_without_reported_usage_the_projection_counts_the_tool_schemas(
     tmp_path: Path, workspace: Path
 ) -> None:
     from sessionmem.messages import Message
-    from sessionmem.session.projection import MESSAGE_OVERHEAD_TOKENS
+    from sessionmem.session.turn.projection import MESSAGE_OVERHEAD_TOKENS
 
     model = ScriptedModel(["hello"])
     runner, _ = make_runner(model, tmp_path, workspace, BIG, tools=[lookup])
@@ -665,7 +665,7 @@ def test_without_reported_usage_the_projection_counts_the_tool_schemas(
 def test_compaction_figures_are_the_projection_before_and_after(tmp_path: Path, workspace: Path) -> None:
     from sessionmem.config import merge
     from sessionmem.messages import Message
-    from sessionmem.session.projection import MESSAGE_OVERHEAD_TOKENS
+    from sessionmem.session.turn.projection import MESSAGE_OVERHEAD_TOKENS
 
     model = ScriptedModel(responder=flush_aware(lambda r: "ok " + words(30)))
     config = merge(BIG, {"agents": {"defaults": {"compaction": {"memoryFlush": {"enabled": False}}}}})

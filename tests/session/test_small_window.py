@@ -11,8 +11,8 @@ import pytest
 from sessionmem.config import CompactionConfig, Config, MemoryFlushConfig
 from sessionmem.errors import ConfigError
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.flush import compaction_threshold, flush_threshold, window_budget
 from sessionmem.session.runner import SessionRunner
+from sessionmem.session.turn.flush import compaction_threshold, flush_threshold, window_budget
 
 
 def test_a_window_the_default_reserves_would_swallow_gets_a_scaled_budget() -> None:

@@ -18,12 +18,12 @@ import pytest
 from sessionmem.errors import ContextWindowExceeded, StoreLockTimeout, UsageError
 from sessionmem.messages import Message, ToolCall, Usage, now_ms
 from sessionmem.model.scripted import count_request_tokens
-from sessionmem.session import filelock as filelock_module
-from sessionmem.session import keys
-from sessionmem.session import store as store_module
-from sessionmem.session.recovery import replay_transcript
-from sessionmem.session.store import SessionEntry, SessionStore, atomic_write_bytes
-from sessionmem.session.transcript import Transcript
+from sessionmem.session.stores import filelock as filelock_module
+from sessionmem.session.stores import keys
+from sessionmem.session.stores import sessions_json as store_module
+from sessionmem.session.stores.recovery import replay_transcript
+from sessionmem.session.stores.sessions_json import SessionEntry, SessionStore, atomic_write_bytes
+from sessionmem.session.stores.transcript_folder import Transcript
 from sessionmem.testing import ScriptedModel, flush_aware
 from tests.scenarios.harness import make_runner, small_config, store_entry, transcript_lines
 

@@ -18,10 +18,10 @@ import pytest
 from sessionmem.config import Config
 from sessionmem.errors import TranscriptError, UsageError
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.entry import SessionEntry
-from sessionmem.session.events import FlushEvent
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.transcript import read_entries
+from sessionmem.session.stores.entry import SessionEntry
+from sessionmem.session.stores.transcript_folder import read_entries
+from sessionmem.session.turn.events import FlushEvent
 from tests.scenarios.harness import flush_prompt_requests, make_runner, small_config
 from tests.support.stores import corrupt, open_store, with_store
 

@@ -11,7 +11,7 @@ import pytest
 
 from sessionmem.config import Config, merge
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.store import SessionStore
+from sessionmem.session.stores.sessions_json import SessionStore
 from tests.scenarios.harness import make_runner, small_config
 
 KEY = "agent:ops:main"

@@ -1,4 +1,4 @@
-"""The PostgreSQL session store (sessionmem.session.store_postgres), against a real server: entries
+"""The PostgreSQL session store (sessionmem.session.stores.sessions_postgres), against a real server: entries
 created, updated atomically from several connections, deleted and read again by a new store; transcript
 rows in order whoever appends them, archived without being lost; the advisory turn lock (timeout, a killed
 holder, a cancelled wait); clear errors for a bad DSN, an unreachable server, a newer schema, a bad row;
@@ -26,15 +26,15 @@ from sessionmem.errors import ConfigError, SessionError, TurnLockTimeout
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.backend import SessionBackend, TranscriptLog, VersionedTranscript
-from sessionmem.session.entry import SessionEntry
+from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, VersionedTranscript
+from sessionmem.session.stores.entry import SessionEntry
 from tests.scenarios.harness import make_runner, small_config
 from tests.session.test_backend import waits_then_gets_it
 from tests.support.postgres import import_psycopg
 
 psycopg = import_psycopg()  # before the store, which needs it: skips (fails in CI) without the extra
 
-from sessionmem.session.store_postgres import PostgresSessionStore  # noqa: E402
+from sessionmem.session.stores.sessions_postgres import PostgresSessionStore  # noqa: E402
 
 KEY = "agent:main:main"
 

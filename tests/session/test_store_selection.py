@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from sessionmem.cli.root import GlobalOptions, resolve
+from sessionmem.context import GlobalOptions, resolve
 from sessionmem.errors import UsageError
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
-from sessionmem.session.store_sqlite import SqliteSessionStore
-from sessionmem.session.stores import open_session_store, parse_store_spec
+from sessionmem.session.stores.opening import open_session_store, parse_store_spec
+from sessionmem.session.stores.sessions_json import SessionStore
+from sessionmem.session.stores.sessions_sqlite import SqliteSessionStore
 from tests.scenarios.harness import small_config
 from tests.support.stores import with_store
 
@@ -63,7 +63,7 @@ def test_home_and_agent_id_are_expanded(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_a_postgresql_url_picks_postgresql(tmp_path: Path, pg_dsn: str) -> None:
-    from sessionmem.session.store_postgres import PostgresSessionStore
+    from sessionmem.session.stores.sessions_postgres import PostgresSessionStore
 
     assert isinstance(open_session_store(pg_dsn, state_dir=tmp_path, agent_id="main"), PostgresSessionStore)
     assert not list(tmp_path.iterdir())  # nothing on disk

@@ -13,7 +13,7 @@ import pytest
 from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import ModelReply, ModelRequest, StreamingModel, supports_streaming
 from sessionmem.model.scripted import ScriptedModel, flush_aware
-from sessionmem.session.tools import tool
+from sessionmem.tools.define import tool
 from tests.scenarios.harness import FLUSH_MARKER, make_runner, small_config
 
 BIG = small_config(window=100_000, keep=60)

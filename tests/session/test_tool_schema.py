@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from sessionmem.messages import ToolCall
 from sessionmem.model.litellm import LiteLLMModel
-from sessionmem.session.tool_schema import ToolSchemaError, parse_docstring
-from sessionmem.session.tools import dispatch, tool, tool_map
+from sessionmem.tools.define import dispatch, tool, tool_map
+from sessionmem.tools.json_schema import ToolSchemaError, parse_docstring
 from tests.scenarios.harness import make_runner, small_config
 from tests.support.openai_server import OpenAIServer, text_reply, tool_call_reply
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from sessionmem.messages import ToolCall
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.tools import tool
+from sessionmem.tools.define import tool
 from tests.scenarios.harness import make_runner, small_config
 
 BIG = small_config(window=100_000, keep=60)

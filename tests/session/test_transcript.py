@@ -14,13 +14,8 @@ import orjson
 import pytest
 
 from sessionmem.messages import Message, ToolCall, Usage
-from sessionmem.session.transcript import (
-    Transcript,
-    compaction_summary_text,
-    read_entries,
-    read_header,
-    read_messages,
-)
+from sessionmem.session.stores.transcript import compaction_summary_text
+from sessionmem.session.stores.transcript_folder import Transcript, read_entries, read_header, read_messages
 
 ISO_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

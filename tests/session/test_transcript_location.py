@@ -16,7 +16,7 @@ from sessionmem.errors import TranscriptError
 from sessionmem.hooks import HookRegistry
 from sessionmem.model.scripted import ScriptedModel
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
+from sessionmem.session.stores.sessions_json import SessionStore
 from tests.scenarios.harness import transcript_lines
 
 KEY = "agent:main:main"

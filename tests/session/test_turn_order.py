@@ -16,7 +16,7 @@ from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.store import SessionStore
+from sessionmem.session.stores.sessions_json import SessionStore
 from tests.scenarios.harness import make_runner, small_config, transcript_lines
 from tests.session.test_backend import start_holder
 from tests.support.crash_loop import Layout, describe, read_lines, run_hosts

@@ -16,10 +16,10 @@ import pytest
 
 from sessionmem.config import Config
 from sessionmem.hooks import COMMAND_NEW, HookEvent, load_hooks
+from sessionmem.memory.tools.writing import MemoryWriter, flush_write_tools
 from sessionmem.messages import Message, ToolCall
-from sessionmem.session.memory_tools import MemoryWriter, flush_write_tools
-from sessionmem.session.tools import ToolError, dispatch, tool_map
-from sessionmem.session.transcript import Transcript
+from sessionmem.session.stores.transcript_folder import Transcript
+from sessionmem.tools.define import ToolError, dispatch, tool_map
 
 OUTSIDE = "must never change\n"
 DAY = "memory/2026-03-07.md"

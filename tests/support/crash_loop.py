@@ -30,7 +30,8 @@ code.
 Backends: a :class:`Layout` keeps the session in the store its ``store_spec`` names (``session.store``:
 None for sessions.json and JSONL files under ``root``, a SQLite file, or a PostgreSQL DSN whose
 ``search_path`` names a scratch schema: then in
-:class:`~sessionmem.session.store_postgres.PostgresSessionStore`, the runners acting as two hosts on one
+:class:`~sessionmem.session.stores.sessions_postgres.PostgresSessionStore`, the runners acting as two hosts
+on one
 database). :func:`run_hosts` runs two runners without kills, each for a fixed number of turns.
 """
 
@@ -59,15 +60,11 @@ from sessionmem.dsn import is_postgres_dsn
 from sessionmem.messages import ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.session.backend import SessionBackend
-from sessionmem.session.noreply import SILENT_REPLY_TOKEN
+from sessionmem.noreply import SILENT_REPLY_TOKEN
 from sessionmem.session.runner import SessionRunner
-from sessionmem.session.stores import open_session_store
-from sessionmem.session.transcript import (
-    context_from_entries,
-    entry_from_dict,
-    message_from_dict,
-)
+from sessionmem.session.stores.backend import SessionBackend
+from sessionmem.session.stores.opening import open_session_store
+from sessionmem.session.stores.transcript import context_from_entries, entry_from_dict, message_from_dict
 
 KEY = "agent:main:main"
 RUNNER_NAMES = "AB"
@@ -265,7 +262,7 @@ class Layout:
 @cache
 def _postgres_store(dsn: str, pid: int) -> SessionBackend:
     """One store per process (``pid``: a forked child makes its own connections, never its parent's)."""
-    from sessionmem.session.store_postgres import PostgresSessionStore
+    from sessionmem.session.stores.sessions_postgres import PostgresSessionStore
 
     return PostgresSessionStore.connect(dsn)
 

@@ -41,7 +41,7 @@ A reply is a :class:`Reply` (status, JSON body, headers, delay). ``push`` also a
 ``str`` (chat: assistant text), a ``dict`` (sent as the 200 JSON body as is) or, for embeddings, a
 list of vectors. litellm's own retries are the OpenAI SDK's: pass ``max_retries=0`` to
 ``litellm.completion`` when a test counts requests after an error. (``litellm.embedding`` turns
-``max_retries=0`` into 2; ``sessionmem.memory.embed_remote`` works around that.) litellm 1.106
+``max_retries=0`` into 2; ``sessionmem.memory.embed.remote`` works around that.) litellm 1.106
 imports its MCP gateway whenever ``tools`` are passed; add ``_skip_mcp_handler=True``.
 """
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from sessionmem.config import Config, merge
-from sessionmem.session.backend import SessionBackend
-from sessionmem.session.stores import open_session_store
+from sessionmem.session.stores.backend import SessionBackend
+from sessionmem.session.stores.opening import open_session_store
 
 BACKENDS = ["sessions.json", "sqlite", "postgresql"]  # session.store's forms that tests run against
 FILE_BACKENDS = ["sessions.json", "sqlite"]  # those keeping transcripts as files in a sessions folder

@@ -1,0 +1,560 @@
+"""Three ways to find the nearest chunks to a query vector, behind one ``knn`` interface.
+
+DESIGN decision 9: sqlite-vec stays the store and one path, but its KNN costs ~75-100 ms at 100k
+chunks of 384 dimensions on a 2-core machine, while one matrix-vector product over a contiguous
+float32 matrix costs ~9 ms. So:
+
+- ``MatrixVectors``: every embedding of the model loaded once into one numpy matrix (100k x 384
+  float32 is ~150 MB), scored with one product and ``argpartition``. Valid only while nothing was
+  written since it loaded: it records SQLite's ``data_version`` (bumped by other connections'
+  commits) and this connection's ``total_changes``, and ``invalidate()`` marks it stale at once.
+- ``SqliteVecVectors``: the vec0 KNN (``WHERE embedding MATCH ? AND k = ?``), distance -> 1 - d.
+- ``BruteForceVectors``: streams ``chunks.embedding`` blobs in batches; needs no extension.
+
+``choose_vector_path`` picks the fastest valid path and says why (for ``status --deep``).
+All paths return ``[(chunk_id, cosine)]`` best first; vectors are L2-normalised, so cosine is a dot.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from sessionmem.memory.search.records import VectorPath
+from sessionmem.memory.store.database import VectorSupport
+from sessionmem.memory.store.index_sqlite import as_store
+
+log = logging.getLogger(__name__)
+
+BATCH_ROWS = 4096
+VEC0_MAX_K = 4096  # sqlite-vec's limit on k
+# Up to this many chunks the matrix loads in the query: ~1 ms at 384 dims, about one sqlite-vec KNN
+# (measured: 500 rows 1.0 ms vs 0.56 ms; 2k 7.2 vs 1.3; 20k 91 vs 14). A larger index never makes a
+# query wait for the load: sqlite-vec answers and the matrix loads in the background.
+SYNC_RELOAD_ROWS = 500
+# How long a background load holds back after the query that asked for it, unless another query (or
+# ``wait_for_reload``) asks sooner: a one-shot process answers and exits in that time, without reading.
+LOAD_HOLD_S = 1.0
+
+Hits = list[tuple[str, float]]
+DateRange = tuple[str, str] | None  # inclusive (after, before) as YYYY-MM-DD; undated rows excluded
+Audiences = Sequence[str] | None  # the audience labels a reader may see (sessionmem.privacy); None: all
+
+
+class VectorIndex(Protocol):
+    name: str
+
+    def knn(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits: ...
+
+
+def _normalise(query_vec: np.ndarray) -> np.ndarray:
+    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(q))
+    return q / norm if norm > 0 and np.isfinite(norm) else q
+
+
+def _top_k(ids: Sequence[str], scores: np.ndarray, k: int) -> Hits:
+    """Best ``k`` of ``scores`` (non-finite dropped), descending, ties by id for stable output."""
+    if k <= 0 or scores.size == 0:
+        return []
+    finite = np.isfinite(scores)
+    if not finite.all():
+        scores = np.where(finite, scores, -np.inf)
+    k = min(k, scores.size)
+    idx = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
+    out = [(ids[i], float(scores[i])) for i in idx.tolist() if np.isfinite(scores[i])]
+    out.sort(key=lambda hit: (-hit[1], hit[0]))
+    return out
+
+
+def dot_rows(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``matrix @ q`` computed by numpy's own single-threaded loop, not BLAS.
+
+    Trigger: a 100k x 384 product through a multi-threaded OpenBLAS.
+    Why: OpenBLAS's worker threads keep spinning after the call; on a 2-core machine they take
+    the core SQLite needs next, and a 20 ms FTS5 query measured 45 ms right after the product.
+    Outcome: ``einsum`` costs the same as single-threaded BLAS (~5 ms at 100k x 384) and leaves
+    no threads behind.
+    """
+    return np.einsum("ij,j->i", matrix, q)
+
+
+def _placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+# ---------------------------------------------------------------------------- matrix
+
+
+@dataclass(frozen=True)
+class _MatrixState:
+    """One loaded snapshot; replaced whole, so a reader never sees half of a reload."""
+
+    model: str
+    token: object  # the searching connection's write token when the snapshot was taken
+    ids: list[str]
+    sources: np.ndarray  # object array parallel to ids
+    dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
+    audiences: np.ndarray  # object array parallel to ids: who may see each row (sessionmem.privacy)
+    matrix: np.ndarray  # (len(ids), dims) float32, C-contiguous
+    masks: dict[tuple[frozenset[str], frozenset[str] | None], np.ndarray | None] = field(default_factory=dict)
+
+    def mask(self, wanted: frozenset[str], audiences: frozenset[str] | None = None) -> np.ndarray | None:
+        """Rows whose source (and audience, when given) is wanted, cached per pair of sets; None when
+        every row qualifies."""
+        key = (wanted, audiences)
+        if key not in self.masks:
+            mask = None
+            if not frozenset(self.sources.tolist()) <= wanted:
+                mask = np.isin(self.sources, list(wanted))
+            if audiences is not None and not frozenset(self.audiences.tolist()) <= audiences:
+                allowed = np.isin(self.audiences, list(audiences))
+                mask = allowed if mask is None else mask & allowed
+            self.masks[key] = mask
+        return self.masks[key]
+
+
+# ids, sources, dates, audiences, matrix
+Loaded = tuple[list[str], list[str], list[str], list[str], np.ndarray]
+
+
+def read_matrix(conn: Any, model: str) -> Loaded:
+    """Every embedding of ``model`` read through ``conn`` into one preallocated matrix, in one pass.
+
+    Capacity is ``count(*)`` of all chunks (instant; counting one model's rows would scan the
+    table a second time). The dimension is the first row's; rows of another dimension (a
+    half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
+    """
+    store = as_store(conn)
+    (capacity,) = store.execute("SELECT count(*) FROM chunks").fetchone()
+    batches = store.batches(
+        "SELECT id, source, embedding, date, audience FROM chunks WHERE model = ? AND embedding IS NOT NULL",
+        (model,),
+        BATCH_ROWS,
+    )
+    matrix = np.empty((0, 0), dtype=np.float32)
+    ids: list[str] = []
+    sources: list[str] = []
+    dates: list[str] = []
+    audiences: list[str] = []
+    size = 0
+    skipped = 0
+    for batch in batches:
+        if not size:
+            size = len(batch[0][2])
+            matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
+        rows = [r for r in batch if len(r[2]) == size]
+        skipped += len(batch) - len(rows)
+        at = len(ids)
+        rows = rows[: matrix.shape[0] - at]  # rows written since the count wait for the next load
+        if not rows:
+            continue
+        matrix[at : at + len(rows)] = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(
+            len(rows), -1
+        )
+        ids += [r[0] for r in rows]
+        sources += [r[1] for r in rows]
+        dates += [r[3] or "" for r in rows]
+        audiences += [r[4] for r in rows]
+    if skipped:
+        log.warning("memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4)
+    n = len(ids)
+    final = matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
+    return ids, sources, dates, audiences, final
+
+
+class MatrixVectors:
+    """All embeddings of one model in one contiguous float32 matrix, with parallel id/source arrays.
+
+    Valid only while nothing was written since the snapshot: the write token of the searching
+    connection must be unchanged, and ``invalidate()`` (the index's signal) drops validity at once.
+    """
+
+    name = "matrix"
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = as_store(conn)
+        self._state: _MatrixState | None = None
+        self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
+
+    def write_token(self) -> object:
+        return self._conn.write_token()
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @property
+    def rows(self) -> int:
+        return len(self._state.ids) if self._state is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._state.matrix.nbytes) if self._state is not None else 0
+
+    def invalidate(self) -> None:
+        self._generation += 1
+        self._state = None
+
+    def is_valid(self, model: str) -> bool:
+        """Loaded for ``model`` and nothing written to the database since."""
+        state = self._state
+        if state is None or state.model != model:
+            return False
+        if self.write_token() != state.token:
+            self._state = None
+            return False
+        return True
+
+    def install(
+        self,
+        model: str,
+        token: object,
+        loaded: Loaded,
+        *,
+        generation: int | None = None,
+    ) -> bool:
+        """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
+        if generation is not None and generation != self._generation:
+            return False
+        ids, sources, dates, audiences, matrix = loaded
+        self._state = _MatrixState(
+            model,
+            token,
+            ids,
+            np.array(sources, dtype=object),
+            np.array(dates, dtype="<U10"),
+            np.array(audiences, dtype=object),
+            matrix,
+        )
+        return True
+
+    def load(self, model: str) -> None:
+        """(Re)load now, through the searching connection."""
+        token = self.write_token()
+        self.install(model, token, read_matrix(self._conn, model))
+
+    def knn(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
+        if not self.is_valid(model):
+            self.load(model)
+        return self.scan(query_vec, k, sources=sources, dates=dates, audiences=audiences)
+
+    def scan(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
+        """The product and top-k over the current snapshot, without touching the database."""
+        state = self._state
+        if state is None or not state.ids:
+            return []
+        q = _normalise(query_vec)
+        if q.shape[0] != state.matrix.shape[1]:
+            return []
+        scores = dot_rows(state.matrix, q)
+        mask = state.mask(frozenset(sources), None if audiences is None else frozenset(audiences))
+        if dates is not None:
+            in_range = (state.dates >= dates[0]) & (state.dates <= dates[1]) & (state.dates != "")
+            mask = in_range if mask is None else mask & in_range
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        return _top_k(state.ids, scores, k)
+
+
+# ---------------------------------------------------------------------------- sqlite-vec
+
+
+class SqliteVecVectors:
+    """sqlite-vec KNN on ``chunks_vec`` (cosine metric), joined to ``chunks`` for model/source."""
+
+    name = "sqlite-vec"
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = as_store(conn)
+
+    def table_exists(self) -> bool:
+        return self._conn.vec_dims() is not None
+
+    def knn(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
+        """Nearest ``k`` after the filters. vec0 holds no model, source, date or audience, so the KNN asks
+        for more neighbours until the joined filter leaves ``k`` (up to sqlite-vec's limit of 4096)."""
+        if k <= 0 or not self.table_exists():
+            return []
+        q = _normalise(query_vec).astype("<f4").tobytes()
+        src = list(sources)
+        sql = (
+            "SELECT v.id, v.distance FROM ("
+            " SELECT id, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
+            ") AS v JOIN chunks c ON c.id = v.id"
+            f" WHERE c.model = ? AND c.source IN ({_placeholders(len(src))})"
+        )
+        params: list[Any] = [model, *src]
+        if dates is not None:
+            sql += " AND c.date IS NOT NULL AND c.date >= ? AND c.date <= ?"
+            params += list(dates)
+        if audiences is not None:
+            sql += f" AND c.audience IN ({_placeholders(len(audiences))})"
+            params += list(audiences)
+        sql += " ORDER BY v.distance"
+        fetch = min(VEC0_MAX_K, max(k, 16) * 2)
+        while True:
+            rows = self._conn.execute(sql, (q, fetch, *params)).fetchall()
+            if len(rows) >= k or fetch >= VEC0_MAX_K or not self._may_have_more(fetch):
+                break
+            fetch = min(VEC0_MAX_K, fetch * 4)
+        return [(row[0], 1.0 - float(row[1])) for row in rows[:k]]
+
+    def _may_have_more(self, fetched: int) -> bool:
+        (count,) = self._conn.execute("SELECT count(*) FROM chunks_vec").fetchone()
+        return int(count) > fetched
+
+
+# ---------------------------------------------------------------------------- brute force
+
+
+class BruteForceVectors:
+    """Scores every stored embedding with numpy, a batch at a time; works without sqlite-vec."""
+
+    name = "brute-force"
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = as_store(conn)
+
+    def knn(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
+        if k <= 0:
+            return []
+        q = _normalise(query_vec)
+        src = list(sources)
+        sql = (
+            "SELECT id, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL"
+            f" AND source IN ({_placeholders(len(src))})"
+        )
+        params: list[Any] = [model, *src]
+        if dates is not None:
+            sql += " AND date IS NOT NULL AND date >= ? AND date <= ?"
+            params += list(dates)
+        if audiences is not None:
+            sql += f" AND audience IN ({_placeholders(len(audiences))})"
+            params += list(audiences)
+        best: Hits = []
+        for batch in self._conn.batches(sql, params, BATCH_ROWS):
+            rows = [r for r in batch if len(r[1]) == q.shape[0] * 4]
+            if not rows:
+                continue
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+            best = heapq.nlargest(
+                k, best + _top_k([r[0] for r in rows], dot_rows(matrix, q), k), key=lambda h: (h[1], h[0])
+            )
+        best.sort(key=lambda hit: (-hit[1], hit[0]))
+        return best
+
+
+# ---------------------------------------------------------------------------- choosing
+
+
+def choose_vector_path(*, matrix_valid: bool, vector_support: VectorSupport, vec_table: bool) -> VectorPath:
+    """The fastest path that is valid now, and why (pure; shown by ``status --deep``)."""
+    if matrix_valid:
+        return VectorPath("matrix", "in-memory matrix loaded and no index write since it loaded")
+    if vector_support.loaded and vec_table:
+        return VectorPath("sqlite-vec", "in-memory matrix not loaded or stale since the last index write")
+    if not vector_support.loaded:
+        return VectorPath("brute-force", f"sqlite-vec unavailable ({vector_support.reason})")
+    return VectorPath("brute-force", "sqlite-vec loaded but the index has no vector table yet")
+
+
+class VectorRouter:
+    """Serves each query from the fastest valid path and keeps the matrix fresh.
+
+    Trigger: a query arrives while the matrix is stale (an index write happened) or not loaded.
+    Why: a load costs ~5-10 sqlite-vec queries at any size (20k x 384: 91 ms vs 14 ms), so loading
+    before answering made the first hybrid search of a 20k index take ~90 ms instead of ~25; a
+    load running beside a query slows that query too (a load started by it: ~45 ms), and a
+    one-shot ``memory search`` exits right after its one query, never using the matrix at all.
+    Outcome: an index of at most ``sync_reload_rows`` chunks (~1 ms to load), or an in-memory
+    database (no second connection to load through), is loaded before serving. A larger one is
+    served by sqlite-vec (or brute force) and loaded by a background thread through its own
+    connection; that thread holds back until the next query asks (or ``wait_for_reload``, or
+    ``load_hold_s`` passes), so it never competes with the query that started it and a process
+    that exits after one query never reads the vectors. The matrix serves as soon as it is
+    installed. ``preload=False`` never loads on its own: only ``warm()`` does.
+
+    In PostgreSQL (no pgvector) the only other path, brute force, reads every vector over the
+    connection for each query, as much as a load: so a stale matrix there is always loaded before
+    answering, at any size.
+    """
+
+    def __init__(
+        self,
+        conn: Any,
+        vector_support: VectorSupport,
+        *,
+        preload: bool = True,
+        sync_reload_rows: int = SYNC_RELOAD_ROWS,
+        load_hold_s: float = LOAD_HOLD_S,
+    ) -> None:
+        conn = as_store(conn)
+        self.matrix = MatrixVectors(conn)
+        self.sqlite_vec = SqliteVecVectors(conn)
+        self.brute_force = BruteForceVectors(conn)
+        self._conn = conn
+        self._support = vector_support
+        self._preload = preload
+        self._sync_reload_rows = sync_reload_rows if conn.kind == "sqlite" else 2**62
+        self._load_hold_s = load_hold_s
+        self._go = threading.Event()  # set: the background load may start reading
+        self._open = conn.opener()  # a second connection for background loads (None: in-memory)
+        self._reload: threading.Thread | None = None
+        self._reload_error: str | None = None
+        self.last_path: VectorPath | None = None
+
+    def invalidate(self) -> None:
+        self.matrix.invalidate()
+
+    def warm(self, model: str) -> None:
+        self.matrix.load(model)
+
+    def wait_for_reload(self, timeout: float | None = None) -> bool:
+        """Block until a background reload finishes; True when none is running afterwards."""
+        thread = self._reload
+        if thread is not None:
+            self._go.set()  # someone waits for it: no reason to hold back
+            thread.join(timeout)
+        return self._reload is None or not self._reload.is_alive()
+
+    def current_path(self, model: str) -> VectorPath:
+        path = choose_vector_path(
+            matrix_valid=self.matrix.is_valid(model),
+            vector_support=self._support,
+            vec_table=self._support.loaded and self.sqlite_vec.table_exists(),
+        )
+        if path.name != "matrix" and self._reload is not None and self._reload.is_alive():
+            held = "" if self._go.is_set() else " (from the next query on)"
+            loading = f"the in-memory matrix is loading in the background{held}"
+            return VectorPath(path.name, f"{path.reason}; {loading}")
+        if path.name != "matrix" and self._reload_error:
+            return VectorPath(path.name, f"{path.reason}; last matrix load failed: {self._reload_error}")
+        return path
+
+    def prepare(self, model: str) -> VectorPath:
+        """Refresh a stale matrix (now or in the background), then choose and remember the path."""
+        if self._preload and not self.matrix.is_valid(model):
+            self._refresh(model)
+        self.last_path = self.current_path(model)
+        return self.last_path
+
+    def _refresh(self, model: str) -> None:
+        if self._reload is not None and self._reload.is_alive():
+            self._go.set()  # a second query since the load was asked for: read now
+            return
+        (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
+        if self._open is None or int(rows) <= self._sync_reload_rows:
+            try:
+                self.matrix.load(model)
+            except MemoryError:  # pragma: no cover - only on machines short of memory
+                self._reload_error = "not enough memory"
+            return
+        token, generation = self.matrix.write_token(), self.matrix.generation
+        self._go = threading.Event()
+        self._reload = threading.Thread(
+            target=self._reload_in_background,
+            args=(model, token, generation),
+            name="sessionmem-matrix-load",
+            daemon=True,
+        )
+        self._reload.start()
+
+    def _reload_in_background(self, model: str, token: object, generation: int) -> None:
+        """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers),
+        once the next query asks or ``load_hold_s`` passed; not at all if invalidated meanwhile."""
+        assert self._open is not None
+        self._go.wait(self._load_hold_s)
+        if generation != self.matrix.generation:
+            return  # an index write since the query that asked: install() would refuse this load
+        try:
+            conn = self._open()
+            try:
+                loaded = read_matrix(conn, model)
+            finally:
+                conn.close()
+            self.matrix.install(model, token, loaded, generation=generation)
+            self._reload_error = None
+        except Exception as exc:  # reported by status; queries keep using the SQL paths
+            log.warning("memory vectors: background matrix load failed: %s", exc)
+            self._reload_error = str(exc)
+
+    def serve(
+        self,
+        path: VectorPath,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
+        """Answer from ``path`` (as chosen by ``prepare``); the matrix scans without touching SQL."""
+        if path.name == "matrix":
+            return self.matrix.scan(query_vec, k, sources=sources, dates=dates, audiences=audiences)
+        index: VectorIndex = self.sqlite_vec if path.name == "sqlite-vec" else self.brute_force
+        return index.knn(query_vec, k, model=model, sources=sources, dates=dates, audiences=audiences)
+
+    def knn(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        *,
+        model: str,
+        sources: Sequence[str],
+        dates: DateRange = None,
+        audiences: Audiences = None,
+    ) -> Hits:
+        path = self.prepare(model)
+        return self.serve(path, query_vec, k, model=model, sources=sources, dates=dates, audiences=audiences)

@@ -1,0 +1,273 @@
+"""Keyword search in the PostgreSQL index store: FTS5's BM25 over tsvectors of FTS5's tokens.
+
+``pg_store.PgStore`` keeps each chunk's tokens (``fts_tokens``) in ``chunks_fts``; this ranks the chunks
+matching a query's phrases as FTS5's ``bm25()`` does (k1 1.2, b 0.75, the same IDF and document
+lengths), so both stores return the same chunks in the same order (``bench/bench_recall.py --store``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
+from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.seam import KeywordFilters
+from sessionmem.memory.store.sqlite_keywords import KeywordIndex
+
+if TYPE_CHECKING:
+    from sessionmem.memory.store.fts_tokens import Tokenizer
+
+BM25_K1 = 1.2  # FTS5's bm25() defaults
+BM25_B = 0.75
+
+# ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n
+# (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
+# ``width_bucket`` over the midpoints between those values turns a rank back into tf, in SQL.
+_RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n in range(257)]
+_SPLIT_HITS = 2000  # chunks holding a query's one-token phrases, above which it ranks in two steps
+_MAX_SUBSETS = 8  # common phrases at most whose sets ``_common_match`` weighs one by one
+_TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
+
+
+def _split(singles: Sequence[int], hits: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(rare, common) one-token phrases (indexes): the rarest while they hold at most half the chunks
+    the phrases hold between them; nothing is common when they hold few (``_SPLIT_HITS``)."""
+    total = sum(hits[i] for i in singles)
+    if len(singles) < 2 or total <= _SPLIT_HITS:
+        return list(singles), []
+    order = sorted(singles, key=lambda i: (hits[i], i))
+    rare, held = [order[0]], hits[order[0]]
+    for i in order[1:-1]:
+        if held + hits[i] > total / 2:
+            break
+        rare.append(i)
+        held += hits[i]
+    return rare, order[len(rare) :]  # rare is a prefix of order
+
+
+def _common_match(
+    tokens: Sequence[Sequence[str]], common: Sequence[int], idfs: Sequence[float], floor: float | None
+) -> str:
+    """The tsquery of the chunks holding only common phrases that may score ``floor`` (None: any
+    score): each holding a set of them whose bound, (k1 + 1) times their IDFs, reaches it ('' none)."""
+    minimal: list[tuple[int, ...]] = []
+    if floor is None or len(common) > _MAX_SUBSETS:
+        if floor is None or _bound(common, idfs) >= floor:
+            minimal = [(i,) for i in common]  # single phrases: none holds another
+    else:  # at most 2^_MAX_SUBSETS sets, compared pairwise: bounded whatever the query
+        sets = [
+            subset
+            for n in range(1, len(common) + 1)
+            for subset in itertools.combinations(common, n)
+            if _bound(subset, idfs) >= floor
+        ]
+        minimal = [s for s in sets if not any(set(o) < set(s) for o in sets)]
+    return " | ".join("(" + " & ".join(quote_lexeme(tokens[i][0]) for i in s) + ")" for s in minimal)
+
+
+def _bound(phrases: Sequence[int], idfs: Sequence[float]) -> float:
+    """More than any chunk scores from ``phrases``: tf / (tf + k1 * (...)) stays under 1."""
+    return sum(idfs[i] for i in phrases) * (BM25_K1 + 1)
+
+
+def _best(ranked: dict[int, float], limit: int) -> dict[int, float]:
+    """The best ``limit`` of {rowid: rank}, best (lowest rank, then lowest rowid) first."""
+    best = sorted((rank, rowid) for rowid, rank in ranked.items())[:limit]
+    return {rowid: rank for rank, rowid in best}
+
+
+def _filter_sql(filters: KeywordFilters) -> tuple[str, list[Any]]:
+    """The join, WHERE conditions (on ``chunks c``) and parameters of ``filters`` for a query on
+    ``chunks_fts f`` (no join when nothing is filtered)."""
+    sql = ""
+    params: list[Any] = []
+    if filters.model is not None:
+        sql += " AND c.model = %s"
+        params.append(filters.model)
+    if filters.sources:
+        sql += " AND c.source = ANY(%s)"
+        params.append(list(filters.sources))
+    if filters.dates is not None:
+        sql += " AND c.date IS NOT NULL AND c.date >= %s AND c.date <= %s"
+        params += list(filters.dates)
+    if filters.audiences is not None:
+        sql += " AND c.audience = ANY(%s)"
+        params.append(list(filters.audiences))
+    return (" JOIN chunks c ON c.rowid = f.rowid" + sql if sql else ""), params
+
+
+class PgKeywordIndex(KeywordIndex):
+    """Keyword search on the tsvector column, ranked with FTS5's BM25 (see the module docstring)."""
+
+    def __init__(self, conn: Any, tokenizer: Tokenizer) -> None:
+        """``conn``: the store's psycopg connection (``%s`` parameters); ``tokenizer``: its FTS5 tokens."""
+        super().__init__(conn)
+        self._tokenizer = tokenizer
+        self._stats: tuple[int, float] | None = None  # rows, average length; until the next write
+
+    def forget(self) -> None:
+        super().forget()
+        self._stats = None
+
+    def _tokens(self, phrases: Sequence[str]) -> list[list[str]]:
+        return self._tokenizer.tokens([phrase_text(p) for p in phrases])
+
+    def count_hits(self, phrase: str) -> int:
+        query = tsquery_literal(self._tokens([phrase]))
+        if not query:
+            return 0
+        (count,) = self._conn.execute(
+            "SELECT count(*) FROM chunks_fts WHERE fts @@ %s::tsquery", (query,)
+        ).fetchone()
+        return int(count)
+
+    def _rows_and_length(self) -> tuple[int, float]:
+        if self._stats is None:
+            rows, total = self._conn.execute(
+                "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
+            ).fetchone()
+            self._stats = int(rows), (float(total) / int(rows)) if rows else 0.0
+        return self._stats
+
+    def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
+        """FTS5's BM25 over the chunks matching any phrase, best ``limit`` first.
+
+        The server ranks by the one-token phrases: a lexeme's count in a chunk is read from ``ts_rank``
+        (``_TF_THRESHOLDS``; no lexeme list is expanded), the BM25 sum is computed in SQL and only the
+        best ``limit`` rows come back. A phrase of several tokens (an identifier, CJK) is counted from
+        its lexemes' positions, read only for the chunks holding such a phrase, and those chunks are
+        ranked with both parts. The result is exact: a chunk holding no such phrase scores its
+        one-token part, which no chunk outside the server's best ``limit`` exceeds.
+
+        A query whose one-token phrases are held by many chunks is ranked in two steps (MaxScore):
+        first the chunks holding its rarest ones (``_split``), with every phrase scored; then, of the
+        chunks holding only its common ones, those holding a set of them whose BM25 bound ((k1 + 1)
+        times their IDFs: "on", in two thirds of the chunks, bounds at 2e-6) reaches the ``limit``-th
+        score found first: none when it is above every such bound, all when fewer were found."""
+        tokens = self._tokens(phrases)
+        query = tsquery_literal(tokens)
+        if not query or limit <= 0:
+            return {}
+        rows_total, avg = self._rows_and_length()
+        self._count_missing(phrases)
+        hits = [self.hits(p) for p in phrases]
+        idfs = [bm25_idf(rows_total, n) for n in hits]
+        singles = [i for i, t in enumerate(tokens) if len(t) == 1]
+        multis = [i for i, t in enumerate(tokens) if len(t) > 1]
+        rare, common = _split(singles, hits)
+        if not common:
+            return _best(self._ranked(tokens, singles, multis, idfs, avg, query, filters, limit), limit)
+        match = tsquery_literal([tokens[i] for i in rare])
+        ranked = self._ranked(tokens, singles, multis, idfs, avg, match, filters, limit, always=True)
+        best = _best(ranked, limit)
+        floor = -list(best.values())[-1] if len(best) == limit else None
+        wider = _common_match(tokens, common, idfs, floor)
+        if wider:
+            for rowid, rank in self._ranked(tokens, singles, [], idfs, avg, wider, filters, limit).items():
+                ranked.setdefault(rowid, rank)  # a chunk ranked first has its longer phrases' part too
+        return _best(ranked, limit)
+
+    def _count_missing(self, phrases: Sequence[str]) -> None:
+        """Count the chunks holding each phrase not yet counted: a one-token phrase's count is read from
+        ``chunks_fts_df`` (the store keeps it with every write), all in one statement; a longer
+        phrase's is counted on its matches (``count_hits``)."""
+        missing = [p for p in dict.fromkeys(phrases) if not self.cached(p)]
+        singles = {p: t[0] for p, t in zip(missing, self._tokens(missing), strict=True) if len(t) == 1}
+        if not singles:
+            return
+        rows = self._conn.execute(
+            "SELECT lexeme, df FROM chunks_fts_df WHERE lexeme = ANY(%s)", (list(set(singles.values())),)
+        )
+        df = {str(lexeme): int(n) for lexeme, n in rows}
+        for phrase, token in singles.items():
+            self.remember(phrase, df.get(token, 0))
+
+    def _ranked(
+        self,
+        tokens: list[list[str]],
+        singles: list[int],
+        multis: list[int],
+        idfs: list[float],
+        avg: float,
+        match: str,
+        filters: KeywordFilters,
+        limit: int,
+        *,
+        always: bool = False,
+    ) -> dict[int, float]:
+        """{rowid: rank} of the best ``limit`` chunks matching ``match`` by their one-token part, and of
+        every chunk holding a phrase of several tokens (when ``always`` or any chunk matched) by both."""
+        join, join_params = _filter_sql(filters)
+        # -(sum over one-token phrases of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg)))
+        tf_sql = "width_bucket(ts_rank('{1,1,1,1}', f.fts, %s::tsquery)::float8, %s::float8[])"
+        norm = "%s * (1 - %s + %s * s.fts_len / %s)"
+        terms = [f"%s * t{i} * %s / (t{i} + {norm})" for i in singles]
+        part = f"-({' + '.join(terms)})" if terms else "0.0"
+        tf_cols = "".join(f", {tf_sql} AS t{i}" for i in singles)
+        tf_params: list[Any] = [v for i in singles for v in (quote_lexeme(tokens[i][0]), _TF_THRESHOLDS)]
+        part_params: list[Any] = [
+            v for i in singles for v in (idfs[i], BM25_K1 + 1, BM25_K1, BM25_B, BM25_B, avg or 1.0)
+        ]
+        ranked: dict[int, float] = {}
+        if match:
+            inner = f"SELECT f.rowid, f.fts_len{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
+            sql = f"SELECT s.rowid, {part} AS rank FROM ({inner}) s ORDER BY rank, s.rowid LIMIT %s"
+            params = [*part_params, *tf_params, *join_params, match, limit]
+            ranked = {int(r[0]): float(r[1]) for r in self._conn.execute(sql, params)}
+        if multis and (ranked or always):
+            ranked.update(
+                self._with_phrases(tokens, multis, idfs, avg, part, part_params, tf_params, filters)
+            )
+        return ranked
+
+    def _with_phrases(
+        self,
+        tokens: list[list[str]],
+        multis: list[int],
+        idfs: list[float],
+        avg: float,
+        part: str,
+        part_params: list[Any],
+        tf_params: list[Any],
+        filters: KeywordFilters,
+    ) -> dict[int, float]:
+        """{rowid: whole rank} of the chunks holding a phrase of several tokens: the one-token part from
+        the server, each such phrase's count from its lexemes' positions."""
+        join, join_params = _filter_sql(filters)
+        lexemes = sorted({t for i in multis for t in tokens[i]})
+        tf_cols = "".join(
+            f", width_bucket(ts_rank('{{1,1,1,1}}', f.fts, %s::tsquery)::float8, %s::float8[]) AS t{i}"
+            for i, t in enumerate(tokens)
+            if len(t) == 1
+        )
+        inner = (
+            f"SELECT f.rowid, f.fts_len, f.fts{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
+        )
+        sql = (
+            f"SELECT s.rowid, s.fts_len, {part}, u.lexeme, u.positions FROM ({inner}) s"
+            " CROSS JOIN LATERAL unnest(s.fts) u WHERE u.lexeme = ANY(%s)"
+        )
+        multi_query = tsquery_literal([tokens[i] for i in multis])
+        params = [*part_params, *tf_params, *join_params, multi_query, lexemes]
+        found: dict[int, tuple[int, float, dict[str, list[int]]]] = {}
+        for rowid, length, rank, lexeme, positions in self._conn.execute(sql, params):
+            found.setdefault(int(rowid), (int(length), float(rank), {}))[2][lexeme] = positions or []
+        out = {}
+        for rowid, (length, rank, positions) in found.items():
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * (length / avg if avg else 1.0))
+            score = -rank
+            for i in multis:
+                tf = phrase_count(tokens[i], positions)
+                if tf:
+                    score += idfs[i] * tf * (BM25_K1 + 1) / (tf + norm)
+            out[rowid] = -score
+        return out
+
+    def texts(self, rowids: Iterable[int]) -> dict[int, str]:
+        wanted = list(rowids)
+        if not wanted:
+            return {}
+        rows = self._conn.execute("SELECT rowid, indexed FROM chunks WHERE rowid = ANY(%s)", (wanted,))
+        return {int(r[0]): str(r[1] or "") for r in rows}

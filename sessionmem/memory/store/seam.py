@@ -1,0 +1,180 @@
+"""What the memory engine needs of its database: the index-store seam (the index's side of DESIGN 17).
+
+Two stores implement :class:`IndexStore`: ``sqlite_store.SqliteStore`` (one file per agent, the
+default) and ``pg_store.PgStore`` (one PostgreSQL schema per agent, shared by gateway hosts on
+several machines). ``memorySearch.store.path`` chooses: a ``postgresql://`` DSN means PostgreSQL.
+
+The engine speaks to a store in two ways:
+
+- Row SQL both databases run as written (``execute``/``executemany``): ``?`` parameters, ``INSERT ...
+  ON CONFLICT``, ``RETURNING``, and a ``rowid`` column on ``chunks`` and ``embedding_cache`` (SQLite's
+  own; an identity column in PostgreSQL). The tables ``files``, ``chunks``, ``embedding_cache`` and
+  ``meta`` have the same columns in both (``schema.py``).
+- Named operations for what differs: transactions, the write token a cached matrix checks, the schema,
+  keyword indexing and search (FTS5 in SQLite; a tsvector of the same FTS5 tokens with a GIN index in
+  PostgreSQL), the sqlite-vec table, the rebuild (a scratch file swapped in, or one PostgreSQL
+  transaction), the sync lock (a file lock, or an advisory lock), and a second connection for
+  background matrix loads.
+
+Vectors are float32 blobs in ``chunks.embedding`` in both; the in-process matrix (``vectors.py``)
+serves them. The Markdown workspace is the truth; a store is derived and can always be rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from sessionmem.memory.embed.embedder import Embedder
+    from sessionmem.memory.store.database import VectorSupport
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """The base exceptions of the stores' drivers (SQLite, either build; psycopg once loaded): an error
+    of one of these is the index store's, never an embedding provider's."""
+    import sqlite3
+    import sys
+
+    from sessionmem.memory.store.database import sqlite_module
+
+    found: set[type[BaseException]] = {sqlite3.Error, sqlite_module()[0].Error}
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
+        found.add(psycopg.Error)
+    return tuple(found)
+
+
+@dataclass(slots=True)
+class ScrubNotes:
+    """What :meth:`IndexStore.erasure` did so that deleted rows cannot be read back (``done``), and
+    what it could not do (``issues``), for the report of ``forget``."""
+
+    done: list[str] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordFilters:
+    """What a keyword search leaves out: another model's rows (``model`` set), sources, dates, audiences.
+    Empty or None: no filter of that kind."""
+
+    model: str | None = None
+    sources: Sequence[str] = ()
+    dates: tuple[str, str] | None = None  # inclusive YYYY-MM-DD bounds; undated rows out
+    audiences: Sequence[str] | None = None
+
+
+class KeywordSearch(Protocol):
+    """Keyword reads for one query at a time; ``forget()`` after every index write."""
+
+    def forget(self) -> None: ...
+
+    def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
+        """{rowid: BM25 rank (negative, lower is better)} of the best ``limit`` chunks holding any
+        phrase (quoted FTS5 phrases from ``keywords.fts_phrases``), best first."""
+        ...
+
+    def texts(self, rowids: Iterable[int]) -> dict[int, str]:
+        """The indexed text (``ftstext.fts_text`` of context and lines) of each row."""
+        ...
+
+    def ideal(self, phrases: Sequence[str], total_rows: int) -> float:
+        """The BM25 of an average-length chunk holding each phrase once (the sum of their IDFs)."""
+        ...
+
+
+class IndexStore(Protocol):
+    """One agent's index database, as the engine uses it (see the module docstring)."""
+
+    kind: str  # "sqlite" or "postgresql"
+    vector: VectorSupport  # how vectors are served besides the matrix (sqlite-vec or not)
+    errors: tuple[type[BaseException], ...]  # what the driver raises for a database problem
+
+    @property
+    def where(self) -> str:
+        """Where the index is, for status (a file path, or a DSN without its password and the schema)."""
+        ...
+
+    # -- row SQL both databases run -----------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
+        """The rows of ``sql`` ``size`` at a time, never all in memory at once (vector loads and scans)."""
+        ...
+
+    def close(self) -> None: ...
+
+    # -- transactions and change detection -----------------------------------------------------
+    def atomic(self) -> AbstractContextManager[Any]:
+        """A write transaction (a savepoint when nested); rolled back on error."""
+        ...
+
+    def write_token(self) -> object:
+        """Changes whenever any connection (any host) commits a write to the index."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Any]:
+        """The reads inside see one state of the index (one search: its keyword ranks and the rows they
+        name). SQLite: each statement its own, as before; PostgreSQL: one read-only transaction."""
+        ...
+
+    # -- schema ---------------------------------------------------------------------------------
+    def schema_problem(self) -> str | None:
+        """Why the stored schema cannot be used as it is (another version or shape), or None."""
+        ...
+
+    def apply_schema(self, tokenizer: str) -> str | None:
+        """Create what is missing (idempotent); returns why keyword search is unavailable, or None."""
+        ...
+
+    def has_keyword_index(self) -> bool: ...
+
+    def vec_dims(self) -> int | None:
+        """The width of the sqlite-vec table's vectors, or None (no table; always None in PostgreSQL)."""
+        ...
+
+    # -- chunks and their keyword rows ---------------------------------------------------------
+    def insert_chunks(self, rows: Sequence[Sequence[Any]], indexed: Sequence[str] | None) -> None:
+        """Insert ``chunks`` rows (the columns of ``schema.CHUNK_COLUMNS``), in order, and, when ``indexed``
+        (each row's ``fts_text``) is given, their keyword rows."""
+        ...
+
+    def move_chunk(self, rowid: int, new_id: str, new_path: str) -> None:
+        """Give a chunk another id and path (a renamed transcript), its keyword row too."""
+        ...
+
+    def delete_chunks(self, rowids: Sequence[int]) -> None:
+        """Delete chunks and their keyword rows (not their sqlite-vec rows: the indexer does those)."""
+        ...
+
+    def keywords(self) -> KeywordSearch: ...
+
+    def erasure(self) -> AbstractContextManager[ScrubNotes]:
+        """Around deletes that must leave no readable copy (``forget``): once the block ends without an
+        error, the deleted rows are gone from the database's pages, its keyword index and its log as far
+        as the store can reach (SQLite: ``secure_delete``, the FTS5 index merged, the WAL truncated;
+        PostgreSQL: the tables vacuumed). Yields the notes it fills in."""
+        ...
+
+    # -- rebuild, sync lock, second connection -------------------------------------------------
+    def rebuild(
+        self, tokenizer: str, embedder: Embedder | None
+    ) -> AbstractContextManager[tuple[IndexStore, str | None]]:
+        """A store to build a fresh index in (with the old index's vectors in its embedding cache) and
+        the keyword-index error; on a clean exit it replaces this index for every reader at once, on an
+        error this index is left as it was."""
+        ...
+
+    def sync_lock(self) -> AbstractContextManager[Any]:
+        """Held by the one syncing writer across processes and hosts; reentrant."""
+        ...
+
+    def opener(self) -> Callable[[], IndexStore] | None:
+        """Opens another connection to this index (for background matrix loads); None when there is
+        none to open (an in-memory database)."""
+        ...

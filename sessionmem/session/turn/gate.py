@@ -1,0 +1,324 @@
+"""The one compaction gate (DESIGN 1, 2) and what it runs: the silent flush turn and the compaction.
+
+Around every user turn: :func:`preflight` (before: at the compaction threshold compact through the gate,
+else at the flush threshold run the flush) and :func:`compact_if_over_threshold` (after).
+
+Every path that compacts calls :func:`compact_through_gate`: the threshold after a turn, the preflight
+before one, provider context-overflow recovery, manual ``/compact``, and (flush only) the rotations
+``/new``, ``/reset``, daily and idle, whose archiving the caller does. The gate runs the flush first when
+the current compaction cycle has none, and records the flush against the cycle it *started* in, so a
+compaction that happens during the flush (its own call overflowed) does not skip the next cycle's flush.
+
+A flush counts for its cycle once its turn has ended (DESIGN 16), never before: the transcript records
+it (the flush's messages carry its cycle, and its last answer ends it), then the store
+(``memoryFlushCompactionCount``, :func:`record_flush`). A process killed in mid-flush has recorded
+nothing, so the flush runs again. A flush whose model call failed is caught, reported in its ``flush``
+event (``error``), and then counts for its cycle too: the user's turn goes on, and a broken flush is not
+retried before every turn of the cycle (each retry would add a failing call to every turn). Only the
+store records such a flush; reconciliation keeps it (:func:`~sessionmem.session.stores.recovery.reconciled`).
+
+A flush whose note could not be written (one of its writes refused: by the file system, a full disk; as
+unsafe; as not the session's to write; the tool told the model so, naming the file) does not count: the
+model did its part, but the note exists nowhere, and only running the flush again can save it. Its
+messages after the failure are marked ``writeFailed`` in the transcript, so reconciliation does not count
+it either; the store is not updated; its ``flush`` event carries the error. It runs again at the next turn
+over the flush threshold (one flush call per turn while the disk stays full, writing the note as soon as
+there is space), and again before the compaction that closes its cycle, which then goes ahead: the summary
+keeps the gist and the transcript the conversation.
+
+Several runners and processes on one session key are serialised by the store's turn lock, which the
+runner holds around every turn and reloads the session's state under (:meth:`SessionState.resync`), so
+the decisions here, taken against ``state.entry``, are taken against the store's word. The store is
+written only through its seam (:mod:`sessionmem.session.stores.backend`), and its counts are set to the values
+the transcript shows, so a reconciliation by another process never makes them count twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Literal
+
+from sessionmem.messages import Message
+from sessionmem.model.routing import model_for
+from sessionmem.session.stores.entry import SessionEntry, compaction_figures
+from sessionmem.session.stores.transcript import compaction_summary_text
+from sessionmem.session.turn.announce import before_compaction, emit
+from sessionmem.session.turn.compaction import CompactionFailed, CompactionPlan, plan_compaction, summarize
+from sessionmem.session.turn.events import (
+    CompactionEvent,
+    CompactionFailedEvent,
+    CompactionResult,
+    FlushEvent,
+    FlushSkippedEvent,
+)
+from sessionmem.session.turn.flush import (
+    compaction_threshold,
+    cycle_flushed,
+    flush_prompts,
+    guard_reason,
+    should_flush,
+    window_budget,
+)
+from sessionmem.session.turn.model_turn import run_model_turn
+from sessionmem.session.turn.state import SessionState
+from sessionmem.tokens import count_tokens
+
+CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
+ROTATION_REASONS = ("new", "reset", "daily", "idle")
+
+log = logging.getLogger(__name__)
+
+
+async def preflight(state: SessionState, pending: Message) -> None:
+    """Before a user turn, with its message projected: at the compaction threshold compact through the
+    gate (which flushes first); else at the flush threshold (or after enough transcript growth) flush."""
+    projected = state.projection([pending]).tokens
+    cfg = state.runner.agent.compaction
+    if state.may_compact() and projected >= compaction_threshold(state.context_window, cfg) > 0:
+        await compact_through_gate(state, "threshold")
+        return
+    decision = should_flush(
+        projected,
+        state.context_window,
+        cfg,
+        state.entry.to_json_dict(),
+        state.transcript.bytes_since_compaction(),
+        **state.guards(),
+    )
+    if decision.skipped:
+        await emit(state, FlushSkippedEvent(session_key=state.key, reason=decision.reason))
+    elif decision.run:
+        await run_flush(state, decision.reason, projected)
+
+
+async def compact_if_over_threshold(state: SessionState) -> None:
+    """After a user turn: compact through the gate when the context now reaches the threshold."""
+    # Trigger: a heartbeat turn pushed the context over the threshold. Why: the gate may not flush in
+    # a heartbeat run, so compacting here would summarise the cycle's real turns unsaved.
+    # Outcome: left as is; the next real turn's preflight flushes, then compacts.
+    if not state.may_compact():
+        return
+    threshold = compaction_threshold(state.context_window, state.runner.agent.compaction)
+    if threshold > 0 and state.projection().tokens >= threshold:
+        await compact_through_gate(state, "threshold")
+
+
+async def flush_if_unflushed(state: SessionState, reason: str) -> bool:
+    """Run the silent flush unless this compaction cycle already had one (or one is running now: a
+    compaction the flush's own overflow asked for), the flush is disabled, or a guardrail forbids it
+    (reported as a ``flush_skipped`` event). True when a flush ran."""
+    flush_cfg = state.runner.agent.compaction.memory_flush
+    if not flush_cfg.enabled or state.flushing is not None:
+        return False
+    if cycle_flushed(state.entry.to_json_dict()):
+        return False
+    guard = guard_reason(**state.guards())
+    if guard is not None:
+        await emit(state, FlushSkippedEvent(session_key=state.key, reason=f"{guard} (before {reason})"))
+        return False
+    return await run_flush(state, f"before {reason} compaction")
+
+
+async def compact_through_gate(
+    state: SessionState, reason: CompactionReason, instructions: str | None = None, *, attempt: int = 1
+) -> CompactionResult:
+    """The one way to compact (DESIGN 1): flush first if this cycle is unflushed, then summarise.
+
+    For rotations (new/reset/daily/idle) the caller archives the transcript itself; the gate only flushes.
+    A compaction that already happened during the flush (the flush overflowed) is not repeated for
+    threshold/overflow reasons. ``attempt`` counts the overflow recoveries of one model call (see
+    :func:`plan_for`): the second keeps nothing verbatim.
+    """
+    before = state.compactions  # this session's own compactions: others' show in the store, not here
+    if reason not in ROTATION_REASONS and plan_for(state, reason, attempt) is None:
+        # Trigger: /compact (or an overflow) with a context that all fits in the kept recent part.
+        # Why: a flush now would use up the cycle's one flush while nothing is summarised away, and
+        # the cycle's later turns would then be compacted unsaved. Outcome: neither flush nor compaction.
+        return CompactionResult(False, reason, error="nothing to compact")
+    flushed = await flush_if_unflushed(state, reason)
+    if reason in ROTATION_REASONS:
+        return CompactionResult(True, reason, error="rotation is done by the caller", flushed=flushed)
+    if reason != "manual" and state.compactions > before:
+        return CompactionResult(True, reason, flushed=flushed)
+    result = await compact_now(state, reason, instructions, attempt=attempt)
+    return CompactionResult(
+        result.ok, reason, result.tokens_before, result.tokens_after, result.error, flushed
+    )
+
+
+def record_flush(state: SessionState, cycle: int, started_at: int) -> None:
+    """Record in the store that the flush of ``cycle`` (started at ``started_at``, ms) has ended."""
+    session_id = state.entry.session_id
+
+    def record(current: SessionEntry | None) -> SessionEntry | None:
+        entry = current if current is not None else state.entry
+        if entry.session_id != session_id:
+            return None
+        return entry.touched(memory_flush_compaction_count=cycle, memory_flush_at=started_at)
+
+    stored = state.runner.store.update(state.key, record)
+    if stored is not None and stored.session_id == session_id:
+        state.entry = stored
+
+
+async def run_flush(state: SessionState, reason: str, tokens: int | None = None) -> bool:
+    """The silent flush turn; recorded against the cycle it starts in (DESIGN 2) once it has ended
+    (DESIGN 16; see the module docstring). Returns True (it ran)."""
+    if tokens is None:
+        tokens = state.projection().tokens
+    cycle = state.entry.compaction_count
+    agent = state.runner.agent
+    folder = state.tools.home.daily_folder  # memory/, or the session's own folder (memory.scope peer)
+    prompts = flush_prompts(agent.compaction.memory_flush, _utc_now(), agent.user_timezone, folder=folder)
+    prompt = Message.user(prompts.prompt)
+    state.tools.flush_target = prompts.relative_path
+    state.tools.flush_write_failures = []
+    state.flushing = cycle  # its messages carry the cycle; the gate starts no second flush meanwhile
+    writes_before = state.tools.writes
+    error = None
+    try:
+        await run_model_turn(
+            state,
+            prompt,
+            kind="flush",
+            system_extra=prompts.system_prompt,
+            make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
+        )
+    except Exception as exc:  # a failed flush must not cost the user their turn
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        state.tools.flush_target = None
+        state.flushing = None
+    if state.tools.writes > writes_before:
+        await state.tools.sync_index("memory-flush")
+    unsaved = state.tools.flush_write_failures
+    if unsaved:  # the note is not on disk: the flush does not count (see the module docstring)
+        error = f"the flush's note was not saved ({unsaved[-1]}); the flush runs again"
+    else:
+        record_flush(state, cycle, prompt.timestamp)
+    await emit(
+        state,
+        FlushEvent(
+            session_key=state.key,
+            reason=reason,
+            path=prompts.relative_path,
+            compaction_count=cycle,
+            tokens=tokens,
+            error=error,
+        ),
+    )
+    return True
+
+
+async def compact_now(
+    state: SessionState, reason: str, instructions: str | None, *, attempt: int = 1
+) -> CompactionResult:
+    """Summarise now (no flush: callers go through the gate); a failed summary changes nothing."""
+    budget = window_budget(state.context_window, state.runner.agent.compaction)
+    plan = plan_for(state, reason, attempt)
+    if plan is None:
+        return CompactionResult(False, reason, error="nothing to compact")
+    await before_compaction(state, reason)  # the compaction:before hook
+    try:
+        summary = await _summary(state, plan, instructions, budget.reserve)
+    except CompactionFailed as exc:
+        await emit(state, CompactionFailedEvent(session_key=state.key, reason=reason, error=str(exc)))
+        return CompactionResult(False, reason, error=str(exc))
+    # Both figures are the session's projection (SessionState.projection), the measure the thresholds, the
+    # turns' figures and /status use. Before: what reached the threshold (the reported usage when fresh,
+    # so tool schemas included). After: what the projection will count once the context is replaced (no
+    # fresh usage then): the refreshed system prompt (it may now show the daily log the flush just
+    # wrote), the summary, the kept messages and the tool schemas.
+    tokens_before = state.projection().tokens
+    system_prompt = state.tools.system_prompt()
+    summary_message = Message.user(compaction_summary_text(summary))
+    tokens_after = (
+        count_tokens(system_prompt)
+        + state.counter.count(summary_message)
+        + state.counter.count_all(plan.kept)
+        + state.schema_tokens()
+    )
+    counted = state.entry.compaction_count + 1  # the compaction entries the transcript now holds
+    state.transcript.append_compaction(  # the reason kept: the inspector marks overflows apart
+        summary, plan.first_kept_entry_id, tokens_before, tokens_after, details={"reason": reason}
+    )
+    state.reload_context()
+    state.system_prompt = system_prompt
+    state.compactions += 1
+
+    def count_it(current: SessionEntry | None) -> SessionEntry:
+        # Trigger: another process reconciled the store with the transcript between our append and this
+        # update (it opened the session meanwhile). Why: adding one to the stored count would then count
+        # this compaction twice. Outcome: the count is set to what the transcript shows, never lowered.
+        entry = current if current is not None else state.entry
+        count = max(entry.compaction_count, counted)
+        return entry.touched(compaction_count=count, **compaction_figures(tokens_after))
+
+    stored = state.runner.store.update(state.key, count_it)
+    assert stored is not None
+    state.entry = stored
+    count = stored.compaction_count
+    await state.tools.after_compaction(state.transcript.path)
+    await emit(
+        state,
+        CompactionEvent(
+            session_key=state.key,
+            reason=reason,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            compaction_count=count,
+            first_kept_entry_id=plan.first_kept_entry_id,
+        ),
+    )
+    return CompactionResult(True, reason, tokens_before, tokens_after)
+
+
+async def _summary(
+    state: SessionState, plan: CompactionPlan, instructions: str | None, reserve_tokens: int
+) -> str:
+    """The summary from ``compaction.model`` when one is configured, else from the agent's model.
+
+    Trigger: the configured compaction model fails (down, no key, a smaller window). Why: a compaction
+    that fails leaves the session growing until it overflows. Outcome: the agent's model summarises
+    instead (as OpenClaw does); the failure of both is reported.
+    """
+    main = state.runner.model
+    model = model_for(main, state.runner.agent, "compaction")
+    try:
+        return await summarize(model, plan, instructions=instructions, reserve_tokens=reserve_tokens)
+    except CompactionFailed as exc:
+        if model is main:
+            raise
+        log.warning("compaction model %s failed (%s); summarising with %s", model.name, exc, main.name)
+        try:
+            return await summarize(main, plan, instructions=instructions, reserve_tokens=reserve_tokens)
+        except CompactionFailed as again:
+            raise CompactionFailed(f"{model.name}: {exc}; then {main.name}: {again}") from again
+
+
+def plan_for(state: SessionState, reason: str, attempt: int = 1) -> CompactionPlan | None:
+    """What a compaction would summarise now (None: nothing to summarise).
+
+    Ordinarily the newest ``keepRecentTokens`` stay verbatim, at most half of what fits under the
+    compaction threshold (:func:`~sessionmem.session.turn.flush.window_budget`).
+
+    Trigger: a provider context overflow. Why: the model's real window may be smaller than the configured
+    one, even smaller than what compaction would keep, and a single tool result may fill it; keeping the
+    usual part would leave the prompt as large as before ("nothing to compact" on every turn).
+    Outcome: the first recovery keeps at most a quarter of the context verbatim; the second, or the first
+    when no cut is possible, folds everything into the summary (tool results are truncated there).
+    """
+    budget = window_budget(state.context_window, state.runner.agent.compaction)
+    if reason != "overflow":
+        return plan_compaction(state.context, state.counter, budget.keep_recent)
+    if attempt <= 1:
+        quarter = max(1, state.counter.count_all(state.context) // 4)
+        plan = plan_compaction(state.context, state.counter, min(budget.keep_recent, quarter))
+        if plan is not None:
+            return plan
+    return plan_compaction(state.context, state.counter, 0)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
