@@ -143,12 +143,13 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=20, help="runs of each command (default 20)")
     p.add_argument("--notes", type=int, default=300, help="notes in the workspace (default 300)")
     args = p.parse_args()
-    runs = 5 if args.quick else args.runs
+    runs = 2 if args.smoke else 5 if args.quick else args.runs
+    notes = 20 if args.smoke else args.notes
     header("Cold CLI search (bench_cli.py)", args)
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp_name:
         tmp = Path(tmp_name)
         ws = tmp / "workspace"
-        write_notes(ws, args.notes)
+        write_notes(ws, notes)
         (ws / "memory" / "2024-01-05.md").write_text(
             "# 2024-01-05\n\n- The billing cutover from LedgerLoop to Stripe is set for March 3.\n"
         )
@@ -174,7 +175,7 @@ def main() -> None:
             SEARCH: [*cli, "memory", "search", QUERY],
         }
         envs = dict.fromkeys(commands, env)
-        qmd = qmd_command(ws, tmp, env)
+        qmd = None if args.smoke else qmd_command(ws, tmp, env)  # smoke: our side only
         if qmd is not None:
             commands[PEER], envs[PEER] = qmd
         for name, cmd in commands.items():  # warm the page cache and .pyc files once
@@ -191,7 +192,7 @@ def main() -> None:
                 found[name] += "memory/" in stdout  # a result path (qmd: qmd://memory/...)
 
     print(
-        f"Workspace: {args.notes} notes + MEMORY.md + one note naming the billing cutover; indexed once with "
+        f"Workspace: {notes} notes + MEMORY.md + one note naming the billing cutover; indexed once with "
         f"`sessionmem memory index` ({index_s:.2f} s, a cold process, FTS-only). Each command below ran "
         f"{runs} times, interleaved; wall time from the parent (includes fork/exec), peak RSS from "
         f"{'/usr/bin/time -v' if os.access(TIME_BIN, os.X_OK) else 'getrusage(RUSAGE_CHILDREN)'}. "

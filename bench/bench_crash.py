@@ -53,7 +53,7 @@ def main() -> None:
     p.add_argument("--kills", type=int, default=200, help="SIGKILL moments per configuration (default 200)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
-    kills = 20 if args.quick else args.kills
+    kills = 3 if args.smoke else 20 if args.quick else args.kills
     logging.basicConfig(level=logging.ERROR)  # each reconciliation logs a warning: hundreds here
     header("Crash loop: SIGKILL during turns with flushes and compactions", args)
     reports = []

@@ -134,7 +134,7 @@ def main() -> None:
         "--messages", type=int, default=MESSAGES, help="messages in the transcript (default 10000)"
     )
     args = p.parse_args()
-    messages = 1_000 if args.quick else args.messages
+    messages = 200 if args.smoke else 1_000 if args.quick else args.messages
     rounds, rebuilds, reps = (2, 1, 3) if args.quick else (10, 3, 20)
     header("Session transcript delta indexing (bench_delta.py)", args)
     with tempfile.TemporaryDirectory(prefix="bench-delta-") as tmp_name:

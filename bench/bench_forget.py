@@ -89,7 +89,7 @@ def run(size: int, reps: int, tmp: Path) -> dict[str, Any]:
 def main() -> None:
     args = parser(__doc__ or "").parse_args()
     header("bench_forget: forgetting one person in a large SQLite index", args)
-    sizes, reps = ((2_000,), 2) if args.quick else (SIZES, 3)
+    sizes, reps = ((300,), 1) if args.smoke else ((2_000,), 2) if args.quick else (SIZES, 3)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-forget-") as tmp:
         for size in sizes:

@@ -83,7 +83,7 @@ def main() -> None:
         "--store", default=None, help="session.store (default: sessions.json; e.g. sqlite, or a DSN)"
     )
     args = p.parse_args()
-    sessions, rounds = (100, 3) if args.quick else (args.sessions, args.rounds)
+    sessions, rounds = (20, 2) if args.smoke else (100, 3) if args.quick else (args.sessions, args.rounds)
     header("Gateway: many active sessions in one runner (bench_gateway.py)", args)
     from sessionmem.tokens import configure_litellm_environment
 

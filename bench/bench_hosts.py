@@ -68,7 +68,7 @@ def main() -> None:
     p.add_argument("--kills", type=int, default=200, help="SIGKILLs of a host (default 200; 0: skip)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
-    turns, kills = (50, 20) if args.quick else (args.turns, args.kills)
+    turns, kills = (8, 2) if args.smoke else (50, 20) if args.quick else (args.turns, args.kills)
     logging.basicConfig(level=logging.ERROR)  # each reconciliation after a kill logs a warning
     header("Two hosts on one PostgreSQL database, one session (bench_hosts.py)", args)
     from tests.support.postgres import scratch_schema, server_dsn, unavailable

@@ -71,7 +71,7 @@ def main() -> None:
         "--stores", default="sqlite,postgresql", help="comma-separated (default sqlite,postgresql)"
     )
     args = p.parse_args()
-    words = 160_000 if args.quick else 1_600_000
+    words = 20_000 if args.smoke else 160_000 if args.quick else 1_600_000
     runs = 1 if args.quick else args.runs
     header("One huge memory file (bench_huge_file.py)", args)
     rows = []

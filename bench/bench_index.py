@@ -112,8 +112,8 @@ def main() -> None:
     header("Indexing (bench_index.py)", args)
     with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp_name:
         tmp = Path(tmp_name)
-        fts = fts_300(tmp, 50 if quick else args.notes, 3 if quick else 10)
-        noop = noop_10k(tmp, 1000 if quick else args.noop_files, 3 if quick else 10)
+        fts = fts_300(tmp, 20 if args.smoke else 50 if quick else args.notes, 3 if quick else 10)
+        noop = noop_10k(tmp, 200 if args.smoke else 1000 if quick else args.noop_files, 3 if quick else 10)
         model = find_model(args.model)
         local: dict[str, dict[str, Any]] = {}
         skip_reason = None
@@ -125,9 +125,9 @@ def main() -> None:
             except ImportError:
                 skip_reason = "llama-cpp-python is not installed (pip install -e '.[local]')"
         if skip_reason is None and model is not None:
-            for threads in (None, 1):  # the default first, then one thread, on the same notes
+            for threads in (None,) if args.smoke else (None, 1):  # the default, then one thread, same notes
                 local["default" if threads is None else "n_threads=1"] = local_model(
-                    tmp, model, 20 if quick else args.notes, threads
+                    tmp, model, 5 if args.smoke else 20 if quick else args.notes, threads
                 )
 
     print(

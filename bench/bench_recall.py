@@ -194,7 +194,9 @@ def main() -> None:
     overrides = json.loads(args.set)
     configs = [c for c in TARGETS if args.only in (None, c)]
     layouts = [args.layout] if args.layout else list(LAYOUTS)
-    limit = 40 if args.quick else None
+    if args.smoke:  # a tiny slice: keyword-only, one layout, 5 questions per conversation
+        configs, layouts = [c for c in configs if c == "keyword"] or configs[:1], layouts[:1]
+    limit = 5 if args.smoke else 40 if args.quick else None
     header("Recall on LoCoMo's development split (bench_recall.py)", args)
     print(f"- data: {data.name}, 5 conversations, questions with evidence; top 10 asked; k = {KS}")
     print(

@@ -175,6 +175,7 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=3, help="fresh sessions per history size (default 3)")
     args = p.parse_args()
     turns, sessions = (5, 1) if args.quick else (args.turns, args.sessions)
+    append_count = 50 if args.smoke else 500 if args.quick else 5_000
     header("Session runner overhead (bench_runner.py)", args)
     from sessionmem.tokens import configure_litellm_environment
 
@@ -184,15 +185,14 @@ def main() -> None:
     profile = cProfile.Profile()
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp_name:
         tmp = Path(tmp_name)
-        for history in HISTORIES:
+        histories = HISTORIES[:2] if args.smoke else HISTORIES  # smoke: no 1,000-message history
+        for history in histories:
             samples: list[tuple[float, float, int, float, float]] = []
             for s in range(sessions):
-                prof = profile if history == HISTORIES[-1] else None
+                prof = profile if history == histories[-1] else None
                 samples += asyncio.run(measure(history, turns, tmp / f"h{history}-s{s}", prof))
             results[history] = samples
-        appends = [
-            (size, *append_throughput(tmp, 500 if args.quick else 5_000, size)) for size in (200, 4_000)
-        ]
+        appends = [(size, *append_throughput(tmp, append_count, size)) for size in (200, 4_000)]
 
     print(
         f"Each history size: {sessions} fresh session(s) grown through the runner to the size, one "

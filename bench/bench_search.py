@@ -40,6 +40,7 @@ from common import (
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 5_000)
+SMOKE_SIZES = (300,)
 K = 24  # candidates the default request asks each side for: min(200, maxResults 6 x multiplier 4)
 HYBRID_P95_TARGET_MS = 25.0
 QUESTIONS = (
@@ -282,13 +283,15 @@ def main() -> None:
         "times keyword search, the matrix and hybrid search",
     )
     args = p.parse_args()
-    n_queries = 40 if args.quick else args.queries
+    n_queries = 10 if args.smoke else 40 if args.quick else args.queries
     if args.one:
         brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
         print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store)))
         return
     sizes = (
-        tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
+        tuple(int(s) for s in args.sizes.split(","))
+        if args.sizes
+        else (SMOKE_SIZES if args.smoke else QUICK_SIZES if args.quick else SIZES)
     )
     header("Memory search latency (bench_search.py)", args)
     print(

@@ -176,7 +176,7 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=60, help="measured turns per size (default 60)")
     args = p.parse_args()
     stores = args.store or list(NAMED)
-    sizes, turns = ((10, 1_000), 10) if args.quick else (SIZES, args.turns)
+    sizes, turns = ((10, 100), 3) if args.smoke else ((10, 1_000), 10) if args.quick else (SIZES, args.turns)
     header("Session store cost per turn (bench_store.py)", args)
     from sessionmem.tokens import configure_litellm_environment
 

@@ -263,7 +263,9 @@ def header(title: str, args: argparse.Namespace | None = None) -> None:
     print(f"- commit: {git_commit()}; run at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     print(f"- command: python bench/{Path(sys.argv[0]).name} {' '.join(sys.argv[1:])}".rstrip())
     print(f"- load average at start: {load_average()} (other processes share these cores; see README)")
-    if args is not None and getattr(args, "quick", False):
+    if args is not None and getattr(args, "smoke", False):
+        print("- SMOKE run (tiny sizes, checks that the script runs): figures mean nothing")
+    elif args is not None and getattr(args, "quick", False):
         print("- QUICK smoke run: sizes and repetitions reduced; figures are not the reported ones")
     print()
 
@@ -280,9 +282,30 @@ def footer() -> None:
     print(f"\n_Load average at the end: {load_average()}._\n")
 
 
-def parser(description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
+class BenchParser(argparse.ArgumentParser):
+    """Every script's options: ``--quick`` (small sizes, about a minute) and ``--smoke`` (tiny sizes, a
+    few seconds, comparisons with other tools left out: what tests/test_bench_smoke.py runs, so a
+    renamed or removed name fails CI). ``--smoke`` implies ``--quick``; the env var
+    ``SESSIONMEM_BENCH_SMOKE=1`` does the same as ``--smoke``."""
+
+    def parse_args(self, *args: object, **kwargs: object) -> argparse.Namespace:  # type: ignore[override]
+        parsed = super().parse_args(*args, **kwargs)  # type: ignore[call-overload]
+        if os.environ.get(SMOKE_ENV, "") not in ("", "0"):
+            parsed.smoke = True
+        if parsed.smoke:
+            parsed.quick = True
+        return parsed
+
+
+SMOKE_ENV = "SESSIONMEM_BENCH_SMOKE"
+
+
+def parser(description: str) -> BenchParser:
+    p = BenchParser(description=description)
     p.add_argument("--quick", action="store_true", help="smoke run: small sizes, few repetitions")
+    p.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, seconds, no comparisons with other tools (CI)"
+    )
     return p
 
 

@@ -1,13 +1,17 @@
 """Run every benchmark one after another and write their tables to ``bench/results/latest.md``.
 
     python bench/run_all.py            # the full run (about 10 minutes on a 2-core machine)
-    python bench/run_all.py --quick    # a smoke run of every script (about a minute)
+    python bench/run_all.py --quick    # small sizes, every script (a few minutes)
+    python bench/run_all.py --smoke    # tiny sizes, checks that every script runs (what CI runs)
     python bench/run_all.py --model PATH --only search,cli
 
 Scripts run sequentially, each in its own process, so no benchmark competes with another; before
 each one the file system is synced, so the previous script's writeback (bench_search leaves an 870 MB
 index behind) does not land in the next one's timings.
-``bench/results/`` is ignored by git: copy figures from there into documentation by hand.
+The results file is rewritten after every script, so a run stopped part-way keeps every table
+finished so far (and says which scripts it has not reached yet).
+``bench/results/`` is ignored by git: copy figures from there into documentation by hand, all from one
+run of one commit (the file's head names it).
 """
 
 from __future__ import annotations
@@ -62,12 +66,15 @@ def main() -> None:
         f"- machine: {machine()}",
         f"- commit: {git_commit()}; started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
         f"- load average at start: {load_average()}",
-        f"- mode: {'QUICK smoke run' if args.quick else 'full run'}\n",
+        f"- mode: {'SMOKE run' if args.smoke else 'QUICK run' if args.quick else 'full run'}\n",
     ]
-    failed = []
-    for name in names:
+    failed: list[str] = []
+    write_results(out, parts, pending=names)
+    for position, name in enumerate(names):
         cmd = [sys.executable, str(BENCH / f"bench_{name}.py")]
-        if args.quick:
+        if args.smoke:
+            cmd.append("--smoke")
+        elif args.quick:
             cmd.append("--quick")
         if name in ("index", "recall") and args.model:
             cmd += ["--model", args.model]
@@ -86,11 +93,23 @@ def main() -> None:
             parts.append(
                 f"**bench_{name}.py FAILED (exit {proc.returncode}):**\n\n```\n{proc.stderr[-3000:]}\n```\n"
             )
+        write_results(out, parts, pending=names[position + 1 :])
     parts.append(f"Total: {time.perf_counter() - started:.0f} s.\n")
-    out.write_text("\n".join(parts))
+    write_results(out, parts, pending=[])
     print(f"wrote {out}", file=sys.stderr)
     if failed:
         raise SystemExit(f"failed: {', '.join(failed)}")
+
+
+def write_results(out: Path, parts: list[str], *, pending: list[str]) -> None:
+    """The tables so far, written whole to a temporary file and renamed over ``out``, so a reader (or
+    a run stopped now) never sees half a table; the scripts not run yet are named at the end."""
+    text = "\n".join(parts)
+    if pending:
+        text += f"\n_Not run yet: {', '.join(f'bench_{name}.py' for name in pending)}._\n"
+    partial = out.with_name(out.name + ".partial")
+    partial.write_text(text)
+    partial.replace(out)
 
 
 if __name__ == "__main__":

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sessionmem.cli import output
-from sessionmem.context import Context
-from sessionmem.memory.search.records import SearchRequest
 
 if TYPE_CHECKING:
+    from sessionmem.context import Context
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex, SyncReport
+    from sessionmem.memory.search.records import SearchRequest
 
 MISSING_QUERY = "Missing search query. Provide a positional query or use --batch."
 
@@ -167,6 +167,8 @@ def search(
       sessionmem memory search deploy --after 2024-03-01 --before 2024-03-31 --json
       echo '{"query": "cutover", "maxResults": 3}' | sessionmem memory search --batch
     """
+    from sessionmem.memory.search.records import SearchRequest
+
     if after and before and after > before:
         raise click.BadParameter(f"--after {after} is later than --before {before}", param_hint="'--after'")
     defaults = SearchRequest(
@@ -210,6 +212,8 @@ def parse_batch_line(text: str, defaults: SearchRequest) -> tuple[SearchRequest,
     Raises ``ValueError`` with a message naming the problem; the caller reports it on that line.
     """
     import json
+
+    from sessionmem.memory.search.records import SearchRequest
 
     try:
         data = json.loads(text)

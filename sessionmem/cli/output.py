@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import ConfigError, SessionMemError
-from sessionmem.memory.search.calibration import Z_SCALE
 
 if TYPE_CHECKING:
+    from sessionmem.context import Context
     from sessionmem.memory.index import IndexStatus, SyncReport
     from sessionmem.memory.search.records import SearchResponse, SearchResult
 
@@ -59,7 +58,12 @@ def translate_errors() -> Iterator[None]:
 
 
 def resolved(ctx: click.Context) -> Context:
-    """The composition root's :class:`Context` for this invocation (resolved once, then cached)."""
+    """The composition root's :class:`Context` for this invocation (resolved once, then cached).
+
+    The composition root is imported here, on first use: it brings the config models and pydantic,
+    which ``--help`` and the group's error handling must not pay for."""
+    from sessionmem.context import Context, GlobalOptions, resolve
+
     root = ctx.find_root()
     cached = root.meta.get("sessionmem.context")
     if isinstance(cached, Context):
@@ -73,6 +77,8 @@ def resolved(ctx: click.Context) -> Context:
 def explicit_state_dir(ctx: click.Context) -> Path | None:
     """The state folder when the global ``--state-dir`` names one, else None (the scripted runs then keep
     their state beside their workspace, away from the user's own agent in ``~/.sessionmem``)."""
+    from sessionmem.context import GlobalOptions
+
     root = ctx.find_root()
     options = root.obj if isinstance(root.obj, GlobalOptions) else GlobalOptions()
     return resolved(ctx).state_dir if options.state_dir else None
@@ -175,6 +181,8 @@ def format_response(response: SearchResponse, *, explain: bool = False) -> str:
 
 def format_calibration(cal: dict[str, Any]) -> str:
     """How raw cosines became vector scores (``--explain``)."""
+    from sessionmem.memory.search.calibration import Z_SCALE
+
     return (
         f"vector scores: cosine calibrated for {cal['model']} on this index: unrelated questions score "
         f"{cal['centre']:.3f} +/- {cal['spread']:.3f} (over {cal['vectors']} chunks); "

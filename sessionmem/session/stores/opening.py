@@ -19,12 +19,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sessionmem.dsn import PostgresUrl, is_postgres_dsn
 from sessionmem.errors import ConfigError, UsageError
 from sessionmem.session.stores import keys
-from sessionmem.session.stores.backend import SessionBackend
+
+if TYPE_CHECKING:  # the backends (transcripts, orjson, logging) load only when a store is opened
+    from sessionmem.session.stores.backend import SessionBackend
 
 StoreKind = Literal["sessions.json", "sqlite", "postgresql"]
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
