@@ -246,8 +246,10 @@ def main() -> None:
         run_upstream(args.upstream, args.upstream_ms)
         return
     quick = args.quick
-    single_turns, many_sessions, many_turns = (20, 20, 3) if quick else (200, 100, 10)
-    rss_turns = 300 if quick else args.turns
+    single_turns, many_sessions, many_turns = (
+        (5, 5, 2) if args.smoke else (20, 20, 3) if quick else (200, 100, 10)
+    )
+    rss_turns = 20 if args.smoke else 300 if quick else args.turns
     header("Gateway: its own cost per turn, and RSS over many turns (bench_serve.py)", args)
     upstream_port = free_port()
     upstream = start(

@@ -40,11 +40,9 @@ import click
 
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
-from sessionmem.safefs import make_private_dirs
 from sessionmem.session.turn.events import event_record
 
 if TYPE_CHECKING:
-    from sessionmem.context import Context
     from sessionmem.session.runner import Session
     from sessionmem.session.turn.events import Event
 
@@ -225,7 +223,7 @@ def chat(
         output.echo_err("warning: memory index unavailable; chatting without memory_search")
 
     async def run() -> ChatTally:
-        from sessionmem.agent import open_runner
+        from sessionmem.assembly import open_runner
 
         async with open_runner(
             app, model, on_event=printer.on_event, on_index_error=without_memory, command_source="cli"

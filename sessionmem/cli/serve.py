@@ -65,9 +65,9 @@ def serve(
     """
     import uvicorn
 
-    from sessionmem.server.mcp import listen_tcp
     from sessionmem.server.app import create_app
     from sessionmem.server.auth import api_keys, require_guard
+    from sessionmem.server.mcp import listen_tcp
     from sessionmem.server.pool import AgentPool
 
     app = output.resolved(ctx)
@@ -95,6 +95,7 @@ def serve(
     guard = "an API key required" if keys else "no API key: this machine's users only"
     agents = ", ".join(c.agent_id for c in contexts)
     output.echo_err(f"sessionmem gateway on http://{shown}:{port}/v1 (agents: {agents}; {guard})")
+    output.echo_err(f"inspector on http://{shown}:{port}/inspect")
     config = uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=None)
     uvicorn.Server(config).run(sockets=[sock])
 

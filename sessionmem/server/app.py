@@ -1,9 +1,9 @@
 """The ASGI app ``sessionmem serve`` runs: the gateway's routes behind the bearer-token guard.
 
-:func:`create_app` puts together the OpenAI-compatible routes (:mod:`sessionmem.server.gateway`), any
-other routes given (the management API and the inspector), the token guard
-(:class:`sessionmem.server.auth.BearerAuth`, when keys are given) and a lifespan that, at shutdown,
-waits for the turns in flight and then closes the agents (:meth:`AgentPool.aclose`). Errors of any
+:func:`create_app` puts together the OpenAI-compatible routes (:mod:`sessionmem.server.openai_api`), the
+management API and the inspector (:mod:`sessionmem.server.inspect_api`), any other routes given, the
+token guard (:class:`sessionmem.server.auth.BearerAuth`, when keys are given) and a lifespan that, at
+shutdown, waits for the turns in flight and then closes the agents (:meth:`AgentPool.aclose`). Errors of any
 route, a path that does not exist included, are OpenAI-style error objects.
 
 Use::
@@ -26,8 +26,9 @@ from starlette.routing import BaseRoute
 
 from sessionmem.server.agents import ServedAgents
 from sessionmem.server.auth import App, BearerAuth
-from sessionmem.server.errors import GatewayError
-from sessionmem.server.gateway import MAX_BODY_BYTES, Gateway
+from sessionmem.server.inspect_api import inspect_routes
+from sessionmem.server.openai_api import MAX_BODY_BYTES, Gateway
+from sessionmem.server.openai_errors import GatewayError
 
 
 def create_app(
@@ -53,13 +54,14 @@ def create_app(
                 await close()
 
     app = Starlette(
-        routes=[*gateway.routes(), *routes],
+        routes=[*gateway.routes(), *inspect_routes(agents), *routes],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
     )
     app.state.gateway = gateway
     keys = [key for key in api_keys if key]
-    return BearerAuth(app, keys) if keys else app
+    # cookies: the inspector page opened once with ?token= keeps a cookie (sessionmem.server.auth)
+    return BearerAuth(app, keys, cookies=True) if keys else app
 
 
 async def _http_error(request: Request, exc: Any) -> Response:

@@ -1,7 +1,7 @@
 """What a ``POST /v1/chat/completions`` asks for: the agent, the session, and the new message.
 
 Pure: a parsed JSON body and two header values in, a :class:`ChatRequest` out, or a
-:class:`~sessionmem.server.errors.GatewayError` (400, 403) naming what is wrong.
+:class:`~sessionmem.server.openai_errors.GatewayError` (400, 403) naming what is wrong.
 
 The rules (the README's "Gateway" section says the same):
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from sessionmem.errors import UsageError
 from sessionmem.privacy import classify_key
-from sessionmem.server.errors import GatewayError, bad_request
+from sessionmem.server.openai_errors import GatewayError, bad_request
 from sessionmem.session.stores.keys import agent_session_key, default_key
 
 MODEL_PREFIX = "sessionmem/"

@@ -1,7 +1,7 @@
 """The agents a server serves, each opened once: :class:`AgentPool`, the app's :class:`ServedAgents`.
 
 Each agent's runner and memory index are opened on the first request that needs them
-(:func:`sessionmem.agent.open_runner`, as ``sessionmem chat`` opens them), shared by every request
+(:func:`sessionmem.assembly.open_runner`, as ``sessionmem chat`` opens them), shared by every request
 after it, and closed by :meth:`AgentPool.aclose` at shutdown: the turns in flight finish first (the
 runner's rule), then the index closes. Two requests racing for an agent not opened yet open it once.
 """
@@ -19,8 +19,8 @@ from sessionmem.errors import SessionMemError, UsageError
 if TYPE_CHECKING:
     from sessionmem.context import Context
     from sessionmem.model.base import Model
-    from sessionmem.session.turn.events import EventCallback
     from sessionmem.session.runner import SessionRunner
+    from sessionmem.session.turn.events import EventCallback
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class AgentPool:
                 return found
             if self._closed:
                 raise UsageError("the server is shutting down")
-            from sessionmem.agent import open_runner
+            from sessionmem.assembly import open_runner
 
             def without_memory(exc: SessionMemError) -> None:
                 log.warning(

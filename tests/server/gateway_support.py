@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessionmem.context import Context
 from sessionmem.config import Config
-from sessionmem.server.mcp import listen_tcp
+from sessionmem.context import Context
 from sessionmem.server.app import create_app
+from sessionmem.server.mcp import listen_tcp
 from sessionmem.server.pool import AgentPool
 from tests.support.openai_server import OpenAIServer, text_reply, tool_call_reply
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessionmem.server.chat_request import new_text, parse_chat_request, session_key
-from sessionmem.server.errors import GatewayError
+from sessionmem.server.openai_errors import GatewayError
 
 
 def user(text: str) -> dict[str, str]:

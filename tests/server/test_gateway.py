@@ -142,6 +142,21 @@ def test_the_session_key_header_picks_the_session(
     assert "belongs to agent 'work'" in str(refused.value)
 
 
+def test_the_same_app_serves_the_inspector_and_its_api_behind_the_token(
+    gateway: RunningGateway, client: openai.OpenAI
+) -> None:
+    client.chat.completions.create(model="main", user="carol", messages=[{"role": "user", "content": "hi"}])
+    auth = {"authorization": f"Bearer {GATEWAY_KEY}"}
+    listed = httpx.get(f"{gateway.url}/api/sessions", params={"agent": "main"}, headers=auth)
+    assert listed.status_code == 200, listed.text
+    assert "agent:main:openai:direct:carol" in listed.text
+    shown = httpx.get(f"{gateway.url}/api/sessions/agent:main:openai:direct:carol", headers=auth)
+    assert shown.status_code == 200 and len(shown.json()["timeline"]["points"]) == 1
+    assert httpx.get(f"{gateway.url}/inspect", headers=auth).status_code == 200
+    assert httpx.get(f"{gateway.url}/api/sessions").status_code == 401
+    assert httpx.get(f"{gateway.url}/inspect").status_code == 401
+
+
 def test_a_wrong_or_missing_token_is_401(gateway: RunningGateway) -> None:
     for key in ("sk-wrong", ""):
         client = openai.OpenAI(base_url=gateway.base_url, api_key=key or "none", max_retries=0)

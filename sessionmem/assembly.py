@@ -17,9 +17,8 @@ that cannot be opened (its folder not writable, a PostgreSQL server down) is rai
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import SessionMemError
@@ -27,9 +26,11 @@ from sessionmem.safefs import make_private_dirs
 
 if TYPE_CHECKING:
     from sessionmem.context import Context
+    from sessionmem.memory.embed.embedder import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
     from sessionmem.model.base import Model
-    from sessionmem.session.turn.events import EventCallback
     from sessionmem.session.runner import SessionRunner
+    from sessionmem.session.turn.events import EventCallback
 
 
 @contextlib.asynccontextmanager
@@ -53,7 +54,7 @@ async def open_runner(
         index = None
         if context.agent.memory_search.enabled:
             try:
-                index = await _enter_in_thread(stack, _index_context(context))
+                index = await _enter_in_thread(stack, open_index(context, watch=None))
             except SessionMemError as exc:
                 if on_index_error is None:
                     raise
@@ -75,18 +76,12 @@ async def open_runner(
             await runner.aclose()
 
 
-def _index_context(context: Context) -> contextlib.AbstractContextManager[Any]:
-    """The agent's index as a context manager, for a long-lived process: watched when ``sync.watch``
-    is on (``sessionmem.cli.memory.open_index``, which every command opens the index with)."""
-    from sessionmem.cli.memory import open_index
-
-    return open_index(context, watch=None)
-
-
 async def _enter_in_thread(
     stack: contextlib.AsyncExitStack, manager: contextlib.AbstractContextManager[Any]
 ) -> Any:
     """Enter a blocking context manager in a worker thread, and exit it in one when ``stack`` closes."""
+    import asyncio  # here: the one-shot commands import this module and never run a loop
+
     value = await asyncio.to_thread(manager.__enter__)
 
     async def leave(*exc_info: Any) -> None:
@@ -94,3 +89,54 @@ async def _enter_in_thread(
 
     stack.push_async_exit(leave)
     return value
+
+
+def embedder_selection(app: Context) -> EmbedderSelection:
+    """Choose the embedding provider here, from the resolved environment (not ``os.environ``)."""
+    from sessionmem.memory.embed.embedder import EmbedderSelection
+
+    settings = app.agent.memory_search
+    try:
+        from sessionmem.memory.embed.choice import select_embedder
+    except ModuleNotFoundError as exc:
+        # Only a missing providers module degrades to FTS-only; any other import error is a bug to show.
+        if not (exc.name or "").startswith("sessionmem.memory.embed.choice"):
+            raise
+        return EmbedderSelection(None, settings.provider, reason=f"embedding providers unavailable ({exc})")
+    selection: EmbedderSelection = select_embedder(settings, app.env)
+    return selection
+
+
+@contextlib.contextmanager
+def open_index(
+    app: Context, selection: EmbedderSelection | None = None, *, watch: bool | None = False
+) -> Iterator[MemoryIndex]:
+    """The agent's index, closed on the way out whatever happens. Unwatched by default: the one-shot
+    commands start no threads (and never import watchdog); ``sessionmem chat`` passes
+    ``watch=None`` to follow ``sync.watch``."""
+    from sessionmem.memory.index import MemoryIndex
+
+    if selection is None:
+        selection = embedder_selection(app)
+    try:
+        index = MemoryIndex.open(
+            app.agent_id,
+            app.workspace,
+            app.agent.memory_search,
+            state_dir=app.state_dir,
+            selection=selection,
+            env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
+            watch=watch,
+            sessions_dir=app.sessions_dir,  # follows session.store, where the runner writes transcripts
+        )
+    except OSError as exc:
+        # Trigger: the store's folder cannot be created or opened (a file in the way, no permission).
+        # Why: that is the user's setup, not a bug, so no traceback. Outcome: a MemoryIndexError with
+        # the path and the cause (exit 1 via translate_errors; ``chat`` goes on without memory).
+        from sessionmem.errors import MemoryIndexError
+
+        raise MemoryIndexError(f"cannot open the memory index of agent {app.agent_id!r}: {exc}") from exc
+    try:
+        yield index
+    finally:
+        index.close()

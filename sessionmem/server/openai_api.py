@@ -29,12 +29,12 @@ from starlette.routing import Route
 
 from sessionmem.server import chat_response
 from sessionmem.server.chat_request import SESSION_HEADER, parse_chat_request, session_key
-from sessionmem.server.errors import GatewayError, bad_request, from_exception
+from sessionmem.server.openai_errors import GatewayError, bad_request, from_exception
 
 if TYPE_CHECKING:
     from sessionmem.server.agents import ServedAgents
-    from sessionmem.session.turn.events import TurnResult
     from sessionmem.session.runner import Session
+    from sessionmem.session.turn.events import TurnResult
 
 log = logging.getLogger(__name__)
 
