@@ -13,7 +13,7 @@ prompt alone is over the window), is raised. The step never imports the gate: th
 through this module.
 
 Only the silent token is silence (``NO_REPLY`` or ``silentReplyToken``, and ``HEARTBEAT_OK`` in heartbeat
-runs: :mod:`sessionmem.noreply`): an answer with no visible text and no tool call (a stream that
+runs: :mod:`sessionmem.model.noreply`): an answer with no visible text and no tool call (a stream that
 ended without a chunk, or a reasoning block alone) is a :class:`~sessionmem.errors.ModelError` the caller
 sees.
 A failed model call does not lose the user's message: it is written to the transcript before the error is
@@ -31,9 +31,9 @@ from typing import Any
 from sessionmem.errors import ContextWindowExceeded, ModelError
 from sessionmem.messages import Message, Usage, flush_provenance
 from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
+from sessionmem.model.noreply import deliverable_reply, silent_tokens
+from sessionmem.model.reasoning import strip_reasoning
 from sessionmem.model.routing import model_for
-from sessionmem.noreply import deliverable_reply, silent_tokens
-from sessionmem.reasoning import strip_reasoning
 from sessionmem.session.turn.announce import emit, emit_queued
 from sessionmem.session.turn.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.turn.events import CompactionResult, ToolCallEvent
