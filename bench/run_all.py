@@ -33,6 +33,7 @@ SCRIPTS = (
     "runner",
     "store",
     "gateway",
+    "serve",
     "delta",
     "crash",
     "store_pg",

@@ -128,7 +128,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sessionmem.session.turn",),
     ("sessionmem.session.lifecycle",),
     ("sessionmem.session",),
-    ("sessionmem.context", "sessionmem.runs", "sessionmem.testing"),
+    ("sessionmem.context", "sessionmem.assembly", "sessionmem.runs", "sessionmem.testing"),
     ("sessionmem.server",),
     ("sessionmem.cli",),
 )

@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "List, show, delete sessions; move them between store backends.",
     ),
     "mcp": ("sessionmem.cli.mcp:mcp", "Serve the agent's memory over MCP (stdio, or --http PORT)."),
+    "serve": ("sessionmem.cli.serve:serve", "Serve the agents over an OpenAI-compatible API (the gateway)."),
     "forget": ("sessionmem.cli.forget:forget", "Remove everything the agent keeps of a chat or a person."),
 }
 

@@ -33,19 +33,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
 
 import click
 
 from sessionmem.cli import output
 from sessionmem.errors import SessionMemError
-from sessionmem.safefs import make_private_dirs
 from sessionmem.session.turn.events import event_record
 
 if TYPE_CHECKING:
-    from sessionmem.context import Context
     from sessionmem.session.runner import Session
     from sessionmem.session.turn.events import Event
 
@@ -183,24 +180,6 @@ async def chat_loop(
 # ---------------------------------------------------------------------------- the command
 
 
-@contextmanager
-def _memory_index(app: Context, printer: ChatPrinter) -> Iterator[Any]:
-    """The agent's memory index, or None (with a warning) when it cannot be opened."""
-    from sessionmem.cli.memory import open_index
-
-    stack = ExitStack()
-    index = None
-    if app.agent.memory_search.enabled:
-        try:
-            # a long-lived process: open() watches the memory files when sync.watch is on
-            index = stack.enter_context(open_index(app, watch=None))
-        except SessionMemError as exc:
-            printer.error(exc)
-            output.echo_err("warning: memory index unavailable; chatting without memory_search")
-    with stack:
-        yield index
-
-
 @click.command()
 @click.option("--model", "model_name", metavar="MODEL", help="litellm model, e.g. openai/gpt-4o-mini.")
 @click.option("--session", "session_key", metavar="KEY", help="Session key. Default: agent:<agentId>:main.")
@@ -232,35 +211,35 @@ def chat(
         )
 
     from sessionmem.model.litellm import LiteLLMModel
-    from sessionmem.session.runner import SessionRunner
 
     model = LiteLLMModel(name, api_base=api_base, api_key=api_key)
-    _quiet_litellm()
-    make_private_dirs(app.workspace / "memory")
+    quiet_litellm()
     printer = ChatPrinter(as_json, stream=_isatty(sys.stdout))
     stdin = sys.stdin
     interactive = _isatty(stdin)
-    with _memory_index(app, printer) as index:
-        runner = SessionRunner(
-            model,
-            config=app.config,
-            agent_id=app.agent_id,
-            workspace=app.workspace,
-            state_dir=app.state_dir,
-            on_event=printer.on_event,
-            memory_index=index,
-            command_source="cli",
-        )
-        session = runner.open(session_key)
-        if interactive and not as_json:
-            output.echo_err(f"sessionmem chat · {session.key} · {name} · /status /compact /new /quit")
-        prompt = (lambda: click.echo("> ", nl=False, err=True)) if interactive and not as_json else None
-        tally = asyncio.run(chat_loop(session, stdin.readline, printer, prompt=prompt))
+
+    def without_memory(exc: SessionMemError) -> None:
+        printer.error(exc)
+        output.echo_err("warning: memory index unavailable; chatting without memory_search")
+
+    async def run() -> ChatTally:
+        from sessionmem.assembly import open_runner
+
+        async with open_runner(
+            app, model, on_event=printer.on_event, on_index_error=without_memory, command_source="cli"
+        ) as runner:
+            session = runner.open(session_key)
+            if interactive and not as_json:
+                output.echo_err(f"sessionmem chat · {session.key} · {name} · /status /compact /new /quit")
+            prompt = (lambda: click.echo("> ", nl=False, err=True)) if interactive and not as_json else None
+            return await chat_loop(session, stdin.readline, printer, prompt=prompt)
+
+    tally = asyncio.run(run())
     if tally.failed:  # the chat went on; the exit status still says a turn failed
         raise output.CommandFailed(f"{tally.failed} of {tally.sent} messages failed")
 
 
-def _quiet_litellm() -> None:
+def quiet_litellm() -> None:
     """litellm prints a "Give Feedback / Get Help" banner on stdout when a call fails, which would
     corrupt --json output and the chat transcript; errors are reported by the chat itself."""
     from sessionmem.tokens import configure_litellm_environment

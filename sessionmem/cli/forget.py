@@ -87,7 +87,7 @@ def forget(ctx: click.Context, who: str, names: tuple[str, ...], dry_run: bool, 
 def _index(app: Context) -> Iterator[MemoryIndex | None]:
     """The agent's index without an embedder (forget embeds nothing); None when its SQLite file was never
     made (there is nothing in it to remove, and opening would create it)."""
-    from sessionmem.cli.memory import open_index
+    from sessionmem.assembly import open_index
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import store_location
 

@@ -66,7 +66,7 @@ def mcp(ctx: click.Context, port: int | None, host: str) -> None:
     """
     import anyio
 
-    from sessionmem.cli.memory import open_index
+    from sessionmem.assembly import open_index
     from sessionmem.server.auth import api_keys, require_guard
     from sessionmem.server.mcp import build_server, listen_tcp, require_sdk, serve_http, serve_stdio
 

@@ -15,18 +15,16 @@ Examples::
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from sessionmem.assembly import embedder_selection, open_index
 from sessionmem.cli import output
 
 if TYPE_CHECKING:
-    from sessionmem.context import Context
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex, SyncReport
     from sessionmem.memory.search.records import SearchRequest
@@ -74,57 +72,6 @@ def memory() -> None:
 
 
 # ---------------------------------------------------------------------------- opening the index
-
-
-def _selection(app: Context) -> EmbedderSelection:
-    """Choose the embedding provider here, from the resolved environment (not ``os.environ``)."""
-    from sessionmem.memory.embed.embedder import EmbedderSelection
-
-    settings = app.agent.memory_search
-    try:
-        from sessionmem.memory.embed.choice import select_embedder
-    except ModuleNotFoundError as exc:
-        # Only a missing providers module degrades to FTS-only; any other import error is a bug to show.
-        if not (exc.name or "").startswith("sessionmem.memory.embed.choice"):
-            raise
-        return EmbedderSelection(None, settings.provider, reason=f"embedding providers unavailable ({exc})")
-    selection: EmbedderSelection = select_embedder(settings, app.env)
-    return selection
-
-
-@contextmanager
-def open_index(
-    app: Context, selection: EmbedderSelection | None = None, *, watch: bool | None = False
-) -> Iterator[MemoryIndex]:
-    """The agent's index, closed on the way out whatever happens. Unwatched by default: the one-shot
-    commands start no threads (and never import watchdog); ``sessionmem chat`` passes
-    ``watch=None`` to follow ``sync.watch``."""
-    from sessionmem.memory.index import MemoryIndex
-
-    if selection is None:
-        selection = _selection(app)
-    try:
-        index = MemoryIndex.open(
-            app.agent_id,
-            app.workspace,
-            app.agent.memory_search,
-            state_dir=app.state_dir,
-            selection=selection,
-            env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
-            watch=watch,
-            sessions_dir=app.sessions_dir,  # follows session.store, where the runner writes transcripts
-        )
-    except OSError as exc:
-        # Trigger: the store's folder cannot be created or opened (a file in the way, no permission).
-        # Why: that is the user's setup, not a bug, so no traceback. Outcome: a MemoryIndexError with
-        # the path and the cause (exit 1 via translate_errors; ``chat`` goes on without memory).
-        from sessionmem.errors import MemoryIndexError
-
-        raise MemoryIndexError(f"cannot open the memory index of agent {app.agent_id!r}: {exc}") from exc
-    try:
-        yield index
-    finally:
-        index.close()
 
 
 # ---------------------------------------------------------------------------- search
@@ -425,7 +372,7 @@ def status(ctx: click.Context, deep: bool, sync_first: bool, as_json: bool) -> N
     app = output.resolved(ctx)
     provider_error: str | None = None
     try:
-        selection = _selection(app)
+        selection = embedder_selection(app)
     except EmbedderUnavailable as exc:
         # Trigger: the configured provider cannot be created (no model file, bad endpoint). Why: status
         # is where a user goes to find out what is wrong, so it must still answer. Outcome: the index

@@ -36,7 +36,7 @@ import orjson
 from sessionmem.errors import ContextWindowExceeded, SessionMemError
 from sessionmem.messages import Message, ToolCall, Usage
 from sessionmem.model.base import ModelReply, ModelRequest
-from sessionmem.noreply import SILENT_REPLY_TOKEN as NO_REPLY
+from sessionmem.model.noreply import SILENT_REPLY_TOKEN as NO_REPLY
 from sessionmem.tokens import count_tokens
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat formats add per message

@@ -10,8 +10,7 @@ import pytest
 
 from sessionmem.config import Config
 from sessionmem.errors import ConfigError
-from sessionmem.model.scripted import ScriptedModel
-from sessionmem.noreply import (
+from sessionmem.model.noreply import (
     HEARTBEAT_TOKEN,
     PartialReleaser,
     deliverable_reply,
@@ -21,6 +20,7 @@ from sessionmem.noreply import (
     strip_leading_silent_token,
     strip_silent_token,
 )
+from sessionmem.model.scripted import ScriptedModel
 from tests.scenarios.harness import make_runner, small_config
 
 

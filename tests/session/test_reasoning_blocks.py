@@ -13,9 +13,9 @@ import pytest
 from sessionmem import tokens
 from sessionmem.errors import ModelError
 from sessionmem.model.litellm import LiteLLMModel
+from sessionmem.model.noreply import PartialReleaser, deliverable_reply
+from sessionmem.model.reasoning import strip_reasoning
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.noreply import PartialReleaser, deliverable_reply
-from sessionmem.reasoning import strip_reasoning
 from tests.scenarios.harness import make_runner, small_config, transcript_lines
 from tests.support.openai_server import text_reply
 

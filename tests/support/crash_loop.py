@@ -59,8 +59,8 @@ from sessionmem.config import Config, merge
 from sessionmem.dsn import is_postgres_dsn
 from sessionmem.messages import ToolCall, written_in_a_flush
 from sessionmem.model.base import ModelRequest
+from sessionmem.model.noreply import SILENT_REPLY_TOKEN
 from sessionmem.model.scripted import ScriptedModel
-from sessionmem.noreply import SILENT_REPLY_TOKEN
 from sessionmem.session.runner import SessionRunner
 from sessionmem.session.stores.backend import SessionBackend
 from sessionmem.session.stores.opening import open_session_store

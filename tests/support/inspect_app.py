@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from sessionmem.cli.memory import open_index
+from sessionmem.assembly import open_index
 from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import UsageError
 from sessionmem.model.scripted import ScriptedModel, flush_aware, flush_write

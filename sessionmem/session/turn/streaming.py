@@ -3,7 +3,7 @@
 The runner streams only ordinary turns (never the silent flush, never a compaction summary), only when
 the caller passed ``on_partial`` and the model has the optional
 :class:`~sessionmem.model.base.StreamingModel` capability; otherwise it calls ``complete`` as usual.
-What is shown follows :class:`~sessionmem.noreply.PartialReleaser`: nothing of a reply that is silent
+What is shown follows :class:`~sessionmem.model.noreply.PartialReleaser`: nothing of a reply that is silent
 (``NO_REPLY`` in any case, its JSON envelope, ``HEARTBEAT_OK`` in heartbeat runs), and pieces that add up to
 the delivered reply. Text the model writes before calling tools is streamed too (it is part of what the user
 would see in a live chat).
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from sessionmem.errors import ModelError
 from sessionmem.model.base import ModelReply, ModelRequest, StreamingModel
-from sessionmem.noreply import SILENT_REPLY_TOKEN, PartialReleaser, deliverable_reply
+from sessionmem.model.noreply import SILENT_REPLY_TOKEN, PartialReleaser, deliverable_reply
 
 PartialCallback = Callable[[str], Awaitable[None] | None]
 
@@ -29,7 +29,7 @@ async def stream_reply(
 ) -> ModelReply:
     """One streamed model call: forward releasable text to ``on_partial`` (sync or async; its errors
     are the caller's and propagate), return the final reply. ``silent_tokens`` are the answers that
-    mean silence (:func:`~sessionmem.noreply.silent_tokens`)."""
+    mean silence (:func:`~sessionmem.model.noreply.silent_tokens`)."""
     releaser = PartialReleaser(silent_tokens)
     reply: ModelReply | None = None
     async for item in model.stream(request):

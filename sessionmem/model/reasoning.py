@@ -4,7 +4,7 @@
 Trigger: a reasoning model answers ``<think>nothing to add</think>NO_REPLY``, or its answer after a
 reasoning block. Why: the block is the model's scratch work, not for the user, and a ``NO_REPLY`` after
 it is still a deliberate silence. Outcome: :func:`strip_reasoning` removes the blocks from the text the
-user receives, before the silent-reply rules apply (:func:`sessionmem.noreply.deliverable_reply`),
+user receives, before the silent-reply rules apply (:func:`sessionmem.model.noreply.deliverable_reply`),
 as OpenClaw strips reasoning tags from reply text (``stripReasoningTagsFromText``, strict mode):
 
 - tags are matched in any case, with attributes, spaces (``< think >``) and a namespace; nested blocks

@@ -11,7 +11,7 @@ A model that has nothing to say answers ``NO_REPLY``; the runner then delivers n
   "Done."); a token glued to punctuation before it ("interject.NO_REPLY") stays.
 - :func:`is_silent_prefix`: OpenClaw's test for a streamed partial that may still become the token.
 
-Reasoning blocks (``<think>…</think>``, :mod:`sessionmem.reasoning`) are removed first, so
+Reasoning blocks (``<think>…</think>``, :mod:`sessionmem.model.reasoning`) are removed first, so
 ``<think>…</think>NO_REPLY`` is silence and only the answer after a block is delivered.
 
 The token is configurable (``silentReplyToken``), and heartbeat runs also take ``HEARTBEAT_OK`` as
@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import orjson
 
-from sessionmem.reasoning import strip_reasoning
+from sessionmem.model.reasoning import strip_reasoning
 
 SILENT_REPLY_TOKEN = "NO_REPLY"
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
@@ -154,7 +154,7 @@ class PartialReleaser:
 
 def deliverable_reply(text: str | None, tokens: Sequence[str] = (SILENT_REPLY_TOKEN,)) -> str | None:
     """What the user should see for a final reply: its reasoning blocks removed
-    (:func:`~sessionmem.reasoning.strip_reasoning`), then None when silent, or empty once the
+    (:func:`~sessionmem.model.reasoning.strip_reasoning`), then None when silent, or empty once the
     tokens glued to its start or ending it are removed."""
     if text is None:
         return None
