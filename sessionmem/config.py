@@ -19,14 +19,12 @@ honoured as written; only defaults adapt to a small window (:meth:`CompactionCon
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
     ConfigDict,
     Field,
     SecretStr,
@@ -35,6 +33,14 @@ from pydantic import (
     model_validator,
 )
 
+from sessionmem.config_base import (  # deep_merge, parse_byte_size, camel_case: importable from here too
+    CamelModel,
+    camel_case,
+    deep_merge,
+    file_path,
+    parse_byte_size,
+    validation_message,
+)
 from sessionmem.errors import ConfigError
 from sessionmem.pathnames import given_path
 
@@ -43,52 +49,20 @@ DEFAULT_CONTEXT_TOKENS = 200_000
 DEFAULT_LOCAL_MODEL = "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf"
 
 
-class _Model(BaseModel):
-    """Base: camelCase aliases, populate by Python name too, unknown keys rejected, frozen."""
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    def user_set(self, name: str) -> bool:
-        """True when field ``name`` was written (a config file, a dict, a keyword argument, an update),
-        False when it holds its default."""
-        return name in self.model_fields_set
-
-
-def _file_path(value: str | None) -> str | None:
-    """A path setting resolved once, when the config is read (:func:`~sessionmem.pathnames.given_path`:
-    ``~`` expanded, against the current folder of that moment). What names no file is kept as written:
-    a URL or DSN (``://``), an ``hf:`` URI, a ``key=value`` string (refused later, saying why) and the
-    ``sqlite`` keyword of ``session.store``."""
-    text = (value or "").strip()
-    if not text or "://" in text or "=" in text or text.startswith("hf:") or text.lower() == "sqlite":
-        return value
-    return str(given_path(text))
-
-
-def camel_case(name: str) -> str:
-    """``snake_name`` as ``snakeName``: the spelling of every config key and every JSON output's keys."""
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
-class _Camel(_Model):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, alias_generator=camel_case)
-
-
 # ---------------------------------------------------------------------------- memory search
 
 
-class LocalEmbeddingConfig(_Camel):
+class LocalEmbeddingConfig(CamelModel):
     model_path: str | None = None  # a GGUF path or an hf:owner/repo/file.gguf URI
     model_cache_dir: str | None = None
     n_threads: int | None = None
 
-    _paths = field_validator("model_path", "model_cache_dir")(_file_path)
+    _paths = field_validator("model_path", "model_cache_dir")(file_path)
     # Longer texts are embedded in windows of this many tokens, averaged (never past the model's context).
     window_tokens: int = Field(256, ge=16)
 
 
-class RemoteBatchConfig(_Camel):
+class RemoteBatchConfig(CamelModel):
     enabled: bool = False
     wait: bool = True
     concurrency: int = 2
@@ -96,7 +70,7 @@ class RemoteBatchConfig(_Camel):
     timeout_minutes: int = 60
 
 
-class RemoteEmbeddingConfig(_Camel):
+class RemoteEmbeddingConfig(CamelModel):
     base_url: str | None = None
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -106,28 +80,28 @@ class RemoteEmbeddingConfig(_Camel):
     batch_timeout_seconds: float = Field(120.0, gt=0)  # documents, while indexing
 
 
-class VectorStoreConfig(_Camel):
+class VectorStoreConfig(CamelModel):
     enabled: bool = True
     extension_path: str | None = None
 
-    _paths = field_validator("extension_path")(_file_path)
+    _paths = field_validator("extension_path")(file_path)
 
 
-class FtsStoreConfig(_Camel):
+class FtsStoreConfig(CamelModel):
     # "porter": unicode61 with English stemming (measured best, see bench/README.md); "unicode61" exact
     # words; "trigram" substrings.
     tokenizer: Literal["porter", "unicode61", "trigram"] = "porter"
 
 
-class StoreConfig(_Camel):
+class StoreConfig(CamelModel):
     path: str | None = None  # may contain {agentId}; default <state-dir>/memory/{agentId}.sqlite
     vector: VectorStoreConfig = VectorStoreConfig()
     fts: FtsStoreConfig = FtsStoreConfig()
 
-    _paths = field_validator("path")(_file_path)
+    _paths = field_validator("path")(file_path)
 
 
-class ChunkingConfig(_Camel):
+class ChunkingConfig(CamelModel):
     tokens: int = Field(400, ge=1)
     overlap: int = Field(80, ge=0)
 
@@ -138,17 +112,17 @@ class ChunkingConfig(_Camel):
         return self
 
 
-class MmrConfig(_Camel):
+class MmrConfig(CamelModel):
     enabled: bool = False
     lambda_: float = Field(0.7, ge=0.0, le=1.0, alias="lambda")
 
 
-class TemporalDecayConfig(_Camel):
+class TemporalDecayConfig(CamelModel):
     enabled: bool = False
     half_life_days: float = Field(30.0, ge=1.0)
 
 
-class HybridConfig(_Camel):
+class HybridConfig(CamelModel):
     enabled: bool = True
     vector_weight: float = Field(0.5, ge=0.0, le=1.0)
     text_weight: float = Field(0.5, ge=0.0, le=1.0)
@@ -164,20 +138,20 @@ class HybridConfig(_Camel):
         return self.vector_weight / total, self.text_weight / total
 
 
-class QueryConfig(_Camel):
+class QueryConfig(CamelModel):
     max_results: int = Field(6, ge=1)
     min_score: float = Field(0.35, ge=0.0, le=1.0)
     hybrid: HybridConfig = HybridConfig()
 
 
-class SessionSyncConfig(_Camel):
+class SessionSyncConfig(CamelModel):
     delta_bytes: int = 100_000
     delta_messages: int = 50
     post_compaction_force: bool = True
     debounce_ms: int = 5000
 
 
-class SyncConfig(_Camel):
+class SyncConfig(CamelModel):
     on_session_start: bool = True
     on_search: bool = True
     watch: bool = True
@@ -186,12 +160,12 @@ class SyncConfig(_Camel):
     sessions: SessionSyncConfig = SessionSyncConfig()
 
 
-class CacheConfig(_Camel):
+class CacheConfig(CamelModel):
     enabled: bool = True
     max_entries: int | None = None
 
 
-class ExperimentalConfig(_Camel):
+class ExperimentalConfig(CamelModel):
     session_memory: bool = False
 
 
@@ -199,7 +173,7 @@ Source = Literal["memory", "sessions"]
 ProviderName = Literal["auto", "local", "openai", "gemini", "voyage", "mistral", "ollama", "none"]
 
 
-class MemorySearchConfig(_Camel):
+class MemorySearchConfig(CamelModel):
     enabled: bool = True
     provider: ProviderName = "auto"
     fallback: ProviderName = "none"
@@ -226,7 +200,7 @@ class MemorySearchConfig(_Camel):
 # ---------------------------------------------------------------------------- compaction and flush
 
 
-class MemoryFlushConfig(_Camel):
+class MemoryFlushConfig(CamelModel):
     """The silent pre-compaction flush. It runs once per compaction cycle, when the projected prompt
     reaches ``contextWindow - reserve - softThresholdTokens``, or when the transcript growth since the
     last compaction (since the session started, before the first) reaches ``forceFlushTranscriptBytes``
@@ -282,7 +256,7 @@ RESERVE_KEY = "compaction.reserveTokens"
 SOFT_THRESHOLD_KEY = "compaction.memoryFlush.softThresholdTokens"
 
 
-class CompactionConfig(_Camel):
+class CompactionConfig(CamelModel):
     enabled: bool = True
     reserve_tokens: int = Field(16_384, ge=0)
     reserve_tokens_floor: int = Field(20_000, ge=0)  # 0 disables the floor
@@ -359,12 +333,12 @@ def _scaled(parts: list[tuple[str, int, bool, int]], cut: list[str]) -> tuple[in
     return max(floor, reserve), soft
 
 
-class ModelEntryConfig(_Camel):
+class ModelEntryConfig(CamelModel):
     context_window: int | None = Field(None, ge=1)
     owns_compaction: bool = False
 
 
-class AgentConfig(_Camel):
+class AgentConfig(CamelModel):
     """Settings of one agent; ``agents.defaults`` and each ``agents.list`` entry share this shape."""
 
     id: str | None = None
@@ -386,25 +360,25 @@ class AgentConfig(_Camel):
     )
 
 
-class AgentsConfig(_Camel):
+class AgentsConfig(CamelModel):
     defaults: AgentConfig = AgentConfig()
     list: tuple[AgentConfig, ...] = ()
 
 
-class McpConfig(_Camel):
+class McpConfig(CamelModel):
     """``sessionmem mcp``: the write tools are offered to MCP clients only when this says so."""
 
     write_tools: bool = False
 
 
-class MemoryConfig(_Camel):
+class MemoryConfig(CamelModel):
     citations: Literal["on", "off", "auto"] = "auto"
     mcp: McpConfig = McpConfig()
     # "agent": one memory per agent; "peer": a memory per person (sessionmem.privacy, DESIGN 14)
     scope: Literal["agent", "peer"] = "agent"
 
 
-class ResetConfig(_Camel):
+class ResetConfig(CamelModel):
     mode: Literal["off", "daily", "idle"] = "off"
     at_hour: int = Field(4, ge=0, le=23)
     idle_minutes: int | None = Field(None, ge=1)
@@ -413,7 +387,7 @@ class ResetConfig(_Camel):
 SessionCommand = Literal["/compact", "/status", "/new", "/reset"]
 
 
-class SessionConfig(_Camel):
+class SessionConfig(CamelModel):
     reset_triggers: tuple[str, ...] = ("/new", "/reset")
     # The slash commands end users may run; any other is an ordinary message. /new covers every reset
     # trigger but those spelled /reset.
@@ -427,21 +401,21 @@ class SessionConfig(_Camel):
     # are dropped (open() reloads them from the store and transcript).
     max_idle_sessions: int = Field(256, ge=0)
 
-    _paths = field_validator("store")(_file_path)
+    _paths = field_validator("store")(file_path)
 
 
-class HookEntryConfig(_Camel):
+class HookEntryConfig(CamelModel):
     model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, alias_generator=camel_case)
     enabled: bool | None = None
 
 
-class InternalHooksConfig(_Camel):
+class InternalHooksConfig(CamelModel):
     enabled: bool = True
     entries: dict[str, HookEntryConfig] = Field(default_factory=dict)
     extra_dirs: tuple[str, ...] = ()
 
 
-class HooksConfig(_Camel):
+class HooksConfig(CamelModel):
     internal: InternalHooksConfig = InternalHooksConfig()
 
 
@@ -457,7 +431,7 @@ def api_key_problem(key: str) -> str | None:
     return None
 
 
-class ServerConfig(_Camel):
+class ServerConfig(CamelModel):
     """sessionmem's HTTP servers (``sessionmem mcp --http``, the gateway): ``apiKeys`` are the bearer
     tokens that open them (``sessionmem.server.auth``), kept out of every repr and dump."""
 
@@ -485,7 +459,7 @@ def _rendered_store(raw: str, agent_id: str) -> str:
     return str(given_path(raw.replace("{agentId}", agent_id)))
 
 
-class Config(_Camel):
+class Config(CamelModel):
     agents: AgentsConfig = AgentsConfig()
     memory: MemoryConfig = MemoryConfig()
     session: SessionConfig = SessionConfig()
@@ -545,7 +519,7 @@ class Config(_Camel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc)) from exc
+            raise ConfigError(validation_message(exc)) from exc
 
     @classmethod
     def load(cls, path: str | Path) -> Config:
@@ -576,34 +550,3 @@ def merge(config: Config, overrides: dict[str, Any]) -> Config:
     wrote stays written, see ``user_set``)."""
     merged = deep_merge(config.model_dump(by_alias=True, exclude_unset=True), overrides)
     return Config.from_dict(merged)
-
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` laid on ``base``, nested dicts merged key by key (the layering :func:`merge` and
-    :meth:`Config.for_agent` use on config documents)."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"{where}: {err['msg']}")
-    return "invalid config: " + "; ".join(lines)
-
-
-_BYTE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
-
-
-def parse_byte_size(value: str) -> int:
-    """Parse ``"2mb"``, ``"512 KB"``, ``"1048576"`` into bytes."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)
-    if not match or match.group(2).lower() not in _BYTE_UNITS:
-        raise ValueError(f"not a byte size: {value!r} (use e.g. 2097152, '512kb' or '2mb')")
-    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])

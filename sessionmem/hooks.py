@@ -45,22 +45,26 @@ from sessionmem.errors import UsageError
 
 log = logging.getLogger("sessionmem.hooks")
 
-COMMAND_NEW = "command:new"
-COMMAND_RESET = "command:reset"
-SESSION_START = "session:start"
-SESSION_END = "session:end"
-COMPACTION_BEFORE = "compaction:before"
-COMPACTION_AFTER = "compaction:after"
-MEMORY_FLUSH = "memory:flush"
-EVENT_NAMES = (
-    COMMAND_NEW,
-    COMMAND_RESET,
-    SESSION_START,
-    SESSION_END,
-    COMPACTION_BEFORE,
-    COMPACTION_AFTER,
-    MEMORY_FLUSH,
-)
+# The one vocabulary of what happens in a session: the kind of the runner's event (``on_event``,
+# sessionmem.session.turn.events) -> the name of the hook event emitted with it. Every hook point has its
+# event; the hook names are OpenClaw's, kept as users' hooks know them.
+HOOK_NAMES: dict[str, str] = {
+    "command_new": "command:new",  # /new, and the daily and idle resets
+    "command_reset": "command:reset",  # /reset
+    "session_end": "session:end",
+    "session_start": "session:start",
+    "compaction_start": "compaction:before",
+    "compaction": "compaction:after",
+    "flush": "memory:flush",
+}
+COMMAND_NEW = HOOK_NAMES["command_new"]
+COMMAND_RESET = HOOK_NAMES["command_reset"]
+SESSION_START = HOOK_NAMES["session_start"]
+SESSION_END = HOOK_NAMES["session_end"]
+COMPACTION_BEFORE = HOOK_NAMES["compaction_start"]
+COMPACTION_AFTER = HOOK_NAMES["compaction"]
+MEMORY_FLUSH = HOOK_NAMES["flush"]
+EVENT_NAMES = tuple(HOOK_NAMES.values())
 
 DEFAULT_HOOK_TIMEOUT_S = 30.0
 BUNDLED_PACKAGE = "sessionmem._bundled_hooks"

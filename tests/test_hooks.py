@@ -329,3 +329,26 @@ def test_hooks_given_to_the_runner_add_to_the_bundled_session_memory_hook(tmp_pa
     # A registry that already holds the bundled hooks does not get them twice.
     seen, files = run(Config(), load_hooks(Config(), tmp_path / "loaded"), "loaded")
     assert len(files) == 1
+
+
+def test_hook_names_come_from_event_kinds_and_every_hook_point_has_an_event() -> None:
+    from typing import get_args
+
+    from sessionmem.hooks import EVENT_NAMES, HOOK_NAMES
+    from sessionmem.session.turn.events import EventKind
+
+    assert set(HOOK_NAMES) <= set(get_args(EventKind))  # every hook point is an on_event kind
+    assert (
+        set(EVENT_NAMES)
+        == set(HOOK_NAMES.values())
+        == {
+            "command:new",
+            "command:reset",
+            "session:start",
+            "session:end",
+            "compaction:before",
+            "compaction:after",
+            "memory:flush",
+        }
+    )
+    assert HOOK_NAMES["compaction_start"] == "compaction:before"

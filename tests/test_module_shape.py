@@ -111,6 +111,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "sessionmem.dsn",
         "sessionmem.safefs",
         "sessionmem.privacy",
+        "sessionmem.config_base",
         "sessionmem.config",
         "sessionmem.model.reasoning",
         "sessionmem.model.noreply",

@@ -5,18 +5,20 @@ session's :class:`~sessionmem.session.turn.state.SessionState`:
 
 1. ``commands.before_turn``: a stale session (daily/idle reset) is rotated; a slash command (``/new``,
    ``/reset``, ``/compact``, ``/status``) is run and answers the turn;
-2. ``gate.preflight``: project the prompt size with the pending message; at the compaction threshold
-   compact through the gate (which flushes first), else at the flush threshold run the silent flush;
-3. ``turn.run_model_turn``: call the model with the user message, dispatching tool calls, until it
-   answers (bounded); the message is written to the transcript once the model accepted it (after any
-   overflow recovery), usage recorded in the store; with ``on_partial`` the reply is streamed;
-4. ``gate.compact_if_over_threshold``: if the projection now reaches the compaction threshold, compact
-   through the gate (not in heartbeat runs, which may not flush: the next real turn's preflight does both);
-5. ``announce.emit``: the ``turn`` event.
+2. ``gate.drive_turn``, the gate driving the turn: ``preflight`` projects the prompt size with the
+   pending message; at the compaction threshold it compacts through the gate (which flushes first), else
+   at the flush threshold it runs the silent flush; then the model turn (``model_turn``) calls the model
+   with the user message, dispatching tool calls, until it answers (bounded); the message is written to
+   the transcript once the model accepted it (after any overflow recovery), usage recorded in the store;
+   with ``on_partial`` the reply is streamed; then ``compact_if_over_threshold``: if the projection now
+   reaches the compaction threshold, compact through the gate (not in heartbeat runs, which may not
+   flush: the next real turn's preflight does both);
+3. ``announce.emit``: the ``turn`` event.
 
-A provider context-overflow compacts through the gate and retries (keeping a quarter of the context, then
-nothing; only a prompt that alone is over the window is raised); when the provider's error states the
-model's real window, the session works within it from then on (:meth:`SessionState.learn_context_window`).
+A provider context-overflow is reported by the model turn; the gate compacts and the turn goes on (keeping
+a quarter of the context, then nothing; only a prompt that alone is over the window is raised); when the
+provider's error states the model's real window, the session works within it from then on
+(:meth:`SessionState.learn_context_window`).
 Every compaction, whatever its reason, goes through
 :func:`~sessionmem.session.turn.gate.compact_through_gate`,
 which runs the flush first when the current compaction cycle has not had one (DESIGN 1). The flush is an
@@ -68,8 +70,7 @@ from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
 from sessionmem.session.turn.announce import announce_created, emit
 from sessionmem.session.turn.events import CompactionResult, EventCallback, TurnEvent, TurnResult
-from sessionmem.session.turn.gate import compact_if_over_threshold, compact_through_gate, preflight
-from sessionmem.session.turn.model_turn import run_model_turn
+from sessionmem.session.turn.gate import compact_through_gate, drive_turn
 from sessionmem.session.turn.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.turn.state import SessionState
 from sessionmem.session.turn.streaming import PartialCallback
@@ -394,16 +395,7 @@ class Session:
         outcome = await before_turn(state, text)  # stale-session rotation, slash commands
         if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
             return outcome
-        prompt = Message.user(outcome)
-        await preflight(state, prompt)
-        turn = await run_model_turn(
-            state,
-            prompt,
-            kind="turn",
-            on_partial=on_partial,
-            make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
-        )
-        await compact_if_over_threshold(state)
+        turn = await drive_turn(state, Message.user(outcome), on_partial)  # preflight, model, compaction
         reply = turn.reply
         await emit(
             state,

@@ -91,7 +91,8 @@ def test_json_lines_parse(chat_args: list[str], isolated_env: Path) -> None:
     assert result.exit_code == 0, result.output + str(result.exception)
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     kinds = [o["event"] for o in objects]
-    assert kinds[0] == "turn" and objects[0]["reply"] == "echo: hi"
+    # the session the chat created is announced (session_start, the session:start hook's event) first
+    assert kinds[:2] == ["session_start", "turn"] and objects[1]["reply"] == "echo: hi"
     status = objects[kinds.index("status")]
     assert status["compactionCount"] == 0 and status["tokens"] > 0
     assert status["contextWindow"] >= status["compactionThreshold"] > status["flushThreshold"] > 0
@@ -123,7 +124,7 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     assert result.exit_code == 1, result.output  # the chat went on; the exit status says a turn failed
     assert "1 of 2 messages failed" in result.stderr
     objects = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    assert objects[0]["event"] == "error"
+    assert [o["event"] for o in objects[:2]] == ["session_start", "error"]  # the chat's session, announced
     assert objects[-1]["event"] == "turn" and objects[-1]["reply"] == "echo: second"
 
 
@@ -324,6 +325,6 @@ def test_a_chat_whose_model_calls_failed_exits_non_zero(
     assert "Traceback" not in result.output + result.stderr
     if as_json:
         kinds = [json.loads(line)["event"] for line in result.stdout.splitlines() if line.strip()]
-        assert kinds == ["error", "status", "error"]
+        assert kinds == ["session_start", "error", "status", "error"]
     else:
         assert result.stderr.count("error: ModelError") == 2

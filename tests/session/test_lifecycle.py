@@ -13,7 +13,7 @@ import pytest
 from freezegun import freeze_time
 
 from sessionmem.config import Config, ResetConfig, merge
-from sessionmem.hooks import HookEvent, HookRegistry, load_hooks
+from sessionmem.hooks import HOOK_NAMES, HookEvent, HookRegistry, load_hooks
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.lifecycle.rotation import daily_boundary, rotated_entry, stale_reason_at
 from sessionmem.session.stores.sessions_json import SessionEntry
@@ -403,12 +403,13 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
         )
     model = ScriptedModel(["one", "two", NO_REPLY, "summary", NO_REPLY, "three"])
     config = only_code_hooks(small_config(keep=20))
-    runner, _ = make_runner(model, tmp_path, workspace, config, hooks=registry)
+    runner, recorder = make_runner(model, tmp_path, workspace, config, hooks=registry)
     session = runner.open()
     session.run_turn_sync("alpha " * 40)
     session.run_turn_sync("beta " * 40)
     session.run_turn_sync("/compact")
     old_id = session.entry.session_id
+    compacted_in = session.entry.session_id
     session.run_turn_sync("/new gamma")
     # The compaction opened a new cycle, so /new flushes it again before the session ends.
     assert purposes(model) == ["turn", "turn", "flush", "compaction", "flush", "turn"]
@@ -423,12 +424,17 @@ def test_hook_events_around_flush_compaction_and_rotation(tmp_path: Path, worksp
         "session:end",
         "session:start",
     ]
+    # One vocabulary: every hook event above came from an on_event event of the kind HOOK_NAMES maps to it.
+    hook_points = [e.kind for e in recorder.events if e.kind in HOOK_NAMES]
+    assert [HOOK_NAMES[kind] for kind in hook_points] == names
     assert seen[0][1]["reason"] == "created"
     seen = seen[1:]
     assert seen[0][1]["path"].startswith("memory/") and seen[0][1]["compaction_count"] == 0
-    assert seen[1][1] == {
+    assert seen[1][1] == {  # the compaction_start event's fields, as compaction:after has compaction's
         "reason": "manual",
         "compaction_count": 0,
+        "session_id": compacted_in,
+        "timestamp": seen[1][1]["timestamp"],
         "sessions_dir": seen[1][1]["sessions_dir"],
     }
     assert seen[2][1]["reason"] == "manual" and seen[2][1]["compaction_count"] == 1

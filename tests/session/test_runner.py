@@ -140,7 +140,7 @@ def test_event_callbacks_async_and_failing(tmp_path: Path, workspace: Path, capl
     runner.on_event = on_event
     with caplog.at_level(logging.ERROR):
         assert runner.open().run_turn_sync("hi").reply == "fine"
-    assert seen == ["turn"]
+    assert seen == ["session_start", "turn"]  # the session open() created is announced at its first turn
     assert "on_event callback failed" in caplog.text
 
 

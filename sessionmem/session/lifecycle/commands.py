@@ -35,7 +35,7 @@ from sessionmem.errors import UsageError
 from sessionmem.messages import Usage, text_problem
 from sessionmem.session.lifecycle.rotation import rotate, stale_reason
 from sessionmem.session.turn.events import CompactionResult, TurnResult
-from sessionmem.session.turn.flush import cycle_flushed, window_budget
+from sessionmem.session.turn.flush import cycle_flushed
 from sessionmem.session.turn.gate import compact_through_gate
 from sessionmem.session.turn.state import SessionState
 
@@ -145,7 +145,7 @@ def session_status(state: SessionState) -> SessionStatus:
     stored = state.runner.store.get(state.key)
     entry = stored if stored is not None else state.entry
     data = entry.to_json_dict()
-    budget = window_budget(state.context_window, state.runner.agent.compaction)
+    budget = state.budget
     return SessionStatus(
         session_key=state.key,
         session_id=entry.session_id,

@@ -45,8 +45,14 @@ from sessionmem.clock import user_zone
 from sessionmem.config import ResetConfig
 from sessionmem.messages import now_ms
 from sessionmem.session.stores.entry import SessionEntry
-from sessionmem.session.turn.announce import emit, emit_hook
-from sessionmem.session.turn.events import MemoryWriteEvent, NewSessionEvent
+from sessionmem.session.turn.announce import emit
+from sessionmem.session.turn.events import (
+    CommandEvent,
+    MemoryWriteEvent,
+    NewSessionEvent,
+    SessionEndEvent,
+    SessionStartEvent,
+)
 from sessionmem.session.turn.gate import compact_through_gate
 from sessionmem.session.turn.state import SessionState
 
@@ -192,8 +198,6 @@ async def rotate(
 
     ``state`` is updated in place: afterwards it has the new transcript, entry and an empty context.
     """
-    from sessionmem.hooks import COMMAND_NEW, COMMAND_RESET, SESSION_END, SESSION_START
-
     runner = state.runner
     conversation = has_conversation(state)
     flushed = False
@@ -208,15 +212,17 @@ async def rotate(
     source = command_source or runner.command_source or reason
     outcomes: list[HookOutcome] = []
     if conversation:
-        outcomes = await emit_hook(
+        command = CommandEvent(
+            session_key=state.key, kind="command_reset" if reason == "reset" else "command_new", reason=reason
+        )
+        outcomes = await emit(
             state,
-            COMMAND_RESET if reason == "reset" else COMMAND_NEW,
+            command,
             previous_session_entry=previous.to_json_dict(),
             session_entry={"sessionId": new_id, "sessionFile": new_file},
             transcript_path=old_transcript.path,
             transcript=old_transcript,
             command_source=source,
-            extra={"reason": reason},
         )
     memory_file = _memory_file(outcomes, runner.workspace)
 
@@ -239,23 +245,25 @@ async def rotate(
     if (memory_file is not None or archived is not None) and runner.memory_index is not None:
         runner.memory_index.mark_dirty()
 
-    ended = await emit_hook(
+    end = SessionEndEvent(
+        session_key=state.key, session_id=previous.session_id, reason=reason, next_session_id=new_id
+    )
+    ended = await emit(
         state,
-        SESSION_END,
+        end,
         session_entry=previous.to_json_dict(),
         transcript_path=archived,
         transcript=old_transcript,
         command_source=source,
-        extra={"reason": reason, "next_session_id": new_id},
     )
-    started = await emit_hook(
+    start = SessionStartEvent(session_key=state.key, reason=reason, resumed_from=previous.session_id)
+    started = await emit(
         state,
-        SESSION_START,
+        start,
         session_entry=entry.to_json_dict(),
         previous_session_entry=previous.to_json_dict(),
         transcript_path=state.transcript.path,
         command_source=source,
-        extra={"reason": reason, "resumed_from": previous.session_id},
     )
     errors = tuple(o.error for o in (*outcomes, *ended, *started) if not o.ok and o.error)
     rotation = Rotation(reason, previous.session_id, new_id, archived, memory_file, flushed, errors)

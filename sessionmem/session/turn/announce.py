@@ -1,7 +1,9 @@
 """Events and hooks out of a session: the turn's result, the developer's ``on_event``, the hook registry.
 
 :func:`emit` records an event for the current turn (``TurnResult.events``), passes it to ``on_event``,
-and relays flushes and compactions to the ``memory:flush`` / ``compaction:after`` hooks.
+and, when its kind is a hook point, emits the hook event of that kind (one table,
+:data:`sessionmem.hooks.HOOK_NAMES`: ``flush`` -> ``memory:flush``, ``compaction_start`` ->
+``compaction:before``, ...): every hook event comes from an event, so ``on_event`` sees what hooks see.
 :func:`emit_hook` emits a hook event; hooks fail open: an error in one is logged, reported to ``on_event``
 as a ``hook_error`` event, and never costs the turn.
 """
@@ -13,7 +15,13 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.model.routing import model_for
-from sessionmem.session.turn.events import Event, HookErrorEvent, deliver
+from sessionmem.session.turn.events import (
+    CompactionStartEvent,
+    Event,
+    HookErrorEvent,
+    SessionStartEvent,
+    deliver,
+)
 from sessionmem.session.turn.state import SessionState
 
 if TYPE_CHECKING:
@@ -22,15 +30,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-async def emit(state: SessionState, event: Event) -> None:
-    """Report ``event``: in this turn's result, to ``on_event``, and (flush, compaction) to the hooks.
-    An event without its session id gets the session's current one."""
+async def emit(state: SessionState, event: Event, **hook_fields: Any) -> list[HookOutcome]:
+    """Report ``event``: in this turn's result, to ``on_event``, and to the hook of its kind if it is a
+    hook point (the outcomes are returned). ``hook_fields`` are what the hook event carries beside the
+    event's own fields (which go in its ``extra``): ``session_entry`` (the session's current entry when
+    not given), ``transcript_path``, ``transcript``, ``command_source``, ... (see
+    :class:`~sessionmem.hooks.HookEvent`). An event without its session id gets the session's current
+    one."""
+    from sessionmem.hooks import HOOK_NAMES
+
     if not event.session_id:
         event = replace(event, session_id=state.entry.session_id)
     state.events.append(event)
     await deliver(state.runner.on_event, event)
-    if event.kind in ("flush", "compaction"):
-        await _relay(state, event)
+    name = HOOK_NAMES.get(event.kind)
+    if name is None:
+        return []
+    details = {k: v for k, v in asdict(event).items() if k not in ("kind", "session_key")}
+    extra = {**details, **(hook_fields.pop("extra", None) or {})}
+    hook_fields.setdefault("session_entry", state.entry.to_json_dict())
+    return await emit_hook(state, name, extra=extra, **hook_fields)
 
 
 async def emit_queued(state: SessionState) -> None:
@@ -85,39 +104,21 @@ async def emit_hook(state: SessionState, name: str, **fields: Any) -> list[HookO
 
 
 async def announce_created(state: SessionState) -> None:
-    """``session:start`` for a session the runner created (reason ``created``); the runner calls it once,
-    at the start of the session's first turn. Rotations announce theirs themselves."""
-    from sessionmem.hooks import SESSION_START
-
-    await emit_hook(
+    """``session_start`` (the ``session:start`` hook) for a session the runner created (reason
+    ``created``); the runner calls it once, at the start of the session's first turn. Rotations announce
+    theirs themselves."""
+    await emit(
         state,
-        SESSION_START,
-        session_entry=state.entry.to_json_dict(),
+        SessionStartEvent(session_key=state.key, reason="created"),
         transcript_path=state.transcript.path,
         command_source=state.runner.command_source,
-        extra={"reason": "created"},
     )
 
 
 async def before_compaction(state: SessionState, reason: str) -> None:
-    """The ``compaction:before`` hook, once a compaction has something to summarise."""
-    from sessionmem.hooks import COMPACTION_BEFORE
-
-    await emit_hook(
-        state,
-        COMPACTION_BEFORE,
-        session_entry=state.entry.to_json_dict(),
-        transcript_path=state.transcript.path,
-        extra={"reason": reason, "compaction_count": state.entry.compaction_count},
+    """``compaction_start`` (the ``compaction:before`` hook), once a compaction has something to
+    summarise."""
+    event = CompactionStartEvent(
+        session_key=state.key, reason=reason, compaction_count=state.entry.compaction_count
     )
-
-
-async def _relay(state: SessionState, event: Event) -> None:
-    """Runner events as hook events: ``memory:flush`` after a flush, ``compaction:after``."""
-    from sessionmem.hooks import COMPACTION_AFTER, MEMORY_FLUSH
-
-    name = {"flush": MEMORY_FLUSH, "compaction": COMPACTION_AFTER}.get(event.kind)
-    if name is None:
-        return
-    details = {k: v for k, v in asdict(event).items() if k not in ("kind", "session_key")}
-    await emit_hook(state, name, session_entry=state.entry.to_json_dict(), extra=details)
+    await emit(state, event, transcript_path=state.transcript.path)

@@ -1,7 +1,13 @@
-"""What the runner reports as it works: turns, flushes, compactions, tool calls, memory writes, failed hooks.
+"""What the runner reports as it works: turns, flushes, compactions, tool calls, memory writes, sessions
+ending and starting, failed hooks.
 
-Events are plain frozen dataclasses with a ``kind`` literal. The developer's ``on_event`` callback may
-be sync or async; an exception in it is logged and never breaks the user's turn. In JSON (``chat``,
+Events are plain frozen dataclasses with a ``kind`` literal. They and the hooks speak one vocabulary: the
+kinds that are hook points are emitted to the hook of the same meaning too (the table is
+:data:`sessionmem.hooks.HOOK_NAMES`: ``compaction_start`` -> ``compaction:before``, ``compaction`` ->
+``compaction:after``, ``flush`` -> ``memory:flush``, ``command_new`` -> ``command:new``, ...).
+
+The developer's ``on_event`` callback may be sync or async; an exception in it is logged and never
+breaks the user's turn. In JSON (``chat``,
 ``demo`` and ``replay --json``) an event is :func:`event_record`: its kind as ``event``, its fields in
 camelCase like every JSON output (``sessionKey``, ``sessionId``, ``tokensBefore``).
 """
@@ -15,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sessionmem.config import camel_case
+from sessionmem.config_base import camel_case
 from sessionmem.messages import Message, Usage, now_ms
 
 log = logging.getLogger(__name__)
@@ -24,10 +30,15 @@ EventKind = Literal[
     "turn",
     "flush",
     "flush_skipped",
+    "compaction_start",
     "compaction",
     "compaction_failed",
     "tool_call",
     "memory_write",
+    "command_new",
+    "command_reset",
+    "session_end",
+    "session_start",
     "new",
     "hook_error",
 ]
@@ -68,6 +79,15 @@ class FlushEvent(Event):
 class FlushSkippedEvent(Event):
     kind: EventKind = "flush_skipped"
     reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionStartEvent(Event):
+    """A compaction has something to summarise and starts now (the ``compaction:before`` hook)."""
+
+    kind: EventKind = "compaction_start"
+    reason: str = ""  # threshold | overflow | manual
+    compaction_count: int = 0  # compactions before this one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +137,35 @@ class NewSessionEvent(Event):
     memory_file: str | None = None  # what the session-memory hook wrote
     flushed: bool = False  # the gate flushed the old session first
     hook_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandEvent(Event):
+    """A rotation is about to end the session's conversation (``/new``, ``/reset``, a daily or idle
+    reset), its transcript not yet archived: the ``command:new`` / ``command:reset`` hooks (kind
+    ``command_reset`` for ``/reset``, else ``command_new``) save what they want of it."""
+
+    kind: EventKind = "command_new"
+    reason: str = ""  # new | reset | daily | idle
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionEndEvent(Event):
+    """A session ended (rotated away; ``session_id`` is the ended one's): the ``session:end`` hook."""
+
+    kind: EventKind = "session_end"
+    reason: str = ""
+    next_session_id: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStartEvent(Event):
+    """A session started: the runner created it (reason ``created``) or a rotation did (``resumed_from``
+    the ended one): the ``session:start`` hook."""
+
+    kind: EventKind = "session_start"
+    reason: str = ""
+    resumed_from: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

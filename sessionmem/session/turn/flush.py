@@ -113,6 +113,7 @@ def should_flush(
     entry: Mapping[str, Any] | None,
     transcript_bytes: int,
     *,
+    budget: WindowBudget | None = None,
     heartbeat: bool = False,
     writable: bool = True,
     provider_owns_compaction: bool = False,
@@ -123,13 +124,16 @@ def should_flush(
     session started without one), not the file size: the file only grows, so its size would force the
     flush on the first turn of every cycle once past the limit, and that cycle's turns would then be
     compacted unsaved (the gate sees the cycle already flushed).
+
+    ``budget``: the window's budget when the caller holds it (the session's state keeps one per window),
+    else it is computed from ``context_window`` and ``compaction``.
     """
     flush_cfg = compaction.memory_flush
     if not flush_cfg.enabled:
         return FlushDecision(False, "flush disabled")
     if cycle_flushed(entry):
         return FlushDecision(False, "already flushed this compaction cycle")
-    threshold = flush_threshold(context_window, compaction)
+    threshold = (budget or window_budget(context_window, compaction)).flush_threshold
     force_bytes = flush_cfg.force_flush_transcript_bytes
     if force_bytes > 0 and transcript_bytes >= force_bytes:
         reason = f"transcript grew {transcript_bytes:,} >= {force_bytes:,} bytes since the last compaction"

@@ -1,7 +1,17 @@
-"""The one compaction gate (DESIGN 1, 2) and what it runs: the silent flush turn and the compaction.
+"""The one compaction gate (DESIGN 1, 2), which drives the turn: the user's model turn, the silent flush
+turn and the compaction.
 
-Around every user turn: :func:`preflight` (before: at the compaction threshold compact through the gate,
-else at the flush threshold run the flush) and :func:`compact_if_over_threshold` (after).
+A user turn (:func:`drive_turn`): :func:`preflight` (at the compaction threshold compact through the
+gate, else at the flush threshold run the flush), the model turn (:func:`model_turn_with_room`), then
+:func:`compact_if_over_threshold`. Every threshold is read from the window's budget kept on the session's
+state (``state.budget``, computed once for the window in use, again only when the provider states a
+smaller one).
+
+The model turn (:mod:`~sessionmem.session.turn.model_turn`) reports a context overflow instead of raising
+it; the gate makes room and lets the turn go on, at most :data:`MAX_ROOM_ATTEMPTS` times per model call:
+the first compaction keeps at most a quarter of the context verbatim, the second nothing (see
+:func:`plan_for`). An overflow after that, or with nothing left to compact (the prompt alone is over the
+window), or with compaction off, is raised, the user's message kept unless it alone does not fit.
 
 Every path that compacts calls :func:`compact_through_gate`: the threshold after a turn, the preflight
 before one, provider context-overflow recovery, manual ``/compact``, and (flush only) the rotations
@@ -39,6 +49,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Literal
 
+from sessionmem.errors import ContextWindowExceeded
 from sessionmem.messages import Message
 from sessionmem.model.routing import model_for
 from sessionmem.session.stores.entry import SessionEntry, compaction_figures
@@ -52,38 +63,99 @@ from sessionmem.session.turn.events import (
     FlushEvent,
     FlushSkippedEvent,
 )
-from sessionmem.session.turn.flush import (
-    compaction_threshold,
-    cycle_flushed,
-    flush_prompts,
-    guard_reason,
-    should_flush,
-    window_budget,
+from sessionmem.session.turn.flush import cycle_flushed, flush_prompts, guard_reason, should_flush
+from sessionmem.session.turn.model_turn import (
+    ModelTurn,
+    Overflow,
+    abandon_model_turn,
+    advance_model_turn,
+    start_model_turn,
 )
-from sessionmem.session.turn.model_turn import run_model_turn
-from sessionmem.session.turn.state import SessionState
+from sessionmem.session.turn.state import SessionState, TurnKind
+from sessionmem.session.turn.streaming import PartialCallback
 from sessionmem.tokens import count_tokens
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
+MAX_ROOM_ATTEMPTS = 2  # compactions per model call after an overflow: keep a quarter, then keep nothing
 
 log = logging.getLogger(__name__)
+
+
+async def drive_turn(
+    state: SessionState, prompt: Message, on_partial: PartialCallback | None = None
+) -> ModelTurn:
+    """One user turn of ``prompt`` through the gate: flush or compact before it when due, the model turn
+    (making room when it overflows), compaction after it when due."""
+    await preflight(state, prompt)
+    turn = await model_turn_with_room(state, prompt, kind="turn", on_partial=on_partial)
+    await compact_if_over_threshold(state)
+    return turn
+
+
+async def model_turn_with_room(
+    state: SessionState,
+    prompt: Message,
+    *,
+    kind: TurnKind,
+    system_extra: str = "",
+    on_partial: PartialCallback | None = None,
+) -> ModelTurn:
+    """Run a model turn (an ordinary one, or the flush); each time its model call overflows the window,
+    compact through the gate and let it go on (see the module docstring)."""
+    turn = start_model_turn(state, prompt, kind=kind, system_extra=system_extra, on_partial=on_partial)
+    while (overflow := await advance_model_turn(state, turn)) is not None:
+        try:
+            await make_room(state, turn, overflow)
+        except Exception:
+            abandon_model_turn(state, turn)
+            raise
+    return turn
+
+
+async def make_room(state: SessionState, turn: ModelTurn, overflow: Overflow) -> None:
+    """Compact so that ``turn``'s overflowed model call fits; raise what says why it cannot."""
+    exc = overflow.error
+    if not state.runner.agent.compaction.enabled:
+        raise exc
+    if turn.rooms_made >= MAX_ROOM_ATTEMPTS:
+        turn.prompt_unfit = True
+        raise ContextWindowExceeded(
+            "the prompt does not fit the model's context window even with the whole conversation compacted "
+            f"into its summary: {exc}",
+            status_code=exc.status_code,
+        ) from exc
+    # In a flush, state.flushing keeps the gate from starting a second flush: it goes straight to compacting.
+    result = await compact_through_gate(state, "overflow", attempt=turn.rooms_made + 1)
+    if result.error == "nothing to compact":
+        turn.prompt_unfit = True
+        raise ContextWindowExceeded(
+            f"the message does not fit the model's context window, and nothing is left to compact: {exc}",
+            status_code=exc.status_code,
+        ) from exc
+    if not result.ok:
+        raise ContextWindowExceeded(
+            f"context window exceeded and compaction failed ({result.error}): {exc}",
+            status_code=exc.status_code,
+        ) from exc
+    turn.made_room()
 
 
 async def preflight(state: SessionState, pending: Message) -> None:
     """Before a user turn, with its message projected: at the compaction threshold compact through the
     gate (which flushes first); else at the flush threshold (or after enough transcript growth) flush."""
     projected = state.projection([pending]).tokens
-    cfg = state.runner.agent.compaction
-    if state.may_compact() and projected >= compaction_threshold(state.context_window, cfg) > 0:
+    budget = state.budget
+    if state.may_compact() and projected >= budget.compaction_threshold > 0:
         await compact_through_gate(state, "threshold")
         return
     decision = should_flush(
         projected,
-        state.context_window,
-        cfg,
+        budget.context_window,
+        state.runner.agent.compaction,
         state.entry.to_json_dict(),
         state.transcript.bytes_since_compaction(),
+        budget=budget,
         **state.guards(),
     )
     if decision.skipped:
@@ -99,7 +171,7 @@ async def compact_if_over_threshold(state: SessionState) -> None:
     # Outcome: left as is; the next real turn's preflight flushes, then compacts.
     if not state.may_compact():
         return
-    threshold = compaction_threshold(state.context_window, state.runner.agent.compaction)
+    threshold = state.budget.compaction_threshold
     if threshold > 0 and state.projection().tokens >= threshold:
         await compact_through_gate(state, "threshold")
 
@@ -178,13 +250,7 @@ async def run_flush(state: SessionState, reason: str, tokens: int | None = None)
     writes_before = state.tools.writes
     error = None
     try:
-        await run_model_turn(
-            state,
-            prompt,
-            kind="flush",
-            system_extra=prompts.system_prompt,
-            make_room=lambda attempt: compact_through_gate(state, "overflow", attempt=attempt),
-        )
+        await model_turn_with_room(state, prompt, kind="flush", system_extra=prompts.system_prompt)
     except Exception as exc:  # a failed flush must not cost the user their turn
         error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -215,13 +281,12 @@ async def compact_now(
     state: SessionState, reason: str, instructions: str | None, *, attempt: int = 1
 ) -> CompactionResult:
     """Summarise now (no flush: callers go through the gate); a failed summary changes nothing."""
-    budget = window_budget(state.context_window, state.runner.agent.compaction)
     plan = plan_for(state, reason, attempt)
     if plan is None:
         return CompactionResult(False, reason, error="nothing to compact")
     await before_compaction(state, reason)  # the compaction:before hook
     try:
-        summary = await _summary(state, plan, instructions, budget.reserve)
+        summary = await _summary(state, plan, instructions, state.budget.reserve)
     except CompactionFailed as exc:
         await emit(state, CompactionFailedEvent(session_key=state.key, reason=reason, error=str(exc)))
         return CompactionResult(False, reason, error=str(exc))
@@ -301,7 +366,7 @@ def plan_for(state: SessionState, reason: str, attempt: int = 1) -> CompactionPl
     """What a compaction would summarise now (None: nothing to summarise).
 
     Ordinarily the newest ``keepRecentTokens`` stay verbatim, at most half of what fits under the
-    compaction threshold (:func:`~sessionmem.session.turn.flush.window_budget`).
+    compaction threshold (the window's budget, ``state.budget``).
 
     Trigger: a provider context overflow. Why: the model's real window may be smaller than the configured
     one, even smaller than what compaction would keep, and a single tool result may fill it; keeping the
@@ -309,7 +374,7 @@ def plan_for(state: SessionState, reason: str, attempt: int = 1) -> CompactionPl
     Outcome: the first recovery keeps at most a quarter of the context verbatim; the second, or the first
     when no cut is possible, folds everything into the summary (tool results are truncated there).
     """
-    budget = window_budget(state.context_window, state.runner.agent.compaction)
+    budget = state.budget
     if reason != "overflow":
         return plan_compaction(state.context, state.counter, budget.keep_recent)
     if attempt <= 1:

@@ -5,12 +5,13 @@ loop, their own prompts and tools. The prompt is written to the transcript once 
 (after any overflow recovery), so the transcript reads flush, compaction, prompt, answer. With
 ``on_partial`` the reply of an ordinary turn is streamed as it is written.
 
-On a provider context overflow the turn asks its caller to make room (``make_room(attempt)``: compaction
-through the gate) and retries: the first time the compaction keeps at most a quarter of the context, the
-second time nothing (everything is folded into the summary); a flush first retries on the newest half of
-the context (verbatim notes beat a summary). An overflow after that, or with nothing left to compact (the
-prompt alone is over the window), is raised. The step never imports the gate: the gate runs flush turns
-through this module.
+On a provider context overflow the turn reports it instead of raising: :func:`advance_model_turn` returns
+an :class:`Overflow` and the turn stays where it was (the prompt not yet written, the tool loop at the same
+step). Its driver, the gate (:func:`~sessionmem.session.turn.gate.model_turn_with_room`), makes room
+(compaction through the gate: the first time keeping at most a quarter of the context, the second time
+nothing) and advances the turn again; when it cannot, it raises. A flush first retries on the newest half
+of the context, here, without compacting (verbatim notes beat a summary). This module never imports the
+gate: the gate drives model turns, and runs its flush turns through this module.
 
 Only the silent token is silence (``NO_REPLY`` or ``silentReplyToken``, and ``HEARTBEAT_OK`` in heartbeat
 runs: :mod:`sessionmem.model.noreply`): an answer with no visible text and no tool call (a stream that
@@ -24,7 +25,6 @@ every later turn overflow), and the error says so.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,16 +36,13 @@ from sessionmem.model.reasoning import strip_reasoning
 from sessionmem.model.routing import model_for
 from sessionmem.session.turn.announce import emit, emit_queued
 from sessionmem.session.turn.compaction import recent_within, repair_tool_pairs
-from sessionmem.session.turn.events import CompactionResult, ToolCallEvent
+from sessionmem.session.turn.events import ToolCallEvent
 from sessionmem.session.turn.projection import usage_fields
 from sessionmem.session.turn.state import SessionState, TurnKind
 from sessionmem.session.turn.streaming import PartialCallback, stream_reply
 from sessionmem.tools.define import Tool, dispatch
 
 FLUSH_MAX_TOOL_ITERATIONS = 6
-MAX_ROOM_ATTEMPTS = 2  # compactions per model call after an overflow: keep a quarter, then keep nothing
-
-MakeRoom = Callable[[int], Awaitable[CompactionResult]]  # the attempt number (1, 2) -> the compaction
 
 
 @dataclass
@@ -64,6 +61,10 @@ class ModelTurn:
     pending: Message | None = None  # the turn's prompt, written once the model has accepted it
     on_partial: PartialCallback | None = None  # stream the reply to the caller (ordinary turns only)
     silent_tokens: tuple[str, ...] = ()  # the answers that mean silence (noreply.silent_tokens)
+    system_extra: str = ""  # appended to the session's system prompt (the flush's instructions)
+    tools: dict[str, Tool] = field(default_factory=dict)  # what the model may call in this turn
+    limit: int = 1  # model calls of the tool loop at most
+    steps: int = 0  # model calls of the tool loop answered so far
 
     @property
     def reply(self) -> str | None:
@@ -72,39 +73,62 @@ class ModelTurn:
             return None
         return deliverable_reply(self.last.content, self.silent_tokens)
 
+    def made_room(self) -> None:
+        """The driver compacted the context after an overflow: the next call sends the context whole."""
+        self.rooms_made += 1
+        self.trim_to = None
 
-async def run_model_turn(
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """A model call of the turn did not fit the model's window (``error``, as the provider said it). The
+    turn is where it was; it goes on from there once its driver has made room."""
+
+    error: ContextWindowExceeded
+
+
+def start_model_turn(
     state: SessionState,
     prompt: Message,
     *,
     kind: TurnKind,
-    make_room: MakeRoom,
     system_extra: str = "",
     on_partial: PartialCallback | None = None,
 ) -> ModelTurn:
-    """Run ``prompt`` through the model and its tools; usage is recorded in the store at the end."""
+    """A model turn of ``prompt``, ready to run (:func:`advance_model_turn`); nothing is sent yet."""
     agent = state.runner.agent
+    limit = max(1, agent.max_tool_iterations)
+    if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
+        limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
     turn = ModelTurn(
         kind,
         pending=prompt,
         on_partial=on_partial if kind == "turn" else None,
         silent_tokens=silent_tokens(agent.silent_reply_token, heartbeat=state.runner.heartbeat),
+        system_extra=system_extra,
+        tools=state.tools.for_turn(kind),
+        limit=limit,
     )
-    tools = state.tools.for_turn(kind)
-    limit = max(1, state.runner.agent.max_tool_iterations)
-    if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
-        limit = min(limit, FLUSH_MAX_TOOL_ITERATIONS)
-        if state.projection([prompt]).tokens > state.context_window:
-            # Trigger: the flush an overflow's compaction runs first, the context known to be over the
-            # window (the provider just stated it). Why: sending it whole would overflow once more.
-            # Outcome: it starts on the newest half, as it would after that overflow.
-            turn.trim_to = _flush_trim(state)
-    for _ in range(limit):
+    if kind == "flush" and state.projection([prompt]).tokens > state.context_window:
+        # Trigger: the flush an overflow's compaction runs first, the context known to be over the
+        # window (the provider just stated it). Why: sending it whole would overflow once more.
+        # Outcome: it starts on the newest half, as it would after that overflow.
+        turn.trim_to = _flush_trim(state)
+    return turn
+
+
+async def advance_model_turn(state: SessionState, turn: ModelTurn) -> Overflow | None:
+    """Run ``turn`` through the model and its tools until it ends (None; usage is recorded in the store
+    then) or a model call overflows the window (the :class:`Overflow`; call again once room is made)."""
+    while turn.steps < turn.limit:
         try:
-            reply = await _call_model(state, turn, tools, system_extra, make_room)
+            reply = await _call_model(state, turn)
         except Exception:
-            _keep_failed_prompt(state, turn)
+            abandon_model_turn(state, turn)
             raise
+        if isinstance(reply, Overflow):
+            return reply
+        turn.steps += 1
         if turn.pending is not None:
             append_message(state, turn.pending, turn)
             turn.pending = None
@@ -123,13 +147,13 @@ async def run_model_turn(
         if not reply.message.tool_calls:
             break
         for call in reply.message.tool_calls:
-            outcome = await dispatch(tools, call)
+            outcome = await dispatch(turn.tools, call)
             append_message(state, Message.tool(call, outcome.content, is_error=outcome.is_error), turn)
             await emit(
                 state,
                 ToolCallEvent(
                     session_key=state.key,
-                    turn_kind=kind,
+                    turn_kind=turn.kind,
                     name=call.name,
                     arguments=dict(call.arguments),
                     is_error=outcome.is_error,
@@ -143,7 +167,7 @@ async def run_model_turn(
         turn.last = Message.assistant(stop_message(state.runner.agent.max_tool_iterations))
         append_message(state, turn.last, turn)
     record_usage(state, usage_source)
-    return turn
+    return None
 
 
 def append_message(state: SessionState, message: Message, turn: ModelTurn | None = None, **meta: Any) -> None:
@@ -176,25 +200,27 @@ def stop_message(limit: int) -> str:
     return f"Stopped after {limit} tool iterations without a final answer (maxToolIterations = {limit})."
 
 
-def _keep_failed_prompt(state: SessionState, turn: ModelTurn) -> None:
-    """The user's message of a failed ordinary turn, into the transcript (see the module docstring)."""
+def abandon_model_turn(state: SessionState, turn: ModelTurn) -> None:
+    """``turn`` failed (its model call, or its driver could not make room): the user's message of an
+    ordinary turn goes into the transcript all the same, unless it alone does not fit (``prompt_unfit``;
+    see the module docstring)."""
     if turn.kind == "turn" and turn.pending is not None and not turn.prompt_unfit:
         append_message(state, turn.pending, turn)
     turn.pending = None
 
 
-async def _call_model(
-    state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str, make_room: MakeRoom
-) -> ModelReply:
-    """One model call, recovering from context overflows (see the module docstring)."""
-    turn.rooms_made = 0
+async def _call_model(state: SessionState, turn: ModelTurn) -> ModelReply | Overflow:
+    """One model call; an overflow is reported, after a flush's retry on the newest half (see the module
+    docstring)."""
     while True:
-        request = _request(state, turn, tools, system_extra)
+        request = _request(state, turn)
         try:
             reply = await _complete(state, request, turn)
         except ContextWindowExceeded as exc:
-            await _recover_overflow(state, turn, exc, make_room)
-            continue
+            if _retry_trimmed(state, turn, exc):
+                continue
+            return Overflow(exc)
+        turn.rooms_made = 0  # the next call of the tool loop starts with a clean slate
         turn.model_calls += 1
         turn.usage = turn.usage + (reply.message.usage or Usage())
         if (
@@ -216,43 +242,23 @@ async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn)
     return await model.complete(request)
 
 
-async def _recover_overflow(
-    state: SessionState, turn: ModelTurn, exc: ContextWindowExceeded, make_room: MakeRoom
-) -> None:
+def _retry_trimmed(state: SessionState, turn: ModelTurn, exc: ContextWindowExceeded) -> bool:
+    """After an overflow: learn the window the provider stated; True when a flush retries on the newest
+    half of the context (before any compaction of this call) instead of reporting the overflow."""
     # The provider said how large the model's window really is: work within it from now on (the
-    # compaction below already does). Only the session's own model teaches it; a flush model may differ.
+    # compaction the driver runs already does). Only the session's own model teaches it; a flush model
+    # may differ.
     if (
         exc.window is not None
         and model_for(state.runner.model, state.runner.agent, turn.kind) is state.runner.model
     ):
         state.learn_context_window(exc.window)
     if not state.runner.agent.compaction.enabled:
-        raise exc
+        return False
     if turn.kind == "flush" and turn.trim_to is None and not turn.rooms_made:
         turn.trim_to = _flush_trim(state)
-        return
-    if turn.rooms_made >= MAX_ROOM_ATTEMPTS:
-        turn.prompt_unfit = True
-        raise ContextWindowExceeded(
-            "the prompt does not fit the model's context window even with the whole conversation compacted "
-            f"into its summary: {exc}",
-            status_code=exc.status_code,
-        ) from exc
-    turn.rooms_made += 1
-    # In a flush, state.flushing keeps the gate from starting a second flush: it goes straight to compacting.
-    result = await make_room(turn.rooms_made)
-    if result.error == "nothing to compact":
-        turn.prompt_unfit = True
-        raise ContextWindowExceeded(
-            f"the message does not fit the model's context window, and nothing is left to compact: {exc}",
-            status_code=exc.status_code,
-        ) from exc
-    if not result.ok:
-        raise ContextWindowExceeded(
-            f"context window exceeded and compaction failed ({result.error}): {exc}",
-            status_code=exc.status_code,
-        ) from exc
-    turn.trim_to = None
+        return True
+    return False
 
 
 def _flush_trim(state: SessionState) -> int:
@@ -260,15 +266,15 @@ def _flush_trim(state: SessionState) -> int:
     return max(1, state.counter.count_all(state.context) // 2)
 
 
-def _request(state: SessionState, turn: ModelTurn, tools: dict[str, Tool], system_extra: str) -> ModelRequest:
-    system = state.system_prompt + (f"\n\n{system_extra}" if system_extra else "")
+def _request(state: SessionState, turn: ModelTurn) -> ModelRequest:
+    system = state.system_prompt + (f"\n\n{turn.system_extra}" if turn.system_extra else "")
     trim_to = turn.trim_to
     context = state.context if trim_to is None else recent_within(state.context, state.counter, trim_to)
     pending = [turn.pending] if turn.pending is not None else []
     messages = repair_tool_pairs([*(m for _, m in context), *pending])
     return ModelRequest(
         messages=(Message.system(system), *messages),
-        tools=tuple(t.schema() for t in tools.values()),
+        tools=tuple(t.schema() for t in turn.tools.values()),
         purpose=turn.kind,
         metadata={"session_key": state.key, "turn_kind": turn.kind},
     )

@@ -31,7 +31,7 @@ from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, ope
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.recovery import reconciled, replay_entries
 from sessionmem.session.turn.events import Event, EventCallback
-from sessionmem.session.turn.flush import workspace_writable
+from sessionmem.session.turn.flush import window_budget, workspace_writable
 from sessionmem.session.turn.projection import (
     Projection,
     TokenCounter,
@@ -45,7 +45,7 @@ from sessionmem.session.turn.toolset import SessionTools
 from sessionmem.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from sessionmem.config import AgentConfig, Config
+    from sessionmem.config import AgentConfig, Config, WindowBudget
     from sessionmem.hooks import HookRegistry
     from sessionmem.memory.session_memory import SessionMemory
     from sessionmem.model.base import Model
@@ -102,7 +102,10 @@ class SessionState:
         self.runner = runner
         self.key = key
         self.configured_window = resolve_context_window(runner.agent, runner.model)
-        self.context_window = self.configured_window  # or what the provider stated (session_window)
+        # The window in use (the configured one, or what the provider stated: session_window) and how it
+        # is shared out: thresholds, reserve, kept part. Computed once per window (use_window), read by
+        # every step of a turn.
+        self.budget: WindowBudget = window_budget(self.configured_window, runner.agent.compaction)
         self.events: list[Event] = []  # what the current turn reported (TurnResult.events)
         self.queued: list[Event] = []  # reported by tools mid-call; emitted after the tool call
         self.tools = SessionTools(runner, key, self.queued.append)
@@ -154,8 +157,19 @@ class SessionState:
         stored = self.runner.store.update(self.key, reconcile)
         if stored is not None and stored.session_id == session_id:
             self.entry = stored
-        self.context_window = session_window(self.configured_window, self.entry, self.runner.model)
+        self.use_window(session_window(self.configured_window, self.entry, self.runner.model))
         self.settled = version
+
+    @property
+    def context_window(self) -> int:
+        """The window this session works with: the configured one, or the smaller one the provider
+        stated (:meth:`learn_context_window`)."""
+        return self.budget.context_window
+
+    def use_window(self, tokens: int) -> None:
+        """Work within ``tokens`` from now on: the window's budget is computed again when it changed."""
+        if tokens != self.budget.context_window:
+            self.budget = window_budget(tokens, self.runner.agent.compaction)
 
     def learn_context_window(self, tokens: int) -> bool:
         """The provider stated in an overflow error that the model's window is ``tokens``.
@@ -183,7 +197,7 @@ class SessionState:
         stored = self.runner.store.update(self.key, learn)
         if stored is not None and stored.session_id == session_id:
             self.entry = stored
-        self.context_window = tokens
+        self.use_window(tokens)  # the thresholds of this turn's later steps follow at once
         return True
 
     def reload_context(self) -> None:
