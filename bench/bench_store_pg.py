@@ -205,8 +205,8 @@ def measure(dsn: str, sessions: int, turns: int, root: Path) -> list[TurnCost]:
     clock = StoreClock()
     for name in ("get", "all", "update", "delete", "open_transcript", "archive_transcript"):
         clock.wrap(PostgresSessionStore, name)
-    # The transcript's own reads and writes (its `rows` became `_rows_after`, reading only what is new).
-    for name in ("_append", "_rows_after", "version", "bytes_since_compaction"):
+    # The transcript's own reads and writes (write_entry: one row; _rows_after: only what is new).
+    for name in ("write_entry", "_rows_after", "version", "bytes_since_compaction"):
         clock.wrap(PostgresTranscript, name)
     for name in ("__aenter__", "__aexit__"):
         clock.wrap(PgTurnLock, name)
