@@ -104,7 +104,9 @@ def test_a_new_user_s_paraphrase_is_found_in_four_notes_with_the_defaults(first_
 
 @pytest.mark.local_model
 @pytest.mark.parametrize("question", NEVER_WRITTEN)
-def test_questions_about_what_four_notes_never_say_get_nothing(first_notes: MemoryIndex, question: str) -> None:
+def test_questions_about_what_four_notes_never_say_get_nothing(
+    first_notes: MemoryIndex, question: str
+) -> None:
     response = first_notes.search(SearchRequest(question))
     assert response.results == (), [r.snippet for r in response.results]
     assert response.held_back is not None  # ... and it says what it held back
@@ -125,7 +127,9 @@ def months_of_logs(
 
 @pytest.mark.local_model
 @pytest.mark.parametrize("question", QUESTIONS)
-def test_asking_for_more_results_never_loses_what_fewer_found(months_of_logs: MemoryIndex, question: str) -> None:
+def test_asking_for_more_results_never_loses_what_fewer_found(
+    months_of_logs: MemoryIndex, question: str
+) -> None:
     def ask(n: int) -> list[tuple[str, int, float]]:
         response = months_of_logs.search(SearchRequest(question, max_results=n, min_score=0.0))
         return [(r.path, r.start_line, r.score) for r in response.results]
