@@ -16,8 +16,10 @@ from sessionmem.memory.search.records import SearchRequest
 # A new user's workspace: four short notes, the retro's new time in one of them.
 FIRST_NOTES = {
     "MEMORY.md": "# Memory\n\n- I work on the billing team; my manager is Peter.\n- Prefer short answers.\n",
-    "memory/2026-11-18.md": "# 2026-11-18\n\n- Deployed the invoice exporter to staging; two flaky tests left.\n",
-    "memory/2026-11-19.md": "# 2026-11-19\n\n- Lunch with Aiko: she recommends the ramen place near the station.\n",
+    "memory/2026-11-18.md": "# 2026-11-18\n\n- Deployed the invoice exporter to staging; two flaky tests"
+    " left.\n",
+    "memory/2026-11-19.md": "# 2026-11-19\n\n- Lunch with Aiko: she recommends the ramen place near the"
+    " station.\n",
     "memory/2026-11-20.md": "# 2026-11-20\n\n- Peter asked to move the retro to Thursday 15:00.\n",
 }
 NEVER_WRITTEN = (
