@@ -183,9 +183,11 @@ def format_calibration(cal: dict[str, Any]) -> str:
     """How raw cosines became vector scores (``--explain``)."""
     from sessionmem.memory.search.calibration import Z_SCALE
 
+    notes = cal.get("reference_notes")
+    reference = f" and {notes} reference notes" if notes else ""
     return (
         f"vector scores: cosine calibrated for {cal['model']} on this index: unrelated questions score "
-        f"{cal['centre']:.3f} +/- {cal['spread']:.3f} (over {cal['vectors']} chunks); "
+        f"{cal['centre']:.3f} +/- {cal['spread']:.3f} (over {cal['vectors']} chunks{reference}); "
         f"score = 1 - exp(-z / {Z_SCALE:g}), z = (cosine - that) / spread"
     )
 

@@ -126,3 +126,25 @@ def test_a_provider_failing_on_the_probes_leaves_raw_cosines_and_says_so(
         status = index.status()
     assert status.calibration is None
     assert any("not calibrated" in issue and "query endpoint down" in issue for issue in status.issues)
+
+
+def test_a_small_index_leans_on_the_reference_notes_measured_once_and_less_as_it_grows(
+    workspace: Path, state: Path
+) -> None:
+    write_notes(workspace, 10)
+    embedder = CountingEmbedder()
+    with open_index(workspace, state, embedder) as index:
+        index.sync()
+        small = index.status().calibration
+        write_notes(workspace, 40, start=10)  # 50 vectors: recalibrated, the reference kept
+        index.sync()
+        grown = index.status().calibration
+    assert embedder.reference_calls == 1  # embedded once, as documents, for this index and model
+    assert small is not None and grown is not None and grown["vectors"] == 50
+    ref = (small["reference_centre"], small["reference_spread"])
+    assert (grown["reference_centre"], grown["reference_spread"]) == ref
+    assert small["reference_notes"] == len(calibration.REFERENCE_NOTES)
+    # the blend lies between the reference and the index's own, nearer the reference when small
+    assert calibration.blend((0.5, 0.1), 4, (0.0, 0.05))[0] == pytest.approx(0.5 * 4 / (4 + 48))
+    assert calibration.blend((0.5, 0.1), 480, (0.0, 0.05))[0] == pytest.approx(0.5 * 480 / 528)
+    assert calibration.blend((0.5, 0.1), 480, None) == (0.5, 0.1)

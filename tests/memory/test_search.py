@@ -278,9 +278,10 @@ def test_max_results_and_snippet_length(tmp_path: Path) -> None:
 
 
 def test_candidate_count_bounds() -> None:
-    assert candidate_count(6, 4) == 24
+    assert candidate_count(6, 4) == candidate_count(30, 4) == 120  # one pool: lists start alike
+    assert candidate_count(40, 4) == 160
     assert candidate_count(100, 20) == 200
-    assert candidate_count(0, 4) == 1
+    assert candidate_count(0, 4) == 120
 
 
 def test_source_filter(tmp_path: Path) -> None:

@@ -17,8 +17,17 @@ LoCoMo its median is z 6). Measured on LoCoMo with MiniLM (bench/README.md), z 4
 recall as z 4.9 and 4.0 within 0.003, and answers 90% of questions about things never written down
 with nothing (z 4.9: 93%, z 4.0: 84%); the lower end keeps more of a small model's paraphrases.
 
+A small index is not a distribution: four notes give the probes four vectors to score, and how
+those four happen to sit moves the centre and spread enough that a paraphrase a larger index scores
+at z 4.8 stood at z 4.2, under ``minScore``. So the index's statistics are blended with a reference
+measured once per model on notes shipped with the package (``reference_notes.py``), which count as
+that many chunks: ``centre = (n x own + m x reference) / (n + m)`` for n vectors and m notes, the
+spread likewise. At 4 vectors the reference carries 92%, at 500 9%; from ``REFERENCE_UNTIL`` vectors
+on it is neither embedded nor used.
+
 Measured at the end of a sync when the index has no calibration, or one for another model or width,
-or its vector count moved by more than a fifth since; kept in the meta table. The probes' vectors
+or its vector count moved by more than a fifth since; kept in the meta table (the reference's
+statistics too, so it is embedded once per index and model). The probes' vectors
 are kept there too, so a recalibration after growth embeds nothing. An index that cannot calibrate
 (the provider failed on the probes) serves raw cosines, as before, and ``status`` says so.
 """
@@ -35,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbeddingError
 from sessionmem.memory.embed.embedder import embeds_query_batches
+from sessionmem.memory.search.reference_notes import REFERENCE_NOTES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,7 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_KEY = "vector_calibration_v1"
+CALIBRATION_KEY = "vector_calibration_v2"  # v2: blended with the reference (v1 is measured again)
+REFERENCE_KEY = "vector_calibration_reference_v1"  # the reference notes' statistics for one model
 PROBE_VECTORS_KEY = "vector_calibration_probes_v1"  # the probes' query vectors, for recalibrations
 Z_SCALE = 10.4  # score = 1 - exp(-z / Z_SCALE): minScore 0.35 <-> z 4.5; 0.62 at z 10, 0.85 at z 20
 RECALIBRATE_CHANGE = 0.2  # share of the vector count that must change before a new measurement
@@ -51,6 +62,7 @@ MIN_COUNT_CHANGE = 8  # ... and at least this many vectors (small indexes do not
 SAMPLE_ROWS = 4000  # chunk vectors measured against, evenly spread over the index
 MAD_TO_SD = 1.4826  # the median absolute deviation of a normal distribution times this is its sd
 MIN_SPREAD = 1e-3
+REFERENCE_UNTIL = 1000  # from this many vectors on, the index's own statistics serve alone (ref. < 5%)
 
 # Questions about things a memory rarely holds, as users would type them, in the seed languages and
 # others. What matters is that they are unrelated to nearly every note: if a few happen to be on a
@@ -98,10 +110,13 @@ class Calibration:
     provider_key: str
     model: str
     dims: int
-    centre: float  # median cosine of a probe and a chunk
-    spread: float  # its robust standard deviation (MAD x 1.4826)
+    centre: float  # median cosine of a probe and a chunk (blended with the reference's)
+    spread: float  # its robust standard deviation (MAD x 1.4826), blended likewise
     vectors: int  # chunk vectors in the index when measured
     probes: int
+    reference_notes: int = 0  # reference notes blended in as that many chunks (0: none)
+    reference_centre: float | None = None  # the reference's own statistics, for ``status`` and explain
+    reference_spread: float | None = None
 
     def z(self, cosine: float) -> float:
         return (cosine - self.centre) / self.spread
@@ -192,18 +207,60 @@ def embed_probes(
     return np.stack(rows), fresh
 
 
+def blend(
+    own: tuple[float, float], vectors: int, reference: tuple[float, float] | None
+) -> tuple[float, float]:
+    """(centre, spread) of the index's ``own`` statistics over ``vectors`` chunks and the reference's,
+    which counts as ``len(REFERENCE_NOTES)`` chunks (module docstring); ``own`` alone without one."""
+    if reference is None:
+        return own
+    n, m = max(0, vectors), len(REFERENCE_NOTES)
+    centre = (n * own[0] + m * reference[0]) / (n + m)
+    spread = (n * own[1] + m * reference[1]) / (n + m)
+    return centre, max(spread, MIN_SPREAD)
+
+
+def reference_digest() -> str:
+    """Names the shipped reference notes: statistics stored for other notes are measured again."""
+    return hashlib.sha256("\0".join(REFERENCE_NOTES).encode("utf-8")).hexdigest()[:16]
+
+
+def reference_statistics(embedder: Embedder, probes: np.ndarray) -> tuple[float, float]:
+    """(median, robust sd) of the probes against the reference notes embedded as documents.
+    Raises ``EmbeddingError``."""
+    import numpy as np
+
+    try:
+        raw = np.asarray(embedder.embed_documents(list(REFERENCE_NOTES)), dtype=np.float32)
+    except EmbeddingError:
+        raise
+    except Exception as exc:  # a provider's own failure: the caller falls back to the index alone
+        raise EmbeddingError(f"{embedder.model} failed on the reference notes: {exc}") from exc
+    if raw.ndim != 2 or raw.shape != (len(REFERENCE_NOTES), probes.shape[1]):
+        raise EmbeddingError(f"{embedder.model} gave {raw.shape} vectors for the reference notes")
+    norms = np.linalg.norm(raw, axis=1)
+    if not np.isfinite(raw).all() or (norms == 0).any():
+        raise EmbeddingError(f"{embedder.model} gave no usable vector for a reference note")
+    return null_statistics(probes, raw / norms[:, None])
+
+
 def measure(
-    embedder: Embedder, cached: dict[str, bytes], chunk_vectors: np.ndarray, vectors: int
+    embedder: Embedder,
+    cached: dict[str, bytes],
+    chunk_vectors: np.ndarray,
+    vectors: int,
+    reference: tuple[float, float] | None = None,
 ) -> tuple[Calibration, dict[str, bytes]]:
     """A calibration of ``embedder`` against ``chunk_vectors`` (a sample of the index's ``vectors``),
-    and the probe vectors to cache."""
+    blended with ``reference`` (the reference notes' statistics, :func:`reference_statistics`) when
+    given, and the probe vectors to cache."""
     probes, fresh = embed_probes(embedder, cached)
     if probes.shape[1] != chunk_vectors.shape[1]:
         raise EmbeddingError(
             f"{embedder.model} gave {probes.shape[1]}-dimensional probe vectors for an index of "
             f"{chunk_vectors.shape[1]} dimensions"
         )
-    centre, spread = null_statistics(probes, chunk_vectors)
+    centre, spread = blend(null_statistics(probes, chunk_vectors), vectors, reference)
     cal = Calibration(
         provider_key=embedder.provider_key,
         model=embedder.model,
@@ -212,6 +269,9 @@ def measure(
         spread=round(spread, 6),
         vectors=vectors,
         probes=len(probes),
+        reference_notes=len(REFERENCE_NOTES) if reference is not None else 0,
+        reference_centre=None if reference is None else round(reference[0], 6),
+        reference_spread=None if reference is None else round(reference[1], 6),
     )
     return cal, fresh
 
@@ -272,15 +332,19 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
         vectors = stored.get("vectors")
         if isinstance(vectors, dict):
             cached = {k: base64.b64decode(v) for k, v in vectors.items() if isinstance(v, str)}
+    known = set(cached)
     try:
-        cal, fresh = measure(embedder, cached, chunk_vectors, int(count))
+        reference, entry = _reference(conn, embedder, cached, int(count), int(chunk_vectors.shape[1]))
+        cal, fresh = measure(embedder, cached, chunk_vectors, int(count), reference)
     except EmbeddingError as exc:
         log.warning("vector calibration with %s failed: %s", embedder.model, exc)
         return f"vector scores are not calibrated ({exc}); minScore applies to raw cosine similarity"
+    cached.update(fresh)
     with conn.atomic():
         write_json(conn, CALIBRATION_KEY, cal.to_json())
-        if fresh:
-            cached.update(fresh)
+        if entry is not None:
+            write_json(conn, REFERENCE_KEY, entry)
+        if set(cached) != known:
             encoded = {k: base64.b64encode(v).decode("ascii") for k, v in cached.items()}
             write_json(conn, PROBE_VECTORS_KEY, {"providerKey": embedder.provider_key, "vectors": encoded})
     log.info(
@@ -291,3 +355,37 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
         cal.vectors,
     )
     return None
+
+
+def _reference(
+    conn: Any, embedder: Embedder, cached: dict[str, bytes], vectors: int, dims: int
+) -> tuple[tuple[float, float] | None, dict[str, Any] | None]:
+    """The reference notes' statistics for ``embedder`` and, when newly measured, the meta entry to
+    store: stored ones when they fit, else measured (embedding the notes once). None from
+    ``REFERENCE_UNTIL`` vectors on, or when the provider fails on the notes (the index's own
+    statistics then serve alone, as before). Adds the probe vectors it embeds to ``cached``."""
+    from sessionmem.memory.store.meta import read_json
+
+    if vectors >= REFERENCE_UNTIL:
+        return None, None
+    key: dict[str, Any] = {
+        "providerKey": embedder.provider_key,
+        "model": embedder.model,
+        "dims": dims,
+        "notes": reference_digest(),
+    }
+    stored = read_json(conn, REFERENCE_KEY)
+    if isinstance(stored, dict) and all(stored.get(k) == v for k, v in key.items()):
+        centre, spread = stored.get("centre"), stored.get("spread")
+        if isinstance(centre, (int, float)) and isinstance(spread, (int, float)) and spread > 0:
+            return (float(centre), float(spread)), None
+    probes, fresh = embed_probes(embedder, cached)  # raises EmbeddingError: no calibration at all
+    cached.update(fresh)
+    if probes.shape[1] != dims:
+        return None, None  # measure() says why
+    try:
+        centre, spread = reference_statistics(embedder, probes)
+    except EmbeddingError as exc:
+        log.warning("vector calibration with %s: no reference (%s)", embedder.model, exc)
+        return None, None
+    return (centre, spread), {**key, "centre": round(centre, 6), "spread": round(spread, 6)}

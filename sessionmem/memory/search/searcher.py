@@ -5,7 +5,11 @@ The flow of one query:
 1. The query is read up to its bounds (``query_bounds``: ``MAX_QUERY_CHARS`` characters, then
    ``MAX_QUERY_TERMS`` distinct keywords; ``SearchResponse.query_cut`` says what was left out).
    Empty -> no results.
-2. ``candidates = min(200, max(1, maxResults * candidateMultiplier))``.
+2. ``candidates = min(200, max(120, maxResults * candidateMultiplier))``: one pool for every request of
+   up to 30 results (at the default multiplier 4), so asking for more never loses what fewer found.
+   A vector hit outside the keyword side's list has no keyword evidence (step 5), so with a pool that
+   grew with ``maxResults`` a hit's score, and the order, changed with the number asked for: on
+   LoCoMo the 6-result list was not the first six of the 30-result one for 7 of 47 questions.
 3. Keyword search (``fts_search``): the query's terms ORed, ranked by ``bm25(chunks_fts)``, limited to
    ``candidates`` rows.
 4. Hybrid: the query is embedded and the nearest ``candidates`` chunks fetched from the fastest
@@ -74,11 +78,13 @@ if TYPE_CHECKING:  # numpy and the vector paths load only when an embedder exist
 log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 200
+MIN_CANDIDATES = 120  # the pool of every request up to 30 results: their lists start alike
 FTS_ONLY_MODEL = "fts-only"
 
 
 def candidate_count(max_results: int, multiplier: int) -> int:
-    return min(MAX_CANDIDATES, max(1, int(max_results * multiplier)))
+    """The candidates each side fetches: a fixed pool up to ``MIN_CANDIDATES`` (module docstring)."""
+    return min(MAX_CANDIDATES, max(MIN_CANDIDATES, int(max_results * multiplier)))
 
 
 @dataclass(frozen=True, slots=True)
