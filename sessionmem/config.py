@@ -55,7 +55,8 @@ DEFAULT_LOCAL_MODEL = "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-
 class LocalEmbeddingConfig(CamelModel):
     model_path: str | None = None  # a GGUF path or an hf:owner/repo/file.gguf URI
     model_cache_dir: str | None = None
-    n_threads: int | None = None
+    # Unset: chosen per call by measurement (memory/embed/threads.py); set: llama.cpp's threads, exactly.
+    n_threads: int | None = Field(None, ge=1)
 
     _paths = field_validator("model_path", "model_cache_dir")(file_path)
     # Longer texts are embedded in windows of this many tokens, averaged (never past the model's context).

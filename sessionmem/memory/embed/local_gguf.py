@@ -27,6 +27,10 @@ small repacking buys nothing measurable. llama-cpp-python sets model parameters 
 ``Llama.__init__`` from ``llama_model_default_params()``, so :func:`_plain_cpu_buffers` switches the
 default off around the load.
 
+Threads: with ``local.nThreads`` unset, the count is chosen per call by measurement
+(:mod:`sessionmem.memory.embed.threads`), because llama.cpp's default of every core collapses (about
+4x slower) when another process holds one of them; a set ``nThreads`` is passed to llama.cpp as is.
+
 No timeouts: OpenClaw bounds local embedding at 5 min (query) / 10 min (batch), but a llama.cpp call
 cannot be interrupted from Python, so a timer could only stop waiting while the model keeps a core
 busy and holds its lock. Local calls run to completion; ``memorySearch.remote.timeoutSeconds`` and
@@ -40,12 +44,14 @@ import hashlib
 import json
 import struct
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from sessionmem.errors import EmbedderUnavailable, EmbeddingError
 from sessionmem.memory.embed.embedder import Progress
+from sessionmem.memory.embed.threads import ThreadChooser, candidate_counts, usable_cores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -200,7 +206,16 @@ class LocalEmbedder:
     ):
         self.model = str(model_path_or_uri)
         self.cache_dir = cache_dir
+        if n_threads is not None and n_threads < 1:
+            raise ValueError(f"n_threads must be 1 or more, got {n_threads}")
         self.n_threads = n_threads
+        # Unset: the count is chosen call by call (threads.py); set: llama.cpp gets exactly that.
+        self.thread_chooser: ThreadChooser | None = None
+        if n_threads is None:
+            self.thread_chooser = ThreadChooser(candidate_counts(usable_cores()))
+            self._threads_set = self.thread_chooser.current
+        else:
+            self._threads_set = n_threads
         self.window_tokens = window_tokens
         key: dict[str, Any] = {"provider": "local", "model": self.model}
         if window_tokens is not None:  # another window gives other vectors: cached ones must not be reused
@@ -327,8 +342,8 @@ class LocalEmbedder:
             "n_ctx": context,
             "n_batch": context or MAX_CONTEXT,
             "n_ubatch": context or MAX_CONTEXT,  # an encoder needs each sequence in one micro-batch
-            "n_threads": self.n_threads,
-            "n_threads_batch": self.n_threads,
+            "n_threads": self._threads_set,
+            "n_threads_batch": self._threads_set,
             "verbose": False,
         }
         with _plain_cpu_buffers():
@@ -360,10 +375,15 @@ class LocalEmbedder:
                 pieces.append(piece)
                 owners.append(i)
                 weights.append(float(n_tokens))
+        tokens = int(sum(weights))
+        threads = self._use_threads(llm, tokens)
+        start = time.perf_counter()
         try:
             raw = llm.embed(pieces, normalize=False, truncate=True)
         except Exception as exc:
             raise EmbeddingError(f"local model {Path(self.model).name} failed to embed: {exc}") from exc
+        if self.thread_chooser is not None:
+            self.thread_chooser.record(threads, tokens, time.perf_counter() - start)
         vectors = np.asarray(raw, dtype=np.float64)
         if vectors.shape != (len(pieces), self._dims):
             raise EmbeddingError(
@@ -372,6 +392,24 @@ class LocalEmbedder:
         combined = np.zeros((len(texts), self._dims), dtype=np.float64)
         np.add.at(combined, np.asarray(owners), vectors * np.asarray(weights)[:, None])
         return _normalise(combined, texts)
+
+    @property
+    def threads(self) -> int:
+        """The thread count of the last llama.cpp call (of the next one, before any)."""
+        return self._threads_set
+
+    def _use_threads(self, llm: Any, tokens: int) -> int:
+        """The thread count for the next call: ``n_threads`` when set, else the chooser's (applied)."""
+        if self.thread_chooser is None:
+            return self._threads_set
+        count = self.thread_chooser.next_count(tokens)
+        if count != self._threads_set:
+            import llama_cpp
+
+            llama_cpp.llama_set_n_threads(llm.ctx, count, count)
+            llm.n_threads = llm.n_threads_batch = count  # what llama-cpp-python reports
+            self._threads_set = count
+        return count
 
     @staticmethod
     def _windows(llm: Any, text: str, limit: int) -> list[tuple[str, int]]:
