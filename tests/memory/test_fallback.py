@@ -72,8 +72,10 @@ def test_failing_provider_switches_once_to_the_local_fallback_and_rebuilds(
 
         report = index.sync()
 
-        # the first sync: one request for the note, one for the calibration probes; then the retries
-        assert len(openai_server.embeddings.requests) == 2 + FAST_RETRY.attempts
+        # the first sync: one request for the note, one for the calibration probes, one for the reference
+        # notes a small index's calibration leans on (sessionmem.memory.search.reference_notes); then the
+        # retries
+        assert len(openai_server.embeddings.requests) == 3 + FAST_RETRY.attempts
         assert report.full and report.embedded == 2  # every chunk again, with the fallback
         assert "switched to the fallback local" in report.issues[0]
         status = index.status()
@@ -97,7 +99,7 @@ def test_failing_provider_switches_once_to_the_local_fallback_and_rebuilds(
         assert response.results[0].explanation.vector_score is not None
         assert (response.provider, response.mode) == ("local", "hybrid")
         assert response.fallback is not None and response.fallback["from"] == "openai-compatible"
-        assert len(openai_server.embeddings.requests) == 2 + FAST_RETRY.attempts  # the remote is done
+        assert len(openai_server.embeddings.requests) == 3 + FAST_RETRY.attempts  # the remote is done
 
 
 def test_the_original_error_stands_when_the_fallback_cannot_be_created(
