@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sessionmem.context import Context
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.session_memory import SessionMemory
     from sessionmem.model.base import Model
     from sessionmem.session.runner import SessionRunner
     from sessionmem.session.turn.events import EventCallback
@@ -47,8 +48,6 @@ async def open_runner(
 
     The index is opened in a worker thread (it may take a while) and the runner on the event loop's
     thread (its session store may hold a connection bound to that thread)."""
-    from sessionmem.session.runner import SessionRunner
-
     make_private_dirs(context.workspace / "memory")
     async with contextlib.AsyncExitStack() as stack:
         index = None
@@ -59,21 +58,37 @@ async def open_runner(
                 if on_index_error is None:
                     raise
                 on_index_error(exc)
-        runner = SessionRunner(
-            model,
-            config=context.config,
-            agent_id=context.agent_id,
-            workspace=context.workspace,
-            state_dir=context.state_dir,
-            on_event=on_event,
-            memory_index=index,
-            command_source=command_source,
-            close_index=False,  # closed by the stack, in a worker thread, once the runner has drained
-        )
+        # the index is closed by the stack, in a worker thread, once the runner has drained
+        runner = build_runner(context, model, index, on_event=on_event, command_source=command_source)
         try:
             yield runner
         finally:
             await runner.aclose()
+
+
+def build_runner(
+    context: Context,
+    model: Model,
+    memory_index: SessionMemory | None,
+    *,
+    on_event: EventCallback | None = None,
+    command_source: str | None = None,
+) -> SessionRunner:
+    """The agent's runner over ``memory_index``, with the context's config, workspace and state folder;
+    the index stays open when the runner closes (its opener closes it)."""
+    from sessionmem.session.runner import SessionRunner
+
+    return SessionRunner(
+        model,
+        config=context.config,
+        agent_id=context.agent_id,
+        workspace=context.workspace,
+        state_dir=context.state_dir,
+        on_event=on_event,
+        memory_index=memory_index,
+        command_source=command_source,
+        close_index=False,
+    )
 
 
 async def _enter_in_thread(

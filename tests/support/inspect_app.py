@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from sessionmem.assembly import open_index
+from sessionmem.assembly import build_runner, open_index
 from sessionmem.context import Context, GlobalOptions, resolve
 from sessionmem.errors import UsageError
 from sessionmem.model.scripted import ScriptedModel, flush_aware, flush_write
@@ -79,15 +79,7 @@ def served_agents(
     app = resolve(options, env={})
     with open_index(app) as index:
         model = ScriptedModel(responder=flush_aware(lambda request: "noted", flush=flush_write(FLUSH_FACT)))
-        runner = SessionRunner(
-            model,
-            config=app.config,
-            agent_id=app.agent_id,
-            workspace=app.workspace,
-            state_dir=app.state_dir,
-            memory_index=index,
-            close_index=False,
-        )
+        runner = build_runner(app, model, index)
         try:
             yield ServedForTest({app.agent_id: app}, {app.agent_id: runner})
         finally:
