@@ -22,6 +22,9 @@ not passed to the server). One schema per agent holds the tables of ``schema.PG_
   sees the old index until it commits, and a failed rebuild rolls back to it.
 - The write token a loaded matrix checks is a counter in ``meta`` that every write transaction bumps,
   so a matrix on one host sees a sync committed on another.
+- A connection the server ended (a restart, a failover, an idle timeout, ``pg_terminate_backend``) is
+  replaced by :meth:`PgStore.recover`, which the index calls when a call fails with it, then runs the
+  call once more; a statement's own error is never retried.
 """
 
 from __future__ import annotations
@@ -74,18 +77,21 @@ def _psycopg() -> Any:
 
 
 class AdvisoryLock:
-    """A reentrant session advisory lock on one connection, shared by the threads of this process."""
+    """A reentrant session advisory lock on one connection, shared by the threads of this process.
+    The server frees it with its connection: entered again after a reconnect, it is taken anew."""
 
     def __init__(self, store: PgStore) -> None:
         self._store = store
         self._thread_lock = threading.RLock()
         self._depth = 0
+        self._held_on: Any = None  # the connection holding the lock
 
     def __enter__(self) -> AdvisoryLock:
         self._thread_lock.acquire()
         try:
-            if self._depth == 0:
+            if self._depth == 0 or self._held_on is not self._store.conn:
                 self._store.lock_sync()
+                self._held_on = self._store.conn
         except BaseException:
             self._thread_lock.release()
             raise
@@ -96,9 +102,35 @@ class AdvisoryLock:
         self._depth -= 1
         try:
             if self._depth == 0:
-                self._store.unlock_sync()
+                held_on, self._held_on = self._held_on, None
+                if held_on is self._store.conn and not held_on.closed:  # else it went with its connection
+                    self._store.unlock_sync()
         finally:
             self._thread_lock.release()
+
+
+class _CurrentConnection:
+    """The store's connection as it is now (a reconnect replaces it): what its keyword index runs on."""
+
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self._store.conn.execute(*args, **kwargs)
+
+
+def connection_lost(error: BaseException) -> bool:
+    """True when ``error``, or one behind it, is psycopg's ``OperationalError`` (the class of a lost
+    connection; a statement's own errors are other classes, or leave the connection open)."""
+    psycopg = _psycopg()
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        if isinstance(link, psycopg.OperationalError):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
 
 
 class PgStore:
