@@ -74,6 +74,7 @@ from sessionmem.session.turn.model_turn import (
 from sessionmem.session.turn.state import SessionState, TurnKind
 from sessionmem.session.turn.streaming import PartialCallback
 from sessionmem.tokens import count_tokens
+from sessionmem.tools.client import ClientTool
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
@@ -83,12 +84,26 @@ log = logging.getLogger(__name__)
 
 
 async def drive_turn(
-    state: SessionState, prompt: Message, on_partial: PartialCallback | None = None
+    state: SessionState,
+    prompt: Message,
+    on_partial: PartialCallback | None = None,
+    client_tools: dict[str, ClientTool] | None = None,
 ) -> ModelTurn:
     """One user turn of ``prompt`` through the gate: flush or compact before it when due, the model turn
-    (making room when it overflows), compaction after it when due."""
+    (making room when it overflows), compaction after it when due. With ``client_tools`` the turn may end
+    suspended on the caller's tool calls (``turn.client_calls``; :func:`resume_turn` goes on)."""
     await preflight(state, prompt)
-    turn = await model_turn_with_room(state, prompt, kind="turn", on_partial=on_partial)
+    turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
+    await advance_with_room(state, turn)
+    await compact_if_over_threshold(state)
+    return turn
+
+
+async def resume_turn(state: SessionState, turn: ModelTurn) -> ModelTurn:
+    """A turn suspended on the caller's tools goes on (``turn`` starts from the context, the tool results
+    in it): no preflight (no new user turn began), the model turn (making room when it overflows),
+    compaction after it when due, as :func:`drive_turn` ends."""
+    await advance_with_room(state, turn)
     await compact_if_over_threshold(state)
     return turn
 
@@ -104,6 +119,11 @@ async def model_turn_with_room(
     """Run a model turn (an ordinary one, or the flush); each time its model call overflows the window,
     compact through the gate and let it go on (see the module docstring)."""
     turn = start_model_turn(state, prompt, kind=kind, system_extra=system_extra, on_partial=on_partial)
+    return await advance_with_room(state, turn)
+
+
+async def advance_with_room(state: SessionState, turn: ModelTurn) -> ModelTurn:
+    """Advance ``turn`` until it ends, making room each time its model call overflows the window."""
     while (overflow := await advance_model_turn(state, turn)) is not None:
         try:
             await make_room(state, turn, overflow)
