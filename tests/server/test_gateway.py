@@ -213,15 +213,6 @@ def test_a_body_that_is_not_json_or_too_large_is_refused(gateway: RunningGateway
     assert form.status_code == 415
 
 
-def test_client_tools_are_refused_until_supported(client: openai.OpenAI) -> None:
-    tools: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(
-            model="main", messages=[{"role": "user", "content": "hi"}], tools=tools
-        )
-    assert "client tools are not supported yet" in str(refused.value)
-
-
 def test_upstream_rate_limit_and_outage_reach_the_client_as_such(
     client: openai.OpenAI, openai_server: OpenAIServer
 ) -> None:
