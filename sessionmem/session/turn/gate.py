@@ -4,10 +4,10 @@ turn and the compaction.
 A user turn (:func:`drive_turn`): :func:`preflight` (at the compaction threshold compact through the
 gate, else at the flush threshold run the flush), the model turn (:func:`model_turn_with_room`), then
 :func:`compact_if_over_threshold`. A turn suspended on the caller's own tools goes on with
-:func:`resume_turn` (:mod:`~sessionmem.session.turn.client_calls`): the model turn and the compaction after
-it, no preflight, since no new user turn began. Every threshold is read from the window's budget kept on the session's
-state (``state.budget``, computed once for the window in use, again only when the provider states a
-smaller one).
+:func:`resume_turn` (:mod:`~sessionmem.session.turn.client_calls`): the model turn and the compaction
+after it, no preflight, since no new user turn began. Every threshold is read from the window's budget
+kept on the session's state (``state.budget``, computed once for the window in use, again only when the
+provider states a smaller one).
 
 The model turn (:mod:`~sessionmem.session.turn.model_turn`) reports a context overflow instead of raising
 it; the gate makes room and lets the turn go on, at most :data:`MAX_ROOM_ATTEMPTS` times per model call:
