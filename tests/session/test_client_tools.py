@@ -182,3 +182,18 @@ def test_a_new_user_message_abandons_the_pending_calls(tmp_path: Path, workspace
     sent = model.calls[-1].messages
     assert all(not m.tool_calls for m in sent) and sent[-1].content == "forget it"
     assert session.pending_tool_calls == ()
+
+
+def test_a_suspended_turn_is_continued_by_another_runner_from_the_transcript(
+    tmp_path: Path, workspace: Path
+) -> None:
+    first, _ = make_runner(ScriptedModel(responder=weather_model()), tmp_path, workspace, BIG)
+    [call] = first.open().run_turn_sync("weather?", tools=[WEATHER]).tool_calls
+    first.close()  # a restart of the gateway, or another process on the same store
+
+    model = ScriptedModel(responder=weather_model())
+    second, _ = make_runner(model, tmp_path, workspace, BIG)
+    session = second.open()
+    assert session.pending_tool_calls == (call,)
+    done = session.submit_tool_results_sync([ToolResult(call.id, "foggy")], tools=[WEATHER])
+    assert done.reply == "In Oslo it is foggy." and [c.purpose for c in model.calls] == ["turn"]
