@@ -10,9 +10,14 @@ This script plugs the public API in: one ``MemoryIndex`` per conversation with t
 each question a ``SearchRequest`` for the top 10. Configurations: keyword-only (no embedding
 provider) and the local MiniLM GGUF, each on the daily-log layout (``memory/YYYY-MM-DD.md``) and the
 transcript layout (``sessions/*.jsonl``), beside the harness's own stdlib BM25 on the same layouts.
-Then the no-answer check: the 50 questions of ``bench/no_answer_questions.txt`` (about things these
-conversations never mention; written for this benchmark) are asked of every conversation's MiniLM
-index, and the rate is the share that returns nothing above ``minScore``.
+Then two sets of questions nobody can answer from the memory, asked of every conversation's index
+in each configuration (daily logs, defaults), and the rate is the share answered with nothing or
+flagged not found (``SearchResponse.not_found``): the 50 generic ones of
+``bench/no_answer_questions.txt`` (off topic for every conversation), and the 250 of
+``bench/never_said_questions.tsv`` (50 per conversation, naming its own people, asking about things
+they never mentioned: each question's distinctive words are checked absent from its conversation's
+files on every run, and by ``--check-sets`` alone). Beside R@6, the share of answerable questions
+flagged not found (a cost: their answer was there).
 
     python bench/bench_recall.py                      # every configuration and the no-answer rate
     python bench/bench_recall.py --only keyword       # keyword-only, both layouts (about 10 s)
