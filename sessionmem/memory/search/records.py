@@ -117,6 +117,24 @@ class HeldBack:
 
 
 @dataclass(frozen=True, slots=True)
+class NotFound:
+    """The results do not hold what the query asks: its distinctive words are missing (``answer_check``)."""
+
+    missing: tuple[str, ...]  # the query's distinctive terms no result (nor the lines beside it) holds
+    held_share: float  # the share of the distinctive terms' IDF the results hold
+
+    def to_json(self) -> dict[str, Any]:
+        return {"missing": list(self.missing), "heldShare": round(self.held_share, 4), "note": self.note()}
+
+    def note(self) -> str:
+        words = ", ".join(f"'{w}'" for w in self.missing)
+        return (
+            f"The memory may hold nothing about this: no result mentions {words}. The results share only "
+            "the topic or the people; do not answer from them unless they clearly say it. Say you checked."
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class QueryCut:
     """What a search left out of a query over its bounds (``query_bounds``): said, never an error."""
 
@@ -155,6 +173,7 @@ class SearchResponse:
     held_back: HeldBack | None = None  # candidates under minScore, when a floor applied and any fell
     calibration: dict[str, Any] | None = None  # with ``explain``: how vector scores were calibrated
     query_cut: QueryCut | None = None  # the query was over its bounds: what was searched of it
+    not_found: NotFound | None = None  # the results lack the query's distinctive words (``answer_check``)
 
     def to_json(self) -> dict[str, Any]:
         """The response as the CLI's ``--json`` and the inspector's API show it (camelCase keys)."""
@@ -174,4 +193,6 @@ class SearchResponse:
             out["calibration"] = dict(self.calibration)
         if self.query_cut is not None:
             out["queryCut"] = self.query_cut.to_json()
+        if self.not_found is not None:
+            out["notFound"] = self.not_found.to_json()
         return out
