@@ -95,6 +95,7 @@ _CUES = frozenset(
         "year",
     ]
 )
+_SEASON_CUES = _CUES - {"and", "of", "year"}  # "summer camp and spring cleaning" names no time
 _RELATIVE = ("last", "this", "next")
 _PART = {"early": (1, 10), "mid": (11, 20), "late": (21, 31)}  # days of a month "early May" covers
 MIN_YEAR, MAX_YEAR = 1900, 2199  # a number in this range may be a year
@@ -129,7 +130,10 @@ def query_span(query: str, today: date) -> DateSpan | None:
     yearless: list[_Yearless] = []
     i = 0
     while i < len(words):
-        found, end = _mention(words, i, today)
+        try:
+            found, end = _mention(words, i, today)
+        except (OverflowError, ValueError):  # past the calendar's ends (year 1, year 9999): no time
+            found, end = None, i + 1
         if isinstance(found, DateSpan):
             spans.append(found)
         elif isinstance(found, _Yearless):
@@ -276,7 +280,7 @@ def _season(words: list[str], i: int, before: str, today: date) -> tuple[DateSpa
     year = _year_at(words, i + 1)
     if year is not None:
         return _season_span(year, start_month), _skip_of(words, i + 1) + 1
-    if before not in _CUES:
+    if before not in _SEASON_CUES:
         return None, i  # "summer camp", "spring cleaning"
     # the instances around today: the one beginning in each year from last year to next
     spans = [
