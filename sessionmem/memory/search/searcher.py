@@ -20,8 +20,8 @@ The flow of one query:
    calibrated into evidence in [0, 1] (``ranking.keyword_score``; ``calibration.py`` for vectors) and
    the two are merged (``ranking.combine``).
 6. Date range (else the weight of the time the query names: ``date_boost``), decay, sort, the
-   ``minScore`` floor (on the calibrated, undecayed score; what falls
-   under it is counted in ``SearchResponse.held_back``), MMR (greedy for the first N picks), top N.
+   ``minScore`` floor (on the calibrated, undecayed score; what falls under it is counted in
+   ``SearchResponse.held_back``), MMR (greedy for the first N picks), top N.
 
 A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
 the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
