@@ -21,6 +21,9 @@ class SearchRequest:
         None  # inclusive; results dated before are dropped (undated kept only without a range)
     )
     before: date | None = None  # inclusive
+    # The day "yesterday" or "last week" in the query counts from (query_dates); None -> today on the
+    # machine's clock, in its local zone.
+    today: date | None = None
     sources: tuple[str, ...] | None = None  # None -> all configured sources
     explain: bool = False
     # What the reader may see (sessionmem.privacy), applied inside the query, before ranking and the
@@ -43,11 +46,12 @@ class ScoreExplanation:
     vector_score: float | None  # calibrated vector evidence in [0, 1], None without a vector
     merged: float  # the two merged (noisy-OR); minScore applies to this
     decay_multiplier: float  # 1.0 when decay is off or the result is evergreen
-    final: float  # after decay
+    final: float  # after decay and the date weight
     mmr_rank: int | None  # position chosen by MMR, None when MMR is off
     vector_path: str | None  # "matrix" | "sqlite-vec" | "brute-force"
     bm25: float | None = None  # FTS5's raw bm25() rank (lower is better)
     cosine: float | None = None  # raw cosine similarity
+    date_weight: float = 1.0  # below 1 when dated outside the time the query names (date_boost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,7 @@ class SearchResult:
                 "cosine": e.cosine,
                 "merged": e.merged,
                 "decay": e.decay_multiplier,
+                "dateWeight": e.date_weight,
                 "final": e.final,
                 "mmrRank": e.mmr_rank,
                 "vectorPath": e.vector_path,
