@@ -123,19 +123,30 @@ class HeldBack:
 
 @dataclass(frozen=True, slots=True)
 class NotFound:
-    """The results do not hold what the query asks: its distinctive words are missing (``answer_check``)."""
+    """The results do not hold what the query asks: its distinctive words are missing (``answer_check``).
+
+    What is shown (``to_json``, the tool's note) counts the missing words and never repeats them: a reply
+    holds no query text, so "the output holds nothing of a forgotten person" stays a check anyone can run
+    on it (tests/session/test_forget.py), and the model has its own question. ``missing`` (Python) has them.
+    """
 
     missing: tuple[str, ...]  # the query's distinctive terms no result (nor the lines beside it) holds
     held_share: float  # the share of the distinctive terms' IDF the results hold
 
     def to_json(self) -> dict[str, Any]:
-        return {"missing": list(self.missing), "heldShare": round(self.held_share, 4), "note": self.note()}
+        return {
+            "missingWords": len(self.missing),
+            "heldShare": round(self.held_share, 4),
+            "note": self.note(),
+        }
 
     def note(self) -> str:
-        words = ", ".join(f"'{w}'" for w in self.missing)
+        n = len(self.missing)
+        which = "the rarest word" if n == 1 else f"{n} of the rarest words"
         return (
-            f"The memory may hold nothing about this: no result mentions {words}. The results share only "
-            "the topic or the people; do not answer from them unless they clearly say it. Say you checked."
+            f"The memory may hold nothing about this: no result mentions {which} of the question. "
+            "The results share only the topic or the people; do not answer from them unless they clearly "
+            "say it. Say you checked."
         )
 
 
