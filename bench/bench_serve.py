@@ -14,6 +14,14 @@ connection per session).
 - **RSS**: the gateway's resident set after every block of turns over ``--turns`` turns (default 2,000;
   ``--turns 10000`` for the reported figure) spread over 100 sessions on a 3,000-token window, so every
   session flushes and compacts again and again: a gateway whose memory is bounded shows a flat line.
+- **Idle connections reused** (full runs): ``--idle-clients`` clients (default 300) each send a request,
+  wait about 5 s (4.99 to 5.01: httpx's and so the official openai client's own keep-alive expiry),
+  and send again on the same connection, three times. A server that closes idle connections after 5 s
+  (uvicorn's default) loses some of these requests (ReadError, "Server disconnected"); the gateway keeps
+  them 75 s and should lose none.
+
+The client uses httpx's default connection limits but for their number (idle connections kept 5 s, as
+the official openai client keeps them). Every request that got no reply is counted, by phase.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -174,7 +183,8 @@ def rss_mb(pid: int) -> float:
 # ---------------------------------------------------------------------------- the client
 
 
-failures: list[str] = []  # requests that got no reply (the run goes on; printed at the end)
+# "<phase>: <what>" of each request that got no reply (the run goes on; printed at the end)
+failures: list[str] = []
 
 
 async def session_turns(
@@ -198,10 +208,10 @@ async def session_turns(
         try:
             response = await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
         except httpx.TransportError as exc:  # counted and reported, never paired with an upstream time
-            failures.append(f"{type(exc).__name__}: {exc}")
+            failures.append(f"{run.split('.')[0]}: {type(exc).__name__}: {exc}")
             continue
         if response.status_code != 200:
-            failures.append(f"HTTP {response.status_code}: {response.text[:200]}")
+            failures.append(f"{run.split('.')[0]}: HTTP {response.status_code}: {response.text[:200]}")
             continue
         latencies[tag] = time.perf_counter() - start
 
@@ -210,11 +220,35 @@ async def drive(url: str, sessions: int, turns: int, run: str) -> dict[str, floa
     import httpx
 
     latencies: dict[str, float] = {}
-    # idle connections expire before uvicorn's 5 s keep-alive closes them (no reuse of a closing one)
-    limits = httpx.Limits(max_connections=sessions + 10, keepalive_expiry=4)
+    limits = httpx.Limits(max_connections=sessions + 10)  # idle ones kept 5 s, as the openai client does
     async with httpx.AsyncClient(limits=limits, timeout=120) as client:
         await asyncio.gather(*(session_turns(client, url, s, turns, latencies, run) for s in range(sessions)))
     return latencies
+
+
+async def idle_reuse(url: str, clients: int, rounds: int = 3) -> tuple[int, int]:
+    """(requests sent, requests lost) of ``clients`` connections each reused ``rounds`` times after
+    about 5 s idle (see the module docstring)."""
+    import httpx
+
+    sent = lost = 0
+    headers = {"authorization": f"Bearer {GATEWAY_KEY}"}
+
+    async def one(rng: random.Random) -> None:
+        nonlocal sent, lost
+        async with httpx.AsyncClient(timeout=60) as client:  # httpx's defaults: idle connections kept 5 s
+            for at in range(rounds + 1):
+                if at:
+                    await asyncio.sleep(rng.uniform(4.99, 5.01))
+                sent += 1
+                try:
+                    (await client.get(f"{url}/v1/models", headers=headers)).raise_for_status()
+                except httpx.HTTPError as exc:
+                    lost += 1
+                    failures.append(f"idle: {type(exc).__name__}: {exc}")
+
+    await asyncio.gather(*(one(random.Random(seed)) for seed in range(clients)))
+    return sent, lost
 
 
 def held(upstream: int) -> dict[str, float]:
@@ -240,6 +274,11 @@ def main() -> None:
     p.add_argument(
         "--upstream-ms", type=float, default=20.0, help="the upstream's time per call (default 20)"
     )
+    p.add_argument(
+        "--idle-clients",
+        type=int,
+        help="clients reusing a connection idle about 5 s (default 300; in --smoke and --quick runs none)",
+    )
     p.add_argument("--upstream", type=int, metavar="PORT", help=argparse_hidden())
     args = p.parse_args()
     if args.upstream:
@@ -263,6 +302,10 @@ def main() -> None:
             (root / "cost").mkdir()
             gw, url = gateway(root / "cost", upstream_port, 1_000_000)
             procs.append(gw)
+            idle_clients = args.idle_clients
+            if idle_clients is None:
+                idle_clients = 0 if args.smoke or quick else 300
+            idle = asyncio.run(idle_reuse(url, idle_clients)) if idle_clients else None  # a fresh gateway
             cost(url, upstream_port, 4, 3, "warm")  # litellm imported, runner opened, connections made
             rows = []
             for sessions, turns in ((1, single_turns), (many_sessions, many_turns)):
@@ -285,6 +328,12 @@ def main() -> None:
                     rows,
                 )
             )
+            if idle is not None:
+                print(
+                    f"\nIdle connections reused: {idle_clients} clients, each reusing its connection after "
+                    f"4.99-5.01 s idle (httpx's own expiry: 5 s), 3 times: {idle[0]:,} requests, "
+                    f"{idle[1]:,} lost.\n"
+                )
             (root / "rss").mkdir()
             gw, url = gateway(root / "rss", upstream_port, 3_000)
             procs.append(gw)
@@ -317,7 +366,11 @@ def main() -> None:
         f"(target <= {TARGET_GROWTH:.0%}: {verdict(growth, TARGET_GROWTH)})"
     )
     if failures:
-        print(f"\n{len(failures):,} requests got no reply; the first: {failures[0]}")
+        phases = sorted({f.split(":", 1)[0] for f in failures})
+        by_phase = ", ".join(f"{sum(f.startswith(p + ':') for f in failures)} in {p}" for p in phases)
+        print(f"\n{len(failures):,} requests got no reply ({by_phase}); the first: {failures[0]}")
+    else:
+        print("\nEvery request got a reply.")
     footer()
 
 

@@ -18,6 +18,7 @@ from sessionmem.errors import (
     ModelError,
     SessionError,
     SessionMemError,
+    ToolResultsMismatch,
     UsageError,
 )
 from sessionmem.lazy import lazy_names
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         TurnEvent,
         TurnResult,
     )
+    from sessionmem.tools.client import ClientTool, ToolResult
     from sessionmem.tools.define import Tool, tool
 
 __version__ = "0.1.0"
@@ -86,11 +88,13 @@ __getattr__, __dir__ = lazy_names(
             "TurnEvent",
             "TurnResult",
         ],
+        "sessionmem.tools.client": ["ClientTool", "ToolResult"],
         "sessionmem.tools.define": ["Tool", "tool"],
     },
 )
 
 __all__ = [
+    "ClientTool",
     "CommandEvent",
     "CompactionEvent",
     "CompactionFailedEvent",
@@ -131,6 +135,8 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallEvent",
+    "ToolResult",
+    "ToolResultsMismatch",
     "TurnEvent",
     "TurnResult",
     "Usage",

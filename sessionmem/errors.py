@@ -3,7 +3,8 @@
 SessionMemError
 ├── ConfigError                 a config file or value is invalid (names the key)
 ├── UsageError                  the API was called the wrong way
-│   └── ToolSchemaError         a @tool function's types have no JSON schema (session.tool_schema)
+│   ├── ToolSchemaError         a @tool function's types have no JSON schema (session.tool_schema)
+│   └── ToolResultsMismatch     submitted tool results do not answer the pending client tool calls
 ├── UnsafeWriteError            a write would follow a symlink or a hard link out of its folder
 ├── FileWriteError              a file could not be written (a full disk): names it; also an OSError
 ├── ModelError                  the chat model failed (after mapping litellm's errors)
@@ -45,6 +46,11 @@ class ConfigError(SessionMemError):
 
 class UsageError(SessionMemError):
     """The API was used incorrectly (a bug in the caller, not a runtime failure)."""
+
+
+class ToolResultsMismatch(UsageError):
+    """Tool results were submitted that do not answer the session's pending client tool calls (ids
+    unknown, missing or given twice, or no call pending at all)."""
 
 
 class UnsafeWriteError(SessionMemError):

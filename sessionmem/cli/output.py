@@ -216,6 +216,7 @@ def format_explanation(result: SearchResult) -> str:
         f"vector={num(e.vector_score)}" + ("" if e.cosine is None else f" (cosine {e.cosine:.3f})"),
         f"merged={num(e.merged)}",
         f"decay={num(e.decay_multiplier)}",
+        f"date={num(e.date_weight)}",
         f"final={num(e.final)}",
         f"mmr={'-' if e.mmr_rank is None else '#' + str(e.mmr_rank)}",
         f"path={e.vector_path or '-'}",

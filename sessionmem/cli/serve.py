@@ -67,7 +67,7 @@ def serve(
 
     from sessionmem.server.app import create_app
     from sessionmem.server.auth import api_keys, require_guard
-    from sessionmem.server.mcp import listen_tcp
+    from sessionmem.server.mcp import listen_tcp, uvicorn_config
     from sessionmem.server.pool import AgentPool
 
     app = output.resolved(ctx)
@@ -96,8 +96,7 @@ def serve(
     agents = ", ".join(c.agent_id for c in contexts)
     output.echo_err(f"sessionmem gateway on http://{shown}:{port}/v1 (agents: {agents}; {guard})")
     output.echo_err(f"inspector on http://{shown}:{port}/inspect")
-    config = uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=None)
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(uvicorn_config(asgi, timeout_graceful_shutdown=None)).run(sockets=[sock])
 
 
 def served_contexts(ctx: click.Context, first: Context) -> list[Context]:

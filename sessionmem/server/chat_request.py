@@ -13,11 +13,18 @@ The rules (the README's "Gateway" section says the same):
   another agent than ``model`` is refused (403).
 - The gateway keeps the session, so only the new messages are taken from ``messages``: those after the
   last ``assistant`` message (all of them when there is none). A client that sends only its new
-  message and one that resends the whole history each time are both served. Of the new messages, the
-  ``user`` ones make the turn (several are joined with a blank line); ``system`` and ``developer``
-  messages are left out (the agent's own system prompt is used). There must be at least one.
-- Text only: a content given as parts must be ``text`` parts. Client tools are not supported yet: a
-  request declaring ``tools`` (or ``functions``), or carrying ``tool`` messages, is refused.
+  message and one that resends the whole history each time are both served. When the new messages are
+  ``tool`` results, they answer the tool calls of the client's own tools the last reply returned, and
+  the same turn goes on (:meth:`~sessionmem.session.runner.Session.submit_tool_results`; their
+  ``tool_call_id`` must answer exactly the pending calls, else 400); a user message beside them is
+  refused. Otherwise the new ``user`` messages make the turn (several are joined with a blank line).
+  ``system`` and ``developer`` messages are left out (the agent's own system prompt is used). There must
+  be at least one user message or tool result.
+- The client's own tools (``tools``, functions as OpenAI declares them) are offered to the model beside
+  the agent's own, which run server-side and are never shown; a tool named like one of the agent's is
+  refused. ``tool_choice: "none"`` leaves them out; other choices are the model's to make (not enforced).
+  The legacy ``functions`` and ``function`` messages are refused: use ``tools``.
+- Text only: a content given as parts must be ``text`` parts.
 - ``stream`` streams the reply as server-sent events; ``temperature``, ``max_tokens`` and the other
   sampling fields are left to the agent's configuration and ignored.
 """
@@ -31,16 +38,15 @@ from sessionmem.errors import UsageError
 from sessionmem.privacy import classify_key
 from sessionmem.server.openai_errors import GatewayError, bad_request
 from sessionmem.session.stores.keys import agent_session_key, default_key
+from sessionmem.tools.client import MAX_CLIENT_TOOLS, ClientTool, ToolResult
 
 MODEL_PREFIX = "sessionmem/"
 USER_CHANNEL = "openai"  # the channel of a session picked by the request's ``user``
 MAX_USER_CHARS = 128
 MAX_MESSAGES = 10_000
 SESSION_HEADER = "x-session-key"
-TOOLS_NOT_SUPPORTED = (
-    "client tools are not supported yet: the gateway runs the agent's own tools (memory_search, "
-    "memory_get) server-side; send the request without 'tools'"
-)
+MAX_CALL_ID_CHARS = 256
+LEGACY_FUNCTIONS = "the legacy 'functions' and 'function' messages are not supported: use 'tools'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +55,9 @@ class ChatRequest:
 
     model: str  # as the client wrote it (echoed in the response)
     agent_id: str
-    text: str  # the new user message(s), one turn
+    text: str  # the new user message(s), one turn ("" when the request gives tool results)
+    tools: tuple[ClientTool, ...] = ()  # the client's own tools
+    tool_results: tuple[ToolResult, ...] = ()  # results of the client's tool calls: the turn goes on
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage alone
     user: Any = None  # the request's ``user`` field, as given (see session_key)
@@ -68,8 +76,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     agent_id = agent_of(body.get("model"))
-    if body.get("tools") or body.get("functions"):
-        raise bad_request(TOOLS_NOT_SUPPORTED, "tools_not_supported")
+    if body.get("functions"):
+        raise bad_request(LEGACY_FUNCTIONS, "functions_not_supported")
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
         raise bad_request("'stream' must be true or false")
@@ -79,18 +87,56 @@ def parse_chat_request(body: Any) -> ChatRequest:
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object")
+    text, results = new_input(body.get("messages"))
+    tools = client_tools(body.get("tools"))
+    if body.get("tool_choice") == "none":
+        tools = ()
     return ChatRequest(
         model=str(body["model"]),
         agent_id=agent_id,
-        text=new_text(body.get("messages")),
+        text=text,
+        tools=tools,
+        tool_results=results,
         stream=bool(stream),
         include_usage=options.get("include_usage") is True,
         user=body.get("user"),
     )
 
 
-def new_text(messages: Any) -> str:
-    """The turn's text: the user messages after the last assistant message (see the module docstring)."""
+def client_tools(tools: Any) -> tuple[ClientTool, ...]:
+    """The client's own tools as the request declares them (``{"type": "function", "function": {...}}``)."""
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise bad_request("'tools' must be an array of tools")
+    if len(tools) > MAX_CLIENT_TOOLS:
+        raise bad_request(f"'tools' holds {len(tools):,} tools; at most {MAX_CLIENT_TOOLS}")
+    found = []
+    for at, spec in enumerate(tools):
+        function = spec.get("function") if isinstance(spec, dict) else None
+        if not isinstance(spec, dict) or spec.get("type") != "function" or not isinstance(function, dict):
+            raise bad_request(
+                f"tools[{at}] must be {{'type': 'function', 'function': {{...}}}}", "invalid_tool"
+            )
+        name = function.get("name")
+        if not isinstance(name, str):
+            raise bad_request(f"tools[{at}].function.name must be the tool's name", "invalid_tool")
+        try:
+            found.append(
+                ClientTool(
+                    name,
+                    function.get("description") or "",
+                    function.get("parameters") or {"type": "object", "properties": {}},
+                )
+            )
+        except UsageError as exc:
+            raise bad_request(f"tools[{at}]: {exc}", "invalid_tool") from None
+    return tuple(found)
+
+
+def new_input(messages: Any) -> tuple[str, tuple[ToolResult, ...]]:
+    """The turn's text, or the tool results that continue it: the messages after the last assistant
+    message (see the module docstring)."""
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array of messages")
     if len(messages) > MAX_MESSAGES:
@@ -98,19 +144,36 @@ def new_text(messages: Any) -> str:
     start = 0
     for at, message in enumerate(messages):
         role = _role(message, at)
-        if role == "tool" or role == "function":
-            raise bad_request(TOOLS_NOT_SUPPORTED, "tools_not_supported")
+        if role == "function":
+            raise bad_request(LEGACY_FUNCTIONS, "functions_not_supported")
         if role == "assistant":
             start = at + 1
-    texts = [
-        _text(message, start + at) for at, message in enumerate(messages[start:]) if message["role"] == "user"
-    ]
+    new = list(enumerate(messages[start:], start))
+    results = tuple(_result(message, at) for at, message in new if message["role"] == "tool")
+    texts = [_text(message, at) for at, message in new if message["role"] == "user"]
     texts = [text for text in texts if text.strip()]
-    if not texts:
+    if results and texts:
         raise bad_request(
-            "no new user message: the gateway takes the user messages after the last assistant message"
+            "tool results and a new user message in one request: send the tool results first, then the "
+            "user message once the reply to them has come",
+            "tool_results_with_user_message",
         )
-    return "\n\n".join(texts)
+    if not texts and not results:
+        raise bad_request(
+            "no new user message: the gateway takes the user messages (or tool results) after the last "
+            "assistant message"
+        )
+    return "\n\n".join(texts), results
+
+
+def _result(message: dict[str, Any], at: int) -> ToolResult:
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_CALL_ID_CHARS:
+        raise bad_request(
+            f"messages[{at}].tool_call_id must name the tool call it answers (at most {MAX_CALL_ID_CHARS} "
+            "characters)"
+        )
+    return ToolResult(call_id, _text(message, at))
 
 
 def _role(message: Any, at: int) -> str:
@@ -118,7 +181,7 @@ def _role(message: Any, at: int) -> str:
         raise bad_request(f"messages[{at}] must be an object with 'role' and 'content'")
     role = message.get("role")
     if role not in ("system", "developer", "user", "assistant", "tool", "function"):
-        raise bad_request(f"messages[{at}].role must be system, developer, user or assistant")
+        raise bad_request(f"messages[{at}].role must be system, developer, user, assistant or tool")
     return str(role)
 
 

@@ -5,6 +5,10 @@ the completion's, and the stream's last chunk (the one with ``finish_reason``), 
 asked ``stream_options.include_usage``, the extra chunk with no choices OpenAI sends then. The usage is
 the turn's own model calls (its tool loop included; the silent flush and compaction are the gateway's).
 A silent turn (the model answered ``NO_REPLY``) is an empty ``content``, never the token.
+
+A turn suspended on the client's own tools answers with their ``tool_calls`` and ``finish_reason:
+"tool_calls"`` (``content`` null unless the model wrote text before calling them); streamed, each call is
+one delta in OpenAI's shape (``index``, ``id``, ``type``, ``function`` with its whole ``arguments``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from sessionmem.messages import Usage
+from sessionmem.messages import Message, ToolCall, Usage
 
 DONE = b"data: [DONE]\n\n"
 OWNER = "sessionmem"
@@ -34,8 +38,27 @@ def usage_json(usage: Usage) -> dict[str, int]:
     }
 
 
-def completion(model: str, reply: str | None, usage: Usage, *, id: str | None = None) -> dict[str, Any]:
-    """A ``chat.completion`` with one choice."""
+def tool_calls_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """``calls`` as an assistant message's ``tool_calls`` (the transcript's own spelling of them)."""
+    return list(Message.assistant(tool_calls=tuple(calls)).to_openai()["tool_calls"]) if calls else []
+
+
+def finish_reason(calls: Sequence[ToolCall]) -> str:
+    return "tool_calls" if calls else "stop"
+
+
+def completion(
+    model: str,
+    reply: str | None,
+    usage: Usage,
+    *,
+    id: str | None = None,
+    tool_calls: Sequence[ToolCall] = (),
+) -> dict[str, Any]:
+    """A ``chat.completion`` with one choice: the reply, or the client's tool calls (``tool_calls``)."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply or ""}
+    if tool_calls:
+        message = {"role": "assistant", "content": reply or None, "tool_calls": tool_calls_json(tool_calls)}
     return {
         "id": id or completion_id(),
         "object": "chat.completion",
@@ -44,13 +67,18 @@ def completion(model: str, reply: str | None, usage: Usage, *, id: str | None = 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply or ""},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": finish_reason(tool_calls),
                 "logprobs": None,
             }
         ],
         "usage": usage_json(usage),
     }
+
+
+def tool_call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """The stream's deltas for ``calls``: one per call, with its ``index``, as OpenAI streams them."""
+    return [{"tool_calls": [{"index": at, **call}]} for at, call in enumerate(tool_calls_json(calls))]
 
 
 def chunk(

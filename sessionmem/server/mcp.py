@@ -159,6 +159,23 @@ def listen_tcp(port: int, host: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
+# Trigger: a client reuses a connection idle for about as long as the server keeps it (httpx, and so the
+# official openai client, keep one 5 s; uvicorn closes one after 5 s by default). Why: a request written
+# as the server closes the connection is lost: the client reads a reset or an end of stream
+# ("ReadError", "Server disconnected without sending a response"). Outcome: the server keeps idle
+# connections far longer than clients do (nginx's default), so it is the client that closes them.
+KEEP_ALIVE_SECONDS = 75
+
+
+def uvicorn_config(app: Any, **options: Any) -> Any:
+    """The ``uvicorn.Config`` the gateway and the MCP server run ``app`` with (``options`` added)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_SECONDS, **options
+    )
+
+
 async def serve_http(
     server: Server[Any], sock: socket.socket, *, path: str = "/mcp", api_keys: Sequence[str] = ()
 ) -> None:
@@ -187,8 +204,7 @@ async def serve_http(
     app: Any = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=security)
     if api_keys:
         app = BearerAuth(app, api_keys)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    await uvicorn.Server(uvicorn_config(app)).serve(sockets=[sock])
 
 
 def write_tools(

@@ -3,7 +3,9 @@
 A chat completion is one turn of the agent's session runner (:mod:`sessionmem.server.chat_request`
 says which agent, which session and which text): the runner does token projection, the silent
 flush, compaction, the transcript and the memory tools server-side; the client gets the reply, never
-a flush turn, a tool call of the agent's own or ``NO_REPLY``.
+a flush turn, a tool call of the agent's own or ``NO_REPLY``. When the model calls one of the client's
+own tools the response carries those calls (``finish_reason: "tool_calls"``), and a request whose new
+messages are their results continues the same turn (``Session.submit_tool_results``).
 
 Streaming (``stream: true``): server-sent events with OpenAI's chunks, then ``data: [DONE]``. The
 response starts when the first piece of text is ready (or the turn ended), so an error before any text
@@ -28,13 +30,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from sessionmem.server import chat_response
-from sessionmem.server.chat_request import SESSION_HEADER, parse_chat_request, session_key
+from sessionmem.server.chat_request import SESSION_HEADER, ChatRequest, parse_chat_request, session_key
 from sessionmem.server.openai_errors import GatewayError, bad_request, from_exception
 
 if TYPE_CHECKING:
     from sessionmem.server.agents import ServedAgents
     from sessionmem.session.runner import Session
     from sessionmem.session.turn.events import TurnResult
+    from sessionmem.session.turn.streaming import PartialCallback
 
 log = logging.getLogger(__name__)
 
@@ -95,22 +98,30 @@ class Gateway:
             session = runner.open(key)
             headers = {"X-Session-Key": session.key}
             if chat.stream:
-                return await self._stream(session, chat.text, chat.model, chat.include_usage, headers)
-            result = await asyncio.shield(self.turns.start(session.run_turn(chat.text)))
+                return await self._stream(session, chat, headers)
+            result = await asyncio.shield(self.turns.start(turn_of(session, chat)))
         except Exception as exc:
             return error_response(exc)
-        return JSONResponse(chat_response.completion(chat.model, result.reply, result.usage), headers=headers)
+        body = chat_response.completion(chat.model, result.reply, result.usage, tool_calls=result.tool_calls)
+        return JSONResponse(body, headers=headers)
 
-    async def _stream(
-        self, session: Session, text: str, model: str, include_usage: bool, headers: dict[str, str]
-    ) -> Response:
+    async def _stream(self, session: Session, chat: ChatRequest, headers: dict[str, str]) -> Response:
         pieces = Pieces()
-        task = self.turns.start(session.run_turn(text, on_partial=pieces.put))
+        task = self.turns.start(turn_of(session, chat, pieces.put))
         await pieces.wait(task)
         if task.done() and task.exception() is not None and not pieces:
             return error_response(task.exception())  # nothing sent yet: an ordinary HTTP error
-        events = _events(pieces, task, model, include_usage)
+        events = _events(pieces, task, chat.model, chat.include_usage)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+
+def turn_of(
+    session: Session, chat: ChatRequest, on_partial: PartialCallback | None = None
+) -> Coroutine[Any, Any, TurnResult]:
+    """The runner's work for ``chat``: a new turn of its text, or its tool results continuing the turn."""
+    if chat.tool_results:
+        return session.submit_tool_results(chat.tool_results, on_partial, tools=chat.tools)
+    return session.run_turn(chat.text, on_partial, tools=chat.tools)
 
 
 class Pieces:
@@ -166,8 +177,11 @@ async def _events(
     streamed, reply = "".join(sent), result.reply or ""
     if reply.startswith(streamed) and len(reply) > len(streamed):  # not streamed: a command, a stop note
         yield chat_response.sse(chat_response.chunk(cid, model, created, {"content": reply[len(streamed) :]}))
+    for delta in chat_response.tool_call_deltas(result.tool_calls):
+        yield chat_response.sse(chat_response.chunk(cid, model, created, delta))
+    finish = chat_response.finish_reason(result.tool_calls)
     yield chat_response.sse(
-        chat_response.chunk(cid, model, created, {}, finish_reason="stop", usage=result.usage)
+        chat_response.chunk(cid, model, created, {}, finish_reason=finish, usage=result.usage)
     )
     if include_usage:
         yield chat_response.sse(chat_response.usage_chunk(cid, model, created, result.usage))

@@ -11,6 +11,7 @@ Outcome: :class:`GatewayError` carries all four; :func:`from_exception` maps ses
   failure -> 502 (``upstream_error``);
 - a message that alone is over the model's window -> 400 (``context_length_exceeded``);
 - a session busy past ``session.turnLockTimeoutSeconds`` -> 503 (``session_busy``);
+- tool results that do not answer the pending tool calls -> 400 (``tool_call_id_mismatch``);
 - a refused input (:class:`~sessionmem.errors.UsageError`) -> 400; anything else of sessionmem -> 500.
 """
 
@@ -18,7 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionmem.errors import ContextWindowExceeded, ModelError, SessionMemError, TurnLockTimeout, UsageError
+from sessionmem.errors import (
+    ContextWindowExceeded,
+    ModelError,
+    SessionMemError,
+    ToolResultsMismatch,
+    TurnLockTimeout,
+    UsageError,
+)
 
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
@@ -57,6 +65,8 @@ def from_exception(exc: BaseException) -> GatewayError:
         return _upstream(exc)
     if isinstance(exc, TurnLockTimeout):
         return GatewayError(503, str(exc), type=SERVER_ERROR, code="session_busy")
+    if isinstance(exc, ToolResultsMismatch):
+        return bad_request(str(exc), "tool_call_id_mismatch")
     if isinstance(exc, UsageError):
         return bad_request(str(exc))
     if isinstance(exc, SessionMemError):

@@ -15,6 +15,13 @@ session's :class:`~sessionmem.session.turn.state.SessionState`:
    flush: the next real turn's preflight does both);
 3. ``announce.emit``: the ``turn`` event.
 
+The caller's own tools: ``run_turn(text, tools=[ClientTool(...)])`` offers them to the model; when it calls
+one, the turn ends suspended, its calls in ``TurnResult.tool_calls`` (the agent's own calls of that
+assistant message ran, as always). :meth:`Session.submit_tool_results` gives their results and the same turn
+goes on (:mod:`sessionmem.session.turn.client_calls`: no rotation, command or preflight; the model is called
+again), until it answers or calls the caller's tools again. :attr:`Session.pending_tool_calls` says what is
+awaited.
+
 A provider context-overflow is reported by the model turn; the gate compacts and the turn goes on (keeping
 a quarter of the context, then nothing; only a prompt that alone is over the window is raised); when the
 provider's error states the model's real window, the session works within it from then on
@@ -58,7 +65,7 @@ from sessionmem.clock import user_zone
 from sessionmem.config import Config
 from sessionmem.errors import TurnLockTimeout, UsageError
 from sessionmem.memory.session_memory import SessionMemory
-from sessionmem.messages import Message
+from sessionmem.messages import Message, ToolCall
 from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
 from sessionmem.session.cache import SessionCache
@@ -69,12 +76,15 @@ from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, ope
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
 from sessionmem.session.turn.announce import announce_created, emit
+from sessionmem.session.turn.client_calls import continue_turn, pending_calls
 from sessionmem.session.turn.events import CompactionResult, EventCallback, TurnEvent, TurnResult
 from sessionmem.session.turn.gate import compact_through_gate, drive_turn
+from sessionmem.session.turn.model_turn import ModelTurn
 from sessionmem.session.turn.projection import ContextItem, Projection, TokenCounter
 from sessionmem.session.turn.state import SessionState
 from sessionmem.session.turn.streaming import PartialCallback
 from sessionmem.session.turn.toolset import SessionTools
+from sessionmem.tools.client import ClientTool, ToolResult, client_tool_map
 from sessionmem.tools.define import Tool
 
 if TYPE_CHECKING:
@@ -376,18 +386,30 @@ class Session:
         finally:
             runner.in_memory.turn_ended(self)
 
-    async def run_turn(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
+    async def run_turn(
+        self, text: str, on_partial: PartialCallback | None = None, *, tools: Sequence[ClientTool] = ()
+    ) -> TurnResult:
         """Run one user turn; the reply is None when the model answered NO_REPLY.
 
         Turns of one session run one at a time, in the order they were asked for (:meth:`locked`).
         With ``on_partial`` (sync or async, called with each new piece of text) the reply is streamed
         when the model can stream; nothing of a NO_REPLY answer is ever passed on, and the flush and
-        compaction calls are never streamed."""
+        compaction calls are never streamed.
+
+        ``tools``: the caller's own tools, offered to the model beside the agent's; when it calls one the
+        turn ends with those calls in ``TurnResult.tool_calls`` (the reply is the text before them, if
+        any), and :meth:`submit_tool_results` goes on. A name of the agent's own tools is refused
+        (:class:`~sessionmem.errors.UsageError`)."""
         async with self.locked() as state:
-            return await self._run_turn(state, text, on_partial)
+            client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
+            return await self._run_turn(state, text, on_partial, client_tools)
 
     async def _run_turn(
-        self, state: SessionState, text: str, on_partial: PartialCallback | None
+        self,
+        state: SessionState,
+        text: str,
+        on_partial: PartialCallback | None,
+        client_tools: dict[str, ClientTool],
     ) -> TurnResult:
         state.events = []
         if self.runner.in_memory.take_start(self.key):  # session:start ("created"), once (see open())
@@ -395,7 +417,35 @@ class Session:
         outcome = await before_turn(state, text)  # stale-session rotation, slash commands
         if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
             return outcome
-        turn = await drive_turn(state, Message.user(outcome), on_partial)  # preflight, model, compaction
+        # preflight, model, compaction
+        turn = await drive_turn(state, Message.user(outcome), on_partial, client_tools)
+        return await self._turn_ended(state, turn)
+
+    async def submit_tool_results(
+        self,
+        results: Sequence[ToolResult],
+        on_partial: PartialCallback | None = None,
+        *,
+        tools: Sequence[ClientTool] = (),
+    ) -> TurnResult:
+        """Go on with the turn suspended on the caller's tools, given their ``results`` (one per pending
+        call: :attr:`pending_tool_calls`); ``tools`` as :meth:`run_turn` takes them (offered again to the
+        model). The turn is continued, not started: no rotation, no command, no flush or compaction before
+        the model call. Results that do not answer exactly the pending calls raise
+        :class:`~sessionmem.errors.ToolResultsMismatch` and change nothing."""
+        async with self.locked() as state:
+            client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
+            state.events = []
+            turn = await continue_turn(state, results, client_tools, on_partial)
+            return await self._turn_ended(state, turn)
+
+    @property
+    def pending_tool_calls(self) -> tuple[ToolCall, ...]:
+        """The caller's tool calls the suspended turn waits for (none when no turn is suspended)."""
+        return pending_calls(self.state.context)
+
+    async def _turn_ended(self, state: SessionState, turn: ModelTurn) -> TurnResult:
+        """The ``turn`` event and the caller's result of a model turn that ended (or is suspended)."""
         reply = turn.reply
         await emit(
             state,
@@ -407,11 +457,28 @@ class Session:
                 stopped=turn.stopped,
             ),
         )
-        return TurnResult(reply, tuple(turn.messages), turn.usage, tuple(state.events), turn.stopped)
+        return TurnResult(
+            reply,
+            tuple(turn.messages),
+            turn.usage,
+            tuple(state.events),
+            turn.stopped,
+            tool_calls=turn.client_calls,
+        )
 
-    def run_turn_sync(self, text: str, on_partial: PartialCallback | None = None) -> TurnResult:
+    def run_turn_sync(
+        self, text: str, on_partial: PartialCallback | None = None, *, tools: Sequence[ClientTool] = ()
+    ) -> TurnResult:
         """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
-        return run_blocking("run_turn_sync", lambda: self.run_turn(text, on_partial))
+        return run_blocking("run_turn_sync", lambda: self.run_turn(text, on_partial, tools=tools))
+
+    def submit_tool_results_sync(
+        self, results: Sequence[ToolResult], *, tools: Sequence[ClientTool] = ()
+    ) -> TurnResult:
+        """Blocking :meth:`submit_tool_results`; refuses to run inside an event loop."""
+        return run_blocking(
+            "submit_tool_results_sync", lambda: self.submit_tool_results(results, tools=tools)
+        )
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:
         """Manual ``/compact [instructions]``, through the gate (flushes first if this cycle had none),

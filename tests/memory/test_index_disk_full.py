@@ -1,4 +1,4 @@
-"""A memory index whose disk fills up during a sync, for real (the state folder on a 256 KB tmpfs,
+"""A memory index whose disk fills up during a sync, for real (the state folder on a 512 KB tmpfs,
 :mod:`tests.support.full_disk`; the workspace elsewhere).
 
 The sync raises sessionmem's :class:`~sessionmem.errors.IndexDiskFull` naming the index file, not SQLite's

@@ -14,7 +14,7 @@ from typing import Any
 from sessionmem.config import Config
 from sessionmem.context import Context
 from sessionmem.server.app import create_app
-from sessionmem.server.mcp import listen_tcp
+from sessionmem.server.mcp import listen_tcp, uvicorn_config
 from sessionmem.server.pool import AgentPool
 from tests.support.openai_server import OpenAIServer, text_reply, tool_call_reply
 
@@ -76,7 +76,7 @@ def running_gateway(
     app = create_app(pool, api_keys=api_keys)
     sock = listen_tcp(0, "127.0.0.1")
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn_config(app))  # as `sessionmem serve` runs it
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

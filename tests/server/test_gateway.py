@@ -5,6 +5,7 @@ can meet, as the client raises it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -213,15 +214,6 @@ def test_a_body_that_is_not_json_or_too_large_is_refused(gateway: RunningGateway
     assert form.status_code == 415
 
 
-def test_client_tools_are_refused_until_supported(client: openai.OpenAI) -> None:
-    tools: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(
-            model="main", messages=[{"role": "user", "content": "hi"}], tools=tools
-        )
-    assert "client tools are not supported yet" in str(refused.value)
-
-
 def test_upstream_rate_limit_and_outage_reach_the_client_as_such(
     client: openai.OpenAI, openai_server: OpenAIServer
 ) -> None:
@@ -247,3 +239,22 @@ def test_an_upstream_timeout_is_504(tmp_path: Path, openai_server: OpenAIServer)
         with pytest.raises(openai.APIStatusError) as timed_out:
             client.chat.completions.create(model="main", messages=[{"role": "user", "content": "hi"}])
     assert timed_out.value.status_code == 504 and timed_out.value.code == "upstream_timeout"
+
+
+def test_an_idle_connection_outlives_the_clients_own_keep_alive(gateway: RunningGateway) -> None:
+    # Trigger: the official openai client (httpx) keeps an idle connection 5 s, and uvicorn's default
+    # keep-alive closes it after 5 s. Why: a request sent on it as the server closes it is lost
+    # (ReadError or "Server disconnected"; bench_serve dropped 9 of 3,212). Outcome: the gateway keeps
+    # idle connections well past any client's expiry, so the client is the one that closes them.
+    auth = {"authorization": f"Bearer {GATEWAY_KEY}"}
+    limits = httpx.Limits(keepalive_expiry=None)  # never expires on the client side: the server decides
+    with httpx.Client(base_url=gateway.base_url, headers=auth, limits=limits) as http:
+
+        def connection() -> Any:
+            response = http.get("/models")
+            assert response.status_code == 200
+            return response.extensions["network_stream"].get_extra_info("client_addr")
+
+        first = connection()
+        time.sleep(6.0)  # past uvicorn's default keep-alive (5 s) and httpx's expiry (5 s)
+        assert connection() == first  # the same connection: the server kept it open

@@ -1,4 +1,4 @@
-"""Memory writes on a full disk, for real (the workspace on a 256 KB tmpfs, :mod:`tests.support.full_disk`).
+"""Memory writes on a full disk, for real (the workspace on a 512 KB tmpfs, :mod:`tests.support.full_disk`).
 
 Every write path (``memory_append_daily``, ``memory_write`` append and replace with its history version,
 the flush's ``write``, the ``/new`` hook's file) says "no space left on device" and names the file; an

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sessionmem.config import AgentConfig, ModelEntryConfig
 from sessionmem.messages import Message, ToolCall, Usage
-from sessionmem.model.scripted import ScriptedModel
+from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.turn.projection import (
     TokenCounter,
     message_tokens,
@@ -12,6 +14,7 @@ from sessionmem.session.turn.projection import (
     resolve_context_window,
 )
 from sessionmem.tokens import count_tokens
+from tests.scenarios.harness import make_runner, small_config
 
 
 def convo() -> list[tuple[str | None, Message]]:
@@ -83,3 +86,18 @@ def test_litellm_models_use_litellms_model_map() -> None:
     assert (
         resolve_context_window(AgentConfig(context_tokens=9_000), LiteLLMModel("openai/gpt-4o-mini")) == 9_000
     )
+
+
+def test_a_long_session_keeps_token_counts_of_its_context_only(tmp_path: Path, workspace: Path) -> None:
+    # Trigger: every turn cached the counts of its messages (by entry id, and the unsaved prompts, flush
+    # prompts and summaries by identity, keeping the messages alive), up to 20,000 a session, long after
+    # compaction had taken them out of the context. Why: a gateway holding many long sessions grew by
+    # about 2 MB per 1,000 turns (bench_serve). Outcome: a compaction starts the cache afresh.
+    runner, recorder = make_runner(
+        ScriptedModel(responder=flush_aware(echo)), tmp_path, workspace, small_config(window=3000)
+    )
+    session = runner.open()
+    for turn in range(60):
+        session.run_turn_sync(f"turn {turn}: " + "tell me about the rollout plan and its risks " * 6)
+    assert recorder.kinds("compaction").count("compaction") >= 3
+    assert len(session.counter) <= len(session.context) + 4

@@ -1,6 +1,6 @@
-"""A full disk, for real: a tmpfs of 256 KB mounted for one test (the ``disk`` fixture), and helpers to
-fill it up (:func:`fill`), free a few pages of it (:func:`free`) and see how much still fits in a file's
-last page (:func:`slack`).
+"""A full disk, for real: a tmpfs of 512 KB mounted for one test (the ``disk`` fixture: room for a small
+index and its WAL once the filler is gone), and helpers to fill it up (:func:`fill`), free a few pages of it
+(:func:`free`) and see how much still fits in a file's last page (:func:`slack`).
 
 Mounting a tmpfs needs root (CAP_SYS_ADMIN). Without it the tests that use ``disk`` skip, saying so; with
 CI=true they fail instead, since the machines the project is tested on can mount one.
@@ -24,7 +24,7 @@ PAGE = 4096  # tmpfs hands out whole pages: a new file needs one, an append with
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KB tmpfs mounted for this test."""
+    """A 512 KB tmpfs mounted for this test."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
     problem = None
@@ -32,7 +32,7 @@ def disk(tmp_path: Path) -> Iterator[Path]:
         problem = "mounting a tmpfs needs root"
     else:
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount_point)],
+            ["mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", str(mount_point)],
             capture_output=True,
             text=True,
         )

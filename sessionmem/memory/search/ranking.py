@@ -58,11 +58,12 @@ class Candidate:
     cosine: float | None = None  # raw cosine similarity to the query
     merged: float = 0.0
     decay: float = 1.0
+    date_weight: float = 1.0  # below 1 when dated outside the time the query names (date_boost)
     mmr_rank: int | None = None
 
     @property
     def final(self) -> float:
-        return self.merged * self.decay
+        return self.merged * self.decay * self.date_weight
 
 
 # ---------------------------------------------------------------------------- scores

@@ -21,6 +21,9 @@ class SearchRequest:
         None  # inclusive; results dated before are dropped (undated kept only without a range)
     )
     before: date | None = None  # inclusive
+    # The day "yesterday" or "last week" in the query counts from (query_dates); None -> today on the
+    # machine's clock, in its local zone.
+    today: date | None = None
     sources: tuple[str, ...] | None = None  # None -> all configured sources
     explain: bool = False
     # What the reader may see (sessionmem.privacy), applied inside the query, before ranking and the
@@ -43,11 +46,12 @@ class ScoreExplanation:
     vector_score: float | None  # calibrated vector evidence in [0, 1], None without a vector
     merged: float  # the two merged (noisy-OR); minScore applies to this
     decay_multiplier: float  # 1.0 when decay is off or the result is evergreen
-    final: float  # after decay
+    final: float  # after decay and the date weight
     mmr_rank: int | None  # position chosen by MMR, None when MMR is off
     vector_path: str | None  # "matrix" | "sqlite-vec" | "brute-force"
     bm25: float | None = None  # FTS5's raw bm25() rank (lower is better)
     cosine: float | None = None  # raw cosine similarity
+    date_weight: float = 1.0  # below 1 when dated outside the time the query names (date_boost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,7 @@ class SearchResult:
                 "cosine": e.cosine,
                 "merged": e.merged,
                 "decay": e.decay_multiplier,
+                "dateWeight": e.date_weight,
                 "final": e.final,
                 "mmrRank": e.mmr_rank,
                 "vectorPath": e.vector_path,
@@ -113,6 +118,35 @@ class HeldBack:
         return (
             f"{self.count} {'match' if self.count == 1 else 'matches'} scored below minScore "
             f"{self.min_score:g} (best {self.best_score:.3f}); search again with a lower minScore to see them"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NotFound:
+    """The results do not hold what the query asks: its distinctive words are missing (``answer_check``).
+
+    What is shown (``to_json``, the tool's note) counts the missing words and never repeats them: a reply
+    holds no query text, so "the output holds nothing of a forgotten person" stays a check anyone can run
+    on it (tests/session/test_forget.py), and the model has its own question. ``missing`` (Python) has them.
+    """
+
+    missing: tuple[str, ...]  # the query's distinctive terms no result (nor the lines beside it) holds
+    held_share: float  # the share of the distinctive terms' IDF the results hold
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "missingWords": len(self.missing),
+            "heldShare": round(self.held_share, 4),
+            "note": self.note(),
+        }
+
+    def note(self) -> str:
+        n = len(self.missing)
+        which = "the rarest word" if n == 1 else f"{n} of the rarest words"
+        return (
+            f"The memory may hold nothing about this: no result mentions {which} of the question. "
+            "The results share only the topic or the people; do not answer from them unless they clearly "
+            "say it. Say you checked."
         )
 
 
@@ -155,6 +189,7 @@ class SearchResponse:
     held_back: HeldBack | None = None  # candidates under minScore, when a floor applied and any fell
     calibration: dict[str, Any] | None = None  # with ``explain``: how vector scores were calibrated
     query_cut: QueryCut | None = None  # the query was over its bounds: what was searched of it
+    not_found: NotFound | None = None  # the results lack the query's distinctive words (``answer_check``)
 
     def to_json(self) -> dict[str, Any]:
         """The response as the CLI's ``--json`` and the inspector's API show it (camelCase keys)."""
@@ -174,4 +209,6 @@ class SearchResponse:
             out["calibration"] = dict(self.calibration)
         if self.query_cut is not None:
             out["queryCut"] = self.query_cut.to_json()
+        if self.not_found is not None:
+            out["notFound"] = self.not_found.to_json()
         return out

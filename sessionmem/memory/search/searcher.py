@@ -19,8 +19,11 @@ The flow of one query:
    FTS5 for those rows' BM25 cost 2 ms at 100k chunks and changed no figure). Each figure is
    calibrated into evidence in [0, 1] (``ranking.keyword_score``; ``calibration.py`` for vectors) and
    the two are merged (``ranking.combine``).
-6. Date range, decay, sort, the ``minScore`` floor (on the calibrated, undecayed score; what falls
-   under it is counted in ``SearchResponse.held_back``), MMR (greedy for the first N picks), top N.
+6. Date range (else the weight of the time the query names: ``date_boost``), decay, sort, the
+   ``minScore`` floor (on the calibrated, undecayed score; what falls under it is counted in
+   ``SearchResponse.held_back``), MMR (greedy for the first N picks), top N.
+7. Whether the top N hold the query's distinctive words (``answer_check``): when they hold only its
+   topic, ``SearchResponse.not_found`` says so (the results are kept).
 
 A date range is applied inside each search (keyword SQL, the matrix mask, the vector SQL), so
 the candidates are the best ones within the range; sqlite-vec can only look 4096 neighbours deep.
@@ -46,17 +49,21 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessionmem.clock import date_stamp, user_zone
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
 from sessionmem.memory.embed.embedder import Embedder
-from sessionmem.memory.search import ranking
+from sessionmem.memory.search import answer_check, ranking
 from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.search.calibration import load as load_calibration
+from sessionmem.memory.search.date_boost import weigh_by_span
 from sessionmem.memory.search.query_bounds import MAX_QUERY_TERMS, bound_query
+from sessionmem.memory.search.query_dates import query_span
 from sessionmem.memory.search.query_terms import fts_terms, quoted_phrases
 from sessionmem.memory.search.ranking import Candidate
 from sessionmem.memory.search.records import (
     HeldBack,
+    NotFound,
     QueryCut,
     ScoreExplanation,
     SearchRequest,
@@ -197,12 +204,12 @@ class Searcher:
         query = bound_query(sent)  # linear: what a search reads of a query is bounded (query_bounds)
         warnings: list[str] = []
         results: list[SearchResult] = []
-        held_back = None
+        held_back = not_found = None
         cut = None
         with self._conn.snapshot():  # keyword ranks and the rows they name from one state of the index
             if query:
                 q = self._plan(query, warnings)
-                results, held_back = self._run(request, q)
+                results, held_back, not_found = self._run(request, q)
                 if len(query) < len(sent) or len(q.terms) < q.terms_found:
                     cut = QueryCut(len(sent), len(query), q.terms_found, len(q.terms))
             cal = self.calibration if request.explain else None
@@ -216,11 +223,14 @@ class Searcher:
             held_back=held_back,
             calibration=cal.to_json() if cal is not None else None,
             query_cut=cut,
+            not_found=not_found,
         )
 
     # ------------------------------------------------------------------ flow
 
-    def _run(self, request: SearchRequest, q: _Query) -> tuple[list[SearchResult], HeldBack | None]:
+    def _run(
+        self, request: SearchRequest, q: _Query
+    ) -> tuple[list[SearchResult], HeldBack | None, NotFound | None]:
         qcfg = self._settings.query
         hybrid = qcfg.hybrid
         max_results = request.max_results if request.max_results is not None else qcfg.max_results
@@ -253,7 +263,12 @@ class Searcher:
         if ranks is None:
             ranks = self._keyword_search(q.phrases, limit, sources, request, audiences) if q.phrases else {}
         cands = self._score(q, ranks, vector_hits)
-        cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
+        if request.after is not None or request.before is not None:
+            cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
+        else:
+            span = query_span(q.text, request.today or _local_today())
+            if span is not None:
+                cands = weigh_by_span(cands, span)
         if hybrid.temporal_decay.enabled:
             cands = self._decay(cands, hybrid.temporal_decay.half_life_days)
         ranked = ranking.collapse_cross_source(ranking.sort_by_score(cands))  # /new archive vs transcript
@@ -266,7 +281,12 @@ class Searcher:
         held_back = HeldBack(len(held), max(c.merged for c in held), floor) if held else None
         if hybrid.mmr.enabled:
             ranked = ranking.mmr_rerank(ranked, lambda_=hybrid.mmr.lambda_, limit=max_results)
-        return [self._result(c, request.explain, path_name) for c in ranked[:max_results]], held_back
+        top = ranked[:max_results]
+        # step 7: do the results hold what was asked, or only its topic? (answer_check)
+        not_found = answer_check.check(
+            self._keywords, self._conn, q.terms, self._index_shape().total_rows, top
+        )
+        return [self._result(c, request.explain, path_name) for c in top], held_back, not_found
 
     def _plan(self, query: str, warnings: list[str]) -> _Query:
         """Which sides search, with what weights (reference §9 step 6: vectors alone when the hybrid
@@ -477,6 +497,7 @@ class Searcher:
                 vector_path=vector_path if c.vector_score is not None else None,
                 bm25=c.bm25,
                 cosine=c.cosine,
+                date_weight=c.date_weight,
             )
         return SearchResult(
             path=c.path,
@@ -488,6 +509,11 @@ class Searcher:
             date=c.date,
             explanation=explanation,
         )
+
+
+def _local_today() -> date:
+    """Today on the machine's clock, in its local zone (as daily logs are named without userTimezone)."""
+    return date.fromisoformat(date_stamp(datetime.now(UTC), user_zone(None)))
 
 
 def _date_bounds(request: SearchRequest) -> tuple[str, str] | None:

@@ -222,6 +222,9 @@ class PgStore:
                     "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = %s", (GENERATION_KEY,)
                 )
 
+    def bulk_writes(self, files: int) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # the server sizes its own buffers
+
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PgStore]:
         """One REPEATABLE READ, READ ONLY transaction: a search straddling another host's commit reads

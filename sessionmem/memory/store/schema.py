@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS idx_chunks_source ON chunks(source);
+CREATE INDEX IF NOT EXISTS idx_chunks_hash ON chunks(hash);  -- vectors reused by text (sync_pass._lookup)
 
 CREATE TABLE IF NOT EXISTS embedding_cache (
     provider     TEXT NOT NULL,

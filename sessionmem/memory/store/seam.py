@@ -118,6 +118,11 @@ class IndexStore(Protocol):
         """Changes whenever any connection (any host) commits a write to the index."""
         ...
 
+    def bulk_writes(self, files: int) -> AbstractContextManager[Any]:
+        """Around a sync pass that writes ``files`` files: room for its writes (SQLite: a larger page
+        cache and fewer checkpoints while many files are written); nothing for a few."""
+        ...
+
     def snapshot(self) -> AbstractContextManager[Any]:
         """The reads inside see one state of the index (one search: its keyword ranks and the rows they
         name). SQLite: each statement its own, as before; PostgreSQL: one read-only transaction."""

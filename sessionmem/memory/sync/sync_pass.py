@@ -140,13 +140,14 @@ class Indexer:
         done = 0
         if self.progress is not None:
             self.progress(0, total)
-        for source, todo, gone in plans:
-            done = self._index_entries(source, todo, full, done, total)
-            if gone:
-                with self.conn.atomic():
-                    for path in sorted(gone):
-                        self._drop_path(path)
-                self.report.files_deleted += len(gone)
+        with self.conn.bulk_writes(total):
+            for source, todo, gone in plans:
+                done = self._index_entries(source, todo, full, done, total)
+                if gone:
+                    with self.conn.atomic():
+                        for path in sorted(gone):
+                            self._drop_path(path)
+                    self.report.files_deleted += len(gone)
         if (self.file_issues, self.vector_issues) != before:
             with self.conn.atomic():
                 write_json(self.conn, FILE_ISSUES_KEY, self.file_issues)

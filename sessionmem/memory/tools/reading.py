@@ -272,6 +272,9 @@ def _search_payload(
         payload["note"] = response.held_back.note()
     if response.query_cut is not None:  # said, not an error: the results answer what was searched
         payload["queryCut"] = response.query_cut.to_json()
+    if response.results and response.not_found is not None:  # on topic, but not what was asked
+        payload["notFound"] = response.not_found.to_json()
+        payload["note"] = response.not_found.note()
     return payload
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sessionmem.config_base import camel_case
-from sessionmem.messages import Message, Usage, now_ms
+from sessionmem.messages import Message, ToolCall, Usage, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,9 @@ class TurnResult:
     events: tuple[Event, ...]
     stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
     command: str | None = None  # "new" | "reset" | "compact" | "status" when the message was a command
+    # the caller's own tools the model called (run_turn(..., tools=...)): the turn is suspended until
+    # Session.submit_tool_results gives their results
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,11 @@ turn and the compaction.
 
 A user turn (:func:`drive_turn`): :func:`preflight` (at the compaction threshold compact through the
 gate, else at the flush threshold run the flush), the model turn (:func:`model_turn_with_room`), then
-:func:`compact_if_over_threshold`. Every threshold is read from the window's budget kept on the session's
-state (``state.budget``, computed once for the window in use, again only when the provider states a
-smaller one).
+:func:`compact_if_over_threshold`. A turn suspended on the caller's own tools goes on with
+:func:`resume_turn` (:mod:`~sessionmem.session.turn.client_calls`): the model turn and the compaction
+after it, no preflight, since no new user turn began. Every threshold is read from the window's budget
+kept on the session's state (``state.budget``, computed once for the window in use, again only when the
+provider states a smaller one).
 
 The model turn (:mod:`~sessionmem.session.turn.model_turn`) reports a context overflow instead of raising
 it; the gate makes room and lets the turn go on, at most :data:`MAX_ROOM_ATTEMPTS` times per model call:
@@ -74,6 +76,7 @@ from sessionmem.session.turn.model_turn import (
 from sessionmem.session.turn.state import SessionState, TurnKind
 from sessionmem.session.turn.streaming import PartialCallback
 from sessionmem.tokens import count_tokens
+from sessionmem.tools.client import ClientTool
 
 CompactionReason = Literal["threshold", "overflow", "manual", "new", "reset", "daily", "idle"]
 ROTATION_REASONS = ("new", "reset", "daily", "idle")
@@ -83,12 +86,26 @@ log = logging.getLogger(__name__)
 
 
 async def drive_turn(
-    state: SessionState, prompt: Message, on_partial: PartialCallback | None = None
+    state: SessionState,
+    prompt: Message,
+    on_partial: PartialCallback | None = None,
+    client_tools: dict[str, ClientTool] | None = None,
 ) -> ModelTurn:
     """One user turn of ``prompt`` through the gate: flush or compact before it when due, the model turn
-    (making room when it overflows), compaction after it when due."""
+    (making room when it overflows), compaction after it when due. With ``client_tools`` the turn may end
+    suspended on the caller's tool calls (``turn.client_calls``; :func:`resume_turn` goes on)."""
     await preflight(state, prompt)
-    turn = await model_turn_with_room(state, prompt, kind="turn", on_partial=on_partial)
+    turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
+    await advance_with_room(state, turn)
+    await compact_if_over_threshold(state)
+    return turn
+
+
+async def resume_turn(state: SessionState, turn: ModelTurn) -> ModelTurn:
+    """A turn suspended on the caller's tools goes on (``turn`` starts from the context, the tool results
+    in it): no preflight (no new user turn began), the model turn (making room when it overflows),
+    compaction after it when due, as :func:`drive_turn` ends."""
+    await advance_with_room(state, turn)
     await compact_if_over_threshold(state)
     return turn
 
@@ -104,6 +121,11 @@ async def model_turn_with_room(
     """Run a model turn (an ordinary one, or the flush); each time its model call overflows the window,
     compact through the gate and let it go on (see the module docstring)."""
     turn = start_model_turn(state, prompt, kind=kind, system_extra=system_extra, on_partial=on_partial)
+    return await advance_with_room(state, turn)
+
+
+async def advance_with_room(state: SessionState, turn: ModelTurn) -> ModelTurn:
+    """Advance ``turn`` until it ends, making room each time its model call overflows the window."""
     while (overflow := await advance_model_turn(state, turn)) is not None:
         try:
             await make_room(state, turn, overflow)

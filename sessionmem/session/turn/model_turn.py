@@ -5,6 +5,11 @@ loop, their own prompts and tools. The prompt is written to the transcript once 
 (after any overflow recovery), so the transcript reads flush, compaction, prompt, answer. With
 ``on_partial`` the reply of an ordinary turn is streamed as it is written.
 
+An ordinary turn may also offer the caller's own tools (``client_tools``,
+:class:`~sessionmem.tools.client.ClientTool`): when the model calls one, the agent's own calls of the same
+assistant message run here as always, and the turn ends with the caller's calls in ``client_calls`` (it is
+suspended: :mod:`~sessionmem.session.turn.client_calls` continues it with their results).
+
 On a provider context overflow the turn reports it instead of raising: :func:`advance_model_turn` returns
 an :class:`Overflow` and the turn stays where it was (the prompt not yet written, the tool loop at the same
 step). Its driver, the gate (:func:`~sessionmem.session.turn.gate.model_turn_with_room`), makes room
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionmem.errors import ContextWindowExceeded, ModelError
-from sessionmem.messages import Message, Usage, flush_provenance
+from sessionmem.messages import Message, ToolCall, Usage, flush_provenance
 from sessionmem.model.base import ModelReply, ModelRequest, supports_streaming
 from sessionmem.model.noreply import deliverable_reply, silent_tokens
 from sessionmem.model.reasoning import strip_reasoning
@@ -40,6 +45,7 @@ from sessionmem.session.turn.events import ToolCallEvent
 from sessionmem.session.turn.projection import usage_fields
 from sessionmem.session.turn.state import SessionState, TurnKind
 from sessionmem.session.turn.streaming import PartialCallback, stream_reply
+from sessionmem.tools.client import ClientTool
 from sessionmem.tools.define import Tool, dispatch
 
 FLUSH_MAX_TOOL_ITERATIONS = 6
@@ -63,6 +69,8 @@ class ModelTurn:
     silent_tokens: tuple[str, ...] = ()  # the answers that mean silence (noreply.silent_tokens)
     system_extra: str = ""  # appended to the session's system prompt (the flush's instructions)
     tools: dict[str, Tool] = field(default_factory=dict)  # what the model may call in this turn
+    client_tools: dict[str, ClientTool] = field(default_factory=dict)  # the caller's, run by the caller
+    client_calls: tuple[ToolCall, ...] = ()  # the caller's tools the model called: the turn is suspended
     limit: int = 1  # model calls of the tool loop at most
     steps: int = 0  # model calls of the tool loop answered so far
 
@@ -89,13 +97,15 @@ class Overflow:
 
 def start_model_turn(
     state: SessionState,
-    prompt: Message,
+    prompt: Message | None,
     *,
     kind: TurnKind,
     system_extra: str = "",
     on_partial: PartialCallback | None = None,
+    client_tools: dict[str, ClientTool] | None = None,
 ) -> ModelTurn:
-    """A model turn of ``prompt``, ready to run (:func:`advance_model_turn`); nothing is sent yet."""
+    """A model turn of ``prompt``, ready to run (:func:`advance_model_turn`); nothing is sent yet. No
+    ``prompt``: the turn goes on from the context as it is (a suspended turn given its tool results)."""
     agent = state.runner.agent
     limit = max(1, agent.max_tool_iterations)
     if kind == "flush":  # housekeeping: a few reads and one append, never a long tool loop
@@ -107,9 +117,10 @@ def start_model_turn(
         silent_tokens=silent_tokens(agent.silent_reply_token, heartbeat=state.runner.heartbeat),
         system_extra=system_extra,
         tools=state.tools.for_turn(kind),
+        client_tools=dict(client_tools or {}) if kind == "turn" else {},
         limit=limit,
     )
-    if kind == "flush" and state.projection([prompt]).tokens > state.context_window:
+    if kind == "flush" and prompt is not None and state.projection([prompt]).tokens > state.context_window:
         # Trigger: the flush an overflow's compaction runs first, the context known to be over the
         # window (the provider just stated it). Why: sending it whole would overflow once more.
         # Outcome: it starts on the newest half, as it would after that overflow.
@@ -146,7 +157,10 @@ async def advance_model_turn(state: SessionState, turn: ModelTurn) -> Overflow |
             state.stale.add(last_id)
         if not reply.message.tool_calls:
             break
+        theirs = tuple(call for call in reply.message.tool_calls if call.name in turn.client_tools)
         for call in reply.message.tool_calls:
+            if call.name in turn.client_tools:  # the caller runs it
+                continue
             outcome = await dispatch(turn.tools, call)
             append_message(state, Message.tool(call, outcome.content, is_error=outcome.is_error), turn)
             await emit(
@@ -161,8 +175,11 @@ async def advance_model_turn(state: SessionState, turn: ModelTurn) -> Overflow |
                 ),
             )
             await emit_queued(state)
+        if theirs:  # suspended: the caller runs its tools, then the turn goes on (client_calls)
+            turn.client_calls = theirs
+            break
     usage_source = turn.last if turn.trim_to is None else None
-    if turn.last is not None and turn.last.tool_calls:  # the model kept calling tools: stop it
+    if turn.last is not None and turn.last.tool_calls and not turn.client_calls:  # kept calling tools
         turn.stopped = "max_tool_iterations"
         turn.last = Message.assistant(stop_message(state.runner.agent.max_tool_iterations))
         append_message(state, turn.last, turn)
@@ -274,7 +291,10 @@ def _request(state: SessionState, turn: ModelTurn) -> ModelRequest:
     messages = repair_tool_pairs([*(m for _, m in context), *pending])
     return ModelRequest(
         messages=(Message.system(system), *messages),
-        tools=tuple(t.schema() for t in turn.tools.values()),
+        tools=(
+            *(t.schema() for t in turn.tools.values()),
+            *(t.schema() for t in turn.client_tools.values()),
+        ),
         purpose=turn.kind,
         metadata={"session_key": state.key, "turn_kind": turn.kind},
     )

@@ -73,6 +73,17 @@ class TokenCounter:
                 self._by_object.popitem(last=False)
         return value
 
+    def __len__(self) -> int:
+        """How many counts are cached (by entry id and by identity)."""
+        return len(self._by_entry) + len(self._by_object)
+
+    def keep_only(self, items: Iterable[ContextItem]) -> None:
+        """Forget every count but those of ``items`` (the context after a compaction): what compaction
+        took out of the context is never counted again, and unsaved messages were the last turn's."""
+        kept = {entry_id for entry_id, _ in items if entry_id is not None}
+        self._by_entry = OrderedDict((k, v) for k, v in self._by_entry.items() if k in kept)
+        self._by_object.clear()
+
     def count_all(self, items: Iterable[ContextItem]) -> int:
         return sum(self.count(message, entry_id) for entry_id, message in items)
 

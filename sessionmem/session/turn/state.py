@@ -201,8 +201,10 @@ class SessionState:
         return True
 
     def reload_context(self) -> None:
-        """Rebuild the context from the transcript (after a compaction entry was appended)."""
+        """Rebuild the context from the transcript (after a compaction entry was appended); the token
+        counts of what left it are dropped (a long session's cache stays the size of its context)."""
         self.context, self.stale = context_state(self.transcript.entries())
+        self.counter.keep_only(self.context)
 
     def resync(self) -> None:
         """Catch up with what other runners wrote, after taking the session's turn lock.
