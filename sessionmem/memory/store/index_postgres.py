@@ -98,6 +98,19 @@ class AdvisoryLock:
         self._depth += 1
         return self
 
+    def enter_if_unheld(self) -> bool:
+        """Hold the thread lock without taking the server's lock, only when no sync of this process
+        holds it (nor waits); False at once otherwise. :meth:`leave_unheld` ends it."""
+        if not self._thread_lock.acquire(blocking=False):
+            return False
+        if self._depth:
+            self._thread_lock.release()
+            return False
+        return True
+
+    def leave_unheld(self) -> None:
+        self._thread_lock.release()
+
     def __exit__(self, *exc: object) -> None:
         self._depth -= 1
         try:
@@ -133,6 +146,28 @@ def connection_lost(error: BaseException) -> bool:
     return False
 
 
+def _open_connection(target: PgTarget, *, create: bool = False) -> Any:
+    """A connection (autocommit) whose ``search_path`` is the agent's schema (``create``: made if missing)."""
+    psycopg = _psycopg()
+    from psycopg import sql
+
+    def unusable(problem: str) -> MemoryIndexError:
+        return MemoryIndexError(f"cannot connect to the memory index at {target.display}: {problem}")
+
+    with postgres_errors(target.url, unusable):
+        conn = psycopg.connect(target.conninfo, autocommit=True)
+        schema = sql.Identifier(target.schema)
+        try:
+            if create:
+                with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
+                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
 class PgStore:
     """One psycopg connection (autocommit; ``atomic`` opens transactions) to one agent's schema."""
 
@@ -154,24 +189,42 @@ class PgStore:
     @classmethod
     def connect(cls, target: PgTarget, tokenizer: str, *, create: bool = False) -> PgStore:
         """Connect and point ``search_path`` at the agent's schema (``create``: create it if missing)."""
-        psycopg = _psycopg()
-        from psycopg import sql
+        return cls(_open_connection(target, create=create), target, tokenizer)
 
-        def unusable(problem: str) -> MemoryIndexError:
-            return MemoryIndexError(f"cannot connect to the memory index at {target.display}: {problem}")
+    def recover(self, error: BaseException) -> bool:
+        """After ``error`` from a call on this store: when it says the connection was lost (and the
+        connection is indeed broken), replace the connection and return True (the caller runs the call
+        once more); any other error, a statement's own, returns False and leaves the connection as it is.
+        A failed reconnect raises ``MemoryIndexError`` (without the password)."""
+        if not connection_lost(error) or not (self.conn.closed or self.conn.broken):
+            return False
+        with self._snapshot_lock:
+            fresh = _open_connection(self.target)
+            old, self.conn = self.conn, fresh
+            self._in_snapshot, self._snapshot_token = False, None
+        with contextlib.suppress(_psycopg().Error):
+            old.close()
+        reason = self.target.url.scrub(str(error).strip().splitlines()[0] if str(error).strip() else "")
+        log.warning("memory index %s: the server ended the connection (%s); reconnected", self.where, reason)
+        return True
 
-        with postgres_errors(target.url, unusable):
-            conn = psycopg.connect(target.conninfo, autocommit=True)
-            schema = sql.Identifier(target.schema)
-            try:
-                if create:
-                    with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
-                        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
-            except BaseException:
-                conn.close()
-                raise
-        return cls(conn, target, tokenizer)
+    def replace_if_lost(self) -> bool:
+        """When the server ended this connection while it was idle (another of the index's connections
+        found the server ending them), replace it now: probe it with ``SELECT 1``, unless a sync or a
+        search of this process is using it. Whether it was replaced."""
+        if not self._lock.enter_if_unheld():
+            return False
+        try:
+            with self._snapshot_lock:
+                if self._in_snapshot:
+                    return False
+                try:
+                    self.conn.execute("SELECT 1")
+                except _psycopg().OperationalError as exc:
+                    return self.recover(exc)
+                return False
+        finally:
+            self._lock.leave_unheld()
 
     @property
     def where(self) -> str:
@@ -386,7 +439,7 @@ class PgStore:
         if self._keywords is None:
             from sessionmem.memory.store.postgres_keywords import PgKeywordIndex
 
-            self._keywords = PgKeywordIndex(self.conn, self.tokenizer)
+            self._keywords = PgKeywordIndex(_CurrentConnection(self), self.tokenizer)
         return self._keywords
 
     # -- rebuild, lock, second connection -------------------------------------------------------
