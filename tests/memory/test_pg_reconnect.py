@@ -143,8 +143,9 @@ def test_searches_syncs_and_status_go_on_after_the_server_ends_the_connections(
 
 
 def test_a_statement_error_is_not_retried(named: tuple[StoreUnderTest, str]) -> None:
-    """An error of the statement itself (here: no such table) is raised as it is and leaves the
-    connection as it was; only the loss of the connection is recovered from."""
+    """An error of the statement itself (here: no such table; a statement timeout, which psycopg files
+    under OperationalError too) is raised as it is and leaves the connection as it was; only the loss of
+    the connection is recovered from."""
     import psycopg
 
     from sessionmem.dsn import pg_target
@@ -158,6 +159,12 @@ def test_a_statement_error_is_not_retried(named: tuple[StoreUnderTest, str]) -> 
         with pytest.raises(psycopg.errors.UndefinedTable) as raised:
             pg.execute("SELECT * FROM no_such_table")
         assert pg.recover(raised.value) is False
+        pg.execute("SET statement_timeout = 20")  # cancelled by the server: OperationalError's class,
+        with pytest.raises(psycopg.errors.QueryCanceled) as cancelled:  # but the connection lives on
+            pg.execute("SELECT pg_sleep(5)")
+        pg.execute("RESET statement_timeout")
+        assert isinstance(cancelled.value, psycopg.OperationalError)
+        assert pg.recover(cancelled.value) is False
         assert pg.conn.info.backend_pid == before
         terminate(app)
         with pytest.raises(psycopg.OperationalError) as lost:
