@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sessionmem.errors import ConfigError
 from sessionmem.memory.store.database import DB_ERRORS, VectorSupport, connect, process_lock
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from sessionmem.dsn import PgTarget
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class IndexConnections:
@@ -111,6 +113,28 @@ class IndexConnections:
             with contextlib.suppress(*DB_ERRORS):
                 self.reader.close()
             self.reader = self.open_reader()
+
+    def once_more_if_reconnected(self, call: Callable[[], T]) -> T:
+        """``call()``; when it fails because the PostgreSQL server ended a connection (a restart, a
+        failover, an idle timeout), the lost connections are replaced and ``call()`` runs once more. Any
+        other error (a statement's own; any error of a SQLite file) is raised as it is."""
+        try:
+            return call()
+        except Exception as exc:
+            if isinstance(self.path, Path) or not self.reconnect_lost(exc):
+                raise
+        return call()
+
+    def reconnect_lost(self, error: BaseException) -> bool:
+        """Replace each PostgreSQL connection ``error`` says was lost and is broken; whether any was. When
+        one was, the others are probed (a server that ends one connection has often ended them all)."""
+        stores = [store for store in (self.conn, self.reader) if store is not None]
+        recovered = [store.recover(error) for store in stores]
+        if any(recovered):
+            for store, done in zip(stores, recovered, strict=True):
+                if not done:
+                    store.replace_if_lost()
+        return any(recovered)
 
     def remove_dead_scratch(self) -> None:
         """Scratch files of rebuilds killed mid-way (holding the process lock: their writers are gone).

@@ -13,7 +13,8 @@ the Markdown, and answers searches and status from it. Its jobs live in rooms of
 It speaks to its database through an ``IndexStore`` (``store/seam.py``): the SQLite file, or, when
 ``memorySearch.store.path`` is a ``postgresql://`` DSN, one schema shared by gateway hosts on several
 machines (``store/index_postgres.py``: there the rebuild is one transaction, the sync lock an advisory
-lock, and searches read one committed state).
+lock, searches read one committed state, and a call that lost its connection to the server reconnects
+and runs once more).
 
 Concurrency: one sync at a time per index (concurrent callers wait for and share its result);
 across processes a file lock ``<db>.lock`` serialises syncs, and every write is ``BEGIN IMMEDIATE``
@@ -257,7 +258,7 @@ class MemoryIndex:
         else:
             scope = WHOLE if sessions else SyncScope(True, ())
         return self._flight.run(
-            lambda: self._run_sync(force, progress, reason, scope),
+            lambda: self._db.once_more_if_reconnected(lambda: self._run_sync(force, progress, reason, scope)),
             force=force,
             whole=scope.whole,
             check_open=self._check_open,
@@ -416,12 +417,8 @@ class MemoryIndex:
         scheduler = self._session_delta
         if scheduler is None:
             return
-        sizes = []
-        for path in scheduler.tracked():
-            size = self._indexed_size(path, self._db.conn)
-            if size is not None:
-                sizes.append((path, size))
-        scheduler.indexed(sizes)
+        sized = ((path, self._indexed_size(path, self._db.conn)) for path in scheduler.tracked())
+        scheduler.indexed([(path, size) for path, size in sized if size is not None])
 
     def start_watching(self) -> None:
         """Watch the memory files; a change marks the index dirty and syncs after the debounce."""
@@ -445,6 +442,9 @@ class MemoryIndex:
         on a dirty index start a background sync and answer from what is indexed."""
         if self._closed:
             raise MemoryIndexError(f"memory index {self.path} is closed")
+        return self._db.once_more_if_reconnected(lambda: self._search(request))
+
+    def _search(self, request: SearchRequest) -> SearchResponse:
         try:
             if not self._bootstrapped:
                 self._bootstrapped = True
@@ -527,6 +527,18 @@ class MemoryIndex:
             sql = f"SELECT COUNT(*) FROM {table} WHERE source = ?"
             return int(self._db.reader.execute(sql, (source,)).fetchone()[0])
 
+    def _read_state(self, embedder: Embedder | None) -> tuple[IndexCounts, bool]:
+        """What the index holds, and whether a sync would change it."""
+        with self._db.read_lock:
+            counts = read_counts(self._db.reader)
+            return counts, bool(
+                meta_mismatch(counts.meta or None, self._desired_meta(embedder))
+                or any(
+                    plan_source(self._db.reader, source, retry=counts.vector_issues).pending
+                    for source in self._sources()
+                )
+            )
+
     def status(self) -> IndexStatus:
         """What the index holds and how it runs, with every problem worth a user's attention."""
         sel = self.selection
@@ -534,15 +546,7 @@ class MemoryIndex:
         unreadable: str | None = None
         counts = IndexCounts()
         try:
-            with self._db.read_lock:
-                counts = read_counts(self._db.reader)
-                dirty = bool(
-                    meta_mismatch(counts.meta or None, self._desired_meta(embedder))
-                    or any(
-                        plan_source(self._db.reader, source, retry=counts.vector_issues).pending
-                        for source in self._sources()
-                    )
-                )
+            counts, dirty = self._db.once_more_if_reconnected(lambda: self._read_state(embedder))
         except (*DB_ERRORS, *self._db.conn.errors) as exc:
             dirty = True
             if isinstance(self.path, Path):

@@ -22,6 +22,9 @@ not passed to the server). One schema per agent holds the tables of ``schema.PG_
   sees the old index until it commits, and a failed rebuild rolls back to it.
 - The write token a loaded matrix checks is a counter in ``meta`` that every write transaction bumps,
   so a matrix on one host sees a sync committed on another.
+- A connection the server ended (a restart, a failover, an idle timeout, ``pg_terminate_backend``) is
+  replaced by :meth:`PgStore.recover`, which the index calls when a call fails with it, then runs the
+  call once more; a statement's own error is never retried.
 """
 
 from __future__ import annotations
@@ -74,31 +77,95 @@ def _psycopg() -> Any:
 
 
 class AdvisoryLock:
-    """A reentrant session advisory lock on one connection, shared by the threads of this process."""
+    """A reentrant session advisory lock on one connection, shared by the threads of this process.
+    The server frees it with its connection: entered again after a reconnect, it is taken anew."""
 
     def __init__(self, store: PgStore) -> None:
         self._store = store
         self._thread_lock = threading.RLock()
         self._depth = 0
+        self._held_on: Any = None  # the connection holding the lock
 
     def __enter__(self) -> AdvisoryLock:
         self._thread_lock.acquire()
         try:
-            if self._depth == 0:
+            if self._depth == 0 or self._held_on is not self._store.conn:
                 self._store.lock_sync()
+                self._held_on = self._store.conn
         except BaseException:
             self._thread_lock.release()
             raise
         self._depth += 1
         return self
 
+    def enter_if_unheld(self) -> bool:
+        """Hold the thread lock without taking the server's lock, only when no sync of this process
+        holds it (nor waits); False at once otherwise. :meth:`leave_unheld` ends it."""
+        if not self._thread_lock.acquire(blocking=False):
+            return False
+        if self._depth:
+            self._thread_lock.release()
+            return False
+        return True
+
+    def leave_unheld(self) -> None:
+        self._thread_lock.release()
+
     def __exit__(self, *exc: object) -> None:
         self._depth -= 1
         try:
             if self._depth == 0:
-                self._store.unlock_sync()
+                held_on, self._held_on = self._held_on, None
+                if held_on is self._store.conn and not held_on.closed:  # else it went with its connection
+                    self._store.unlock_sync()
         finally:
             self._thread_lock.release()
+
+
+class _CurrentConnection:
+    """The store's connection as it is now (a reconnect replaces it): what its keyword index runs on."""
+
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self._store.conn.execute(*args, **kwargs)
+
+
+def connection_lost(error: BaseException) -> bool:
+    """True when ``error``, or one behind it, is psycopg's ``OperationalError`` (the class of a lost
+    connection; a statement's own errors are other classes, or leave the connection open)."""
+    psycopg = _psycopg()
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        if isinstance(link, psycopg.OperationalError):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def _open_connection(target: PgTarget, *, create: bool = False) -> Any:
+    """A connection (autocommit) whose ``search_path`` is the agent's schema (``create``: made if missing)."""
+    psycopg = _psycopg()
+    from psycopg import sql
+
+    def unusable(problem: str) -> MemoryIndexError:
+        return MemoryIndexError(f"cannot connect to the memory index at {target.display}: {problem}")
+
+    with postgres_errors(target.url, unusable):
+        conn = psycopg.connect(target.conninfo, autocommit=True)
+        schema = sql.Identifier(target.schema)
+        try:
+            if create:
+                with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
+                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+        except BaseException:
+            conn.close()
+            raise
+    return conn
 
 
 class PgStore:
@@ -122,24 +189,42 @@ class PgStore:
     @classmethod
     def connect(cls, target: PgTarget, tokenizer: str, *, create: bool = False) -> PgStore:
         """Connect and point ``search_path`` at the agent's schema (``create``: create it if missing)."""
-        psycopg = _psycopg()
-        from psycopg import sql
+        return cls(_open_connection(target, create=create), target, tokenizer)
 
-        def unusable(problem: str) -> MemoryIndexError:
-            return MemoryIndexError(f"cannot connect to the memory index at {target.display}: {problem}")
+    def recover(self, error: BaseException) -> bool:
+        """After ``error`` from a call on this store: when it says the connection was lost (and the
+        connection is indeed broken), replace the connection and return True (the caller runs the call
+        once more); any other error, a statement's own, returns False and leaves the connection as it is.
+        A failed reconnect raises ``MemoryIndexError`` (without the password)."""
+        if not connection_lost(error) or not (self.conn.closed or self.conn.broken):
+            return False
+        with self._snapshot_lock:
+            fresh = _open_connection(self.target)
+            old, self.conn = self.conn, fresh
+            self._in_snapshot, self._snapshot_token = False, None
+        with contextlib.suppress(_psycopg().Error):
+            old.close()
+        reason = self.target.url.scrub(str(error).strip().splitlines()[0] if str(error).strip() else "")
+        log.warning("memory index %s: the server ended the connection (%s); reconnected", self.where, reason)
+        return True
 
-        with postgres_errors(target.url, unusable):
-            conn = psycopg.connect(target.conninfo, autocommit=True)
-            schema = sql.Identifier(target.schema)
-            try:
-                if create:
-                    with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
-                        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
-            except BaseException:
-                conn.close()
-                raise
-        return cls(conn, target, tokenizer)
+    def replace_if_lost(self) -> bool:
+        """When the server ended this connection while it was idle (another of the index's connections
+        found the server ending them), replace it now: probe it with ``SELECT 1``, unless a sync or a
+        search of this process is using it. Whether it was replaced."""
+        if not self._lock.enter_if_unheld():
+            return False
+        try:
+            with self._snapshot_lock:
+                if self._in_snapshot:
+                    return False
+                try:
+                    self.conn.execute("SELECT 1")
+                except _psycopg().OperationalError as exc:
+                    return self.recover(exc)
+                return False
+        finally:
+            self._lock.leave_unheld()
 
     @property
     def where(self) -> str:
@@ -354,7 +439,7 @@ class PgStore:
         if self._keywords is None:
             from sessionmem.memory.store.postgres_keywords import PgKeywordIndex
 
-            self._keywords = PgKeywordIndex(self.conn, self.tokenizer)
+            self._keywords = PgKeywordIndex(_CurrentConnection(self), self.tokenizer)
         return self._keywords
 
     # -- rebuild, lock, second connection -------------------------------------------------------

@@ -133,6 +133,9 @@ class PostgresSessionStore(SessionBackendABC):
                         max_size=size,
                         kwargs={"autocommit": True},
                         configure=_transcript_commits,
+                        # a connection the server ended while idle in the pool (a restart, a failover, an
+                        # idle timeout) is found at checkout and replaced, so the next turn gets a live one
+                        check=ConnectionPool.check_connection,
                         name=name,
                         open=False,
                         timeout=connect_timeout_s,
