@@ -96,15 +96,13 @@ async def drive_turn(
     suspended on the caller's tool calls (``turn.client_calls``; :func:`resume_turn` goes on)."""
     await preflight(state, prompt)
     turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
-    await advance_with_room(state, turn)
-    await compact_if_over_threshold(state)
-    return turn
+    return await resume_turn(state, turn)
 
 
 async def resume_turn(state: SessionState, turn: ModelTurn) -> ModelTurn:
-    """A turn suspended on the caller's tools goes on (``turn`` starts from the context, the tool results
-    in it): no preflight (no new user turn began), the model turn (making room when it overflows),
-    compaction after it when due, as :func:`drive_turn` ends."""
+    """The model turn (making room when it overflows), then compaction when due: how :func:`drive_turn`
+    ends, and how a turn suspended on the caller's tools goes on (``turn`` starts from the context, the
+    tool results in it; no preflight, no new user turn began)."""
     await advance_with_room(state, turn)
     await compact_if_over_threshold(state)
     return turn
