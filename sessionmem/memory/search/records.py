@@ -60,6 +60,7 @@ class VectorPath:
 
     name: str  # "matrix" | "sqlite-vec" | "brute-force" | "none"
     reason: str
+    rows_read: int = 0  # rows the in-memory matrix read from the index so far (loads and changes)
 
 
 @dataclass(frozen=True, slots=True)

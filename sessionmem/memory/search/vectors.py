@@ -17,22 +17,22 @@ All paths return ``[(chunk_id, cosine)]`` best first; vectors are L2-normalised,
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from sessionmem.memory.search.matrix_rows import BATCH_ROWS, Loaded, MatrixState, read_matrix
 from sessionmem.memory.search.records import VectorPath
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.index_sqlite import as_store
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 4096
 VEC0_MAX_K = 4096  # sqlite-vec's limit on k
 # Up to this many chunks the matrix loads in the query: ~1 ms at 384 dims, about one sqlite-vec KNN
 # (measured: 500 rows 1.0 ms vs 0.56 ms; 2k 7.2 vs 1.3; 20k 91 vs 14). A larger index never makes a
@@ -41,6 +41,9 @@ SYNC_RELOAD_ROWS = 500
 # How long a background load holds back after the query that asked for it, unless another query (or
 # ``wait_for_reload``) asks sooner: a one-shot process answers and exits in that time, without reading.
 LOAD_HOLD_S = 1.0
+# A stale matrix reads the rows changed since it loaded when there are at most this many, or an eighth
+# of its rows; more, and it loads every row (one pass reads faster than as many rows looked up by id).
+CHANGES_AT_LEAST = 1024
 
 Hits = list[tuple[str, float]]
 DateRange = tuple[str, str] | None  # inclusive (after, before) as YYYY-MM-DD; undated rows excluded
@@ -101,96 +104,23 @@ def _placeholders(n: int) -> str:
 # ---------------------------------------------------------------------------- matrix
 
 
-@dataclass(frozen=True)
-class _MatrixState:
-    """One loaded snapshot; replaced whole, so a reader never sees half of a reload."""
-
-    model: str
-    token: object  # the searching connection's write token when the snapshot was taken
-    ids: list[str]
-    sources: np.ndarray  # object array parallel to ids
-    dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
-    audiences: np.ndarray  # object array parallel to ids: who may see each row (sessionmem.privacy)
-    matrix: np.ndarray  # (len(ids), dims) float32, C-contiguous
-    masks: dict[tuple[frozenset[str], frozenset[str] | None], np.ndarray | None] = field(default_factory=dict)
-
-    def mask(self, wanted: frozenset[str], audiences: frozenset[str] | None = None) -> np.ndarray | None:
-        """Rows whose source (and audience, when given) is wanted, cached per pair of sets; None when
-        every row qualifies."""
-        key = (wanted, audiences)
-        if key not in self.masks:
-            mask = None
-            if not frozenset(self.sources.tolist()) <= wanted:
-                mask = np.isin(self.sources, list(wanted))
-            if audiences is not None and not frozenset(self.audiences.tolist()) <= audiences:
-                allowed = np.isin(self.audiences, list(audiences))
-                mask = allowed if mask is None else mask & allowed
-            self.masks[key] = mask
-        return self.masks[key]
-
-
-# ids, sources, dates, audiences, matrix
-Loaded = tuple[list[str], list[str], list[str], list[str], np.ndarray]
-
-
-def read_matrix(conn: Any, model: str) -> Loaded:
-    """Every embedding of ``model`` read through ``conn`` into one preallocated matrix, in one pass.
-
-    Capacity is ``count(*)`` of all chunks (instant; counting one model's rows would scan the
-    table a second time). The dimension is the first row's; rows of another dimension (a
-    half-migrated index) are skipped with a warning. Peak memory is the matrix plus one batch.
-    """
-    store = as_store(conn)
-    (capacity,) = store.execute("SELECT count(*) FROM chunks").fetchone()
-    batches = store.batches(
-        "SELECT id, source, embedding, date, audience FROM chunks WHERE model = ? AND embedding IS NOT NULL",
-        (model,),
-        BATCH_ROWS,
-    )
-    matrix = np.empty((0, 0), dtype=np.float32)
-    ids: list[str] = []
-    sources: list[str] = []
-    dates: list[str] = []
-    audiences: list[str] = []
-    size = 0
-    skipped = 0
-    for batch in batches:
-        if not size:
-            size = len(batch[0][2])
-            matrix = np.empty((int(capacity), size // 4), dtype=np.float32)
-        rows = [r for r in batch if len(r[2]) == size]
-        skipped += len(batch) - len(rows)
-        at = len(ids)
-        rows = rows[: matrix.shape[0] - at]  # rows written since the count wait for the next load
-        if not rows:
-            continue
-        matrix[at : at + len(rows)] = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(
-            len(rows), -1
-        )
-        ids += [r[0] for r in rows]
-        sources += [r[1] for r in rows]
-        dates += [r[3] or "" for r in rows]
-        audiences += [r[4] for r in rows]
-    if skipped:
-        log.warning("memory vectors: %d embeddings of another dimension than %d skipped", skipped, size // 4)
-    n = len(ids)
-    final = matrix[:n] if n * 10 >= matrix.shape[0] * 9 else np.ascontiguousarray(matrix[:n])
-    return ids, sources, dates, audiences, final
-
-
 class MatrixVectors:
     """All embeddings of one model in one contiguous float32 matrix, with parallel id/source arrays.
 
     Valid only while nothing was written since the snapshot: the write token of the searching
     connection must be unchanged, and ``invalidate()`` (the index's signal) drops validity at once.
+    A stale matrix of a store that logs its changes (PostgreSQL) reads only the rows written since
+    (``matrix_rows``); any other reloads every row. ``rows_read`` counts the rows read either way.
     """
 
     name = "matrix"
 
     def __init__(self, conn: Any) -> None:
         self._conn = as_store(conn)
-        self._state: _MatrixState | None = None
+        self._state: MatrixState | None = None
+        self._stale: MatrixState | None = None  # the last state, kept to apply changes to
         self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
+        self.rows_read = 0  # rows read from the index by loads and changes, for status and tests
 
     def write_token(self) -> object:
         return self._conn.write_token()
@@ -201,15 +131,20 @@ class MatrixVectors:
 
     @property
     def rows(self) -> int:
-        return len(self._state.ids) if self._state is not None else 0
+        return self._state.rows if self._state is not None else 0
 
     @property
     def nbytes(self) -> int:
         return int(self._state.matrix.nbytes) if self._state is not None else 0
 
+    def _drop(self) -> None:
+        if self._state is not None and self._conn.logs_changes:
+            self._stale = self._state
+        self._state = None
+
     def invalidate(self) -> None:
         self._generation += 1
-        self._state = None
+        self._drop()
 
     def is_valid(self, model: str) -> bool:
         """Loaded for ``model`` and nothing written to the database since."""
@@ -217,7 +152,7 @@ class MatrixVectors:
         if state is None or state.model != model:
             return False
         if self.write_token() != state.token:
-            self._state = None
+            self._drop()
             return False
         return True
 
@@ -232,22 +167,31 @@ class MatrixVectors:
         """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
         if generation is not None and generation != self._generation:
             return False
-        ids, sources, dates, audiences, matrix = loaded
-        self._state = _MatrixState(
-            model,
-            token,
-            ids,
-            np.array(sources, dtype=object),
-            np.array(dates, dtype="<U10"),
-            np.array(audiences, dtype=object),
-            matrix,
-        )
+        self._state, self._stale = MatrixState.loaded(model, token, loaded), None
+        self.rows_read += len(loaded[0])
         return True
 
     def load(self, model: str) -> None:
-        """(Re)load now, through the searching connection."""
+        """(Re)load every row now, through the searching connection."""
         token = self.write_token()
         self.install(model, token, read_matrix(self._conn, model))
+
+    def refresh(self, model: str) -> None:
+        """Make the matrix current: apply the rows changed since the stale state when the store logs
+        them and they are few, else load every row."""
+        stale = self._stale
+        if stale is None or stale.model != model or not self._conn.logs_changes:
+            self.load(model)
+            return
+        with self._conn.snapshot():  # the token and the changes up to it from one state of the index
+            token = self.write_token()
+            changes = self._conn.matrix_changes(model, stale.token, max(CHANGES_AT_LEAST, stale.rows // 8))
+            state = stale.changed(token, changes) if changes is not None else None
+            if state is None or changes is None:
+                self.load(model)
+                return
+        self._state, self._stale = state, None
+        self.rows_read += len(changes.rows)
 
     def knn(
         self,
@@ -260,7 +204,7 @@ class MatrixVectors:
         audiences: Audiences = None,
     ) -> Hits:
         if not self.is_valid(model):
-            self.load(model)
+            self.refresh(model)
         return self.scan(query_vec, k, sources=sources, dates=dates, audiences=audiences)
 
     def scan(
@@ -274,7 +218,7 @@ class MatrixVectors:
     ) -> Hits:
         """The product and top-k over the current snapshot, without touching the database."""
         state = self._state
-        if state is None or not state.ids:
+        if state is None or not state.rows:
             return []
         q = _normalise(query_vec)
         if q.shape[0] != state.matrix.shape[1]:
@@ -446,7 +390,8 @@ class VectorRouter:
         self._conn = conn
         self._support = vector_support
         self._preload = preload
-        self._sync_reload_rows = sync_reload_rows if conn.kind == "sqlite" else 2**62
+        # None: always load before answering (PostgreSQL: no path reads fewer rows than a load)
+        self._sync_reload_rows = sync_reload_rows if conn.kind == "sqlite" else None
         self._load_hold_s = load_hold_s
         self._go = threading.Event()  # set: the background load may start reading
         self._open = conn.opener()  # a second connection for background loads (None: in-memory)
@@ -469,6 +414,10 @@ class VectorRouter:
         return self._reload is None or not self._reload.is_alive()
 
     def current_path(self, model: str) -> VectorPath:
+        """The path the next query takes and why, with the rows the matrix has read so far."""
+        return dataclasses.replace(self._current_path(model), rows_read=self.matrix.rows_read)
+
+    def _current_path(self, model: str) -> VectorPath:
         path = choose_vector_path(
             matrix_valid=self.matrix.is_valid(model),
             vector_support=self._support,
@@ -493,10 +442,10 @@ class VectorRouter:
         if self._reload is not None and self._reload.is_alive():
             self._go.set()  # a second query since the load was asked for: read now
             return
-        (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
-        if self._open is None or int(rows) <= self._sync_reload_rows:
+        limit = self._sync_reload_rows
+        if self._open is None or limit is None or self._rows() <= limit:
             try:
-                self.matrix.load(model)
+                self.matrix.refresh(model)
             except MemoryError:  # pragma: no cover - only on machines short of memory
                 self._reload_error = "not enough memory"
             return
@@ -509,6 +458,10 @@ class VectorRouter:
             daemon=True,
         )
         self._reload.start()
+
+    def _rows(self) -> int:
+        (rows,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
+        return int(rows)
 
     def _reload_in_background(self, model: str, token: object, generation: int) -> None:
         """Read through a connection of our own (WAL: a consistent snapshot, never blocking writers),

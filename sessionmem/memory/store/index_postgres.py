@@ -21,7 +21,8 @@ not passed to the server). One schema per agent holds the tables of ``schema.PG_
 - A rebuild is one transaction on the live schema (old vectors kept in the cache first): every reader
   sees the old index until it commits, and a failed rebuild rolls back to it.
 - The write token a loaded matrix checks is a counter in ``meta`` that every write transaction bumps,
-  so a matrix on one host sees a sync committed on another.
+  so a matrix on one host sees a sync committed on another; it then reads only the chunks that write
+  changed, from a log triggers keep (``pg_changes``), not every vector again.
 - A connection the server ended (a restart, a failover, an idle timeout, ``pg_terminate_backend``) is
   replaced by :meth:`PgStore.recover`, which the index calls when a call fails with it, then runs the
   call once more; a statement's own error is never retried.
@@ -39,13 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.dsn import PgTarget, postgres_errors
 from sessionmem.errors import MemoryIndexError
+from sessionmem.memory.store import pg_changes
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.fts_tokens import (
     Tokenizer,
     tsvector_literal,
 )
 from sessionmem.memory.store.schema import CHUNK_COLUMNS, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
-from sessionmem.memory.store.seam import ScrubNotes
+from sessionmem.memory.store.seam import MatrixChanges, ScrubNotes
 
 if TYPE_CHECKING:
     from sessionmem.memory.embed.embedder import Embedder
@@ -172,6 +174,7 @@ class PgStore:
     """One psycopg connection (autocommit; ``atomic`` opens transactions) to one agent's schema."""
 
     kind = "postgresql"
+    logs_changes = True  # pg_changes
 
     def __init__(self, conn: Any, target: PgTarget, tokenizer: str) -> None:
         self.conn = conn
@@ -271,9 +274,12 @@ class PgStore:
         with self.conn.transaction():
             yield self
             if outer:  # every committed write moves the token every host's matrix checks
-                self.conn.execute(
-                    "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = %s", (GENERATION_KEY,)
-                )
+                row = self.conn.execute(
+                    "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = %s RETURNING value",
+                    (GENERATION_KEY,),
+                ).fetchone()
+                if row is not None:
+                    pg_changes.trim(self.conn, int(row[0]))
 
     def bulk_writes(self, files: int) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()  # the server sizes its own buffers
@@ -306,6 +312,9 @@ class PgStore:
         if self._in_snapshot:
             self._snapshot_token = token
         return token
+
+    def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
+        return pg_changes.read_changes(self.conn, model, since, limit)
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -353,6 +362,7 @@ class PgStore:
             self.conn.execute(
                 "INSERT INTO meta(key, value) VALUES (%s, '0') ON CONFLICT(key) DO NOTHING", (GENERATION_KEY,)
             )
+            pg_changes.install(self.conn, GENERATION_KEY)
         return None
 
     def has_keyword_index(self) -> bool:
@@ -452,6 +462,7 @@ class PgStore:
 
         with self.atomic():
             self.apply_schema(tokenizer)
+            pg_changes.unlogged(self.conn)  # readers load the new index whole: reset() below
             old = read_meta(self)
             if (
                 embedder is not None
@@ -471,9 +482,11 @@ class PgStore:
             self.conn.execute("DELETE FROM chunks")
             self.conn.execute("DELETE FROM files")
             self.conn.execute(
-                "DELETE FROM meta WHERE key NOT IN (%s, %s)", (SCHEMA_VERSION_KEY, GENERATION_KEY)
+                "DELETE FROM meta WHERE key NOT IN (%s, %s, %s)",
+                (SCHEMA_VERSION_KEY, GENERATION_KEY, pg_changes.CHANGES_FROM_KEY),
             )
             yield self, None
+            pg_changes.reset(self.conn)
 
     def sync_lock(self) -> AdvisoryLock:
         return self._lock

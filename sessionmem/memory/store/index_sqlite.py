@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.store import database as db
 from sessionmem.memory.store.database import VectorSupport
-from sessionmem.memory.store.seam import ScrubNotes
+from sessionmem.memory.store.seam import MatrixChanges, ScrubNotes
 from sessionmem.memory.store.sqlite_keywords import KeywordIndex
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ class SqliteStore:
     benches) has neither."""
 
     kind = "sqlite"
+    # No change log: a matrix large enough to matter reloads in the background while sqlite-vec answers
+    logs_changes = False
 
     def __init__(
         self,
@@ -90,6 +92,9 @@ class SqliteStore:
 
     def write_token(self) -> object:
         return db.write_token(self.conn)
+
+    def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
+        return None
 
     @contextlib.contextmanager
     def bulk_writes(self, files: int) -> Iterator[None]:

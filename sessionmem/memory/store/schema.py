@@ -171,5 +171,55 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     PRIMARY KEY (provider, model, provider_key, hash)
 );
 CREATE INDEX IF NOT EXISTS idx_embedding_cache_updated_at ON embedding_cache(updated_at);
+CREATE TABLE IF NOT EXISTS chunk_changes (
+    generation BIGINT NOT NULL,                -- the write generation (meta) of the transaction
+    id         TEXT NOT NULL                   -- a chunk inserted, updated or deleted then
+);
+CREATE INDEX IF NOT EXISTS idx_chunk_changes_generation ON chunk_changes(generation);
 """
-PG_TABLE_NAMES = ("meta", "files", "chunks", "chunks_fts", "chunks_fts_df", "embedding_cache")
+PG_TABLE_NAMES = (
+    "meta", "files", "chunks", "chunks_fts", "chunks_fts_df", "embedding_cache", "chunk_changes",
+)  # fmt: skip
+
+# The log of changed chunks (``pg_changes``): statement triggers on ``chunks`` write the id of every row a
+# statement inserts, updates or deletes to ``chunk_changes``, stamped with the write generation their
+# transaction commits with. The first logged statement of a transaction moves the generation itself
+# (and holds its row until commit), so a host that wrote without knowing of the log is logged right too.
+# ``sessionmem.chunk_log = off`` (a rebuild, which resets the log instead) writes nothing.
+PG_CHANGE_FUNCTIONS = (
+    """
+CREATE OR REPLACE FUNCTION sessionmem_chunk_generation() RETURNS bigint LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+DECLARE g bigint := nullif(current_setting('sessionmem.chunk_generation', true), '')::bigint;
+BEGIN
+    IF g IS NULL THEN
+        UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'write_generation'
+            RETURNING value::bigint INTO g;
+        PERFORM set_config('sessionmem.chunk_generation', g::text, true);
+    END IF;
+    RETURN g;
+END $$""",
+    """
+CREATE OR REPLACE FUNCTION sessionmem_log_chunks() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF coalesce(current_setting('sessionmem.chunk_log', true), '') = 'off' THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO chunk_changes(generation, id) SELECT sessionmem_chunk_generation(), id FROM new_rows;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO chunk_changes(generation, id) SELECT sessionmem_chunk_generation(), id FROM old_rows;
+    ELSE
+        INSERT INTO chunk_changes(generation, id)
+            SELECT sessionmem_chunk_generation(), id
+            FROM (SELECT id FROM old_rows UNION SELECT id FROM new_rows) changed;
+    END IF;
+    RETURN NULL;
+END $$""",
+)
+PG_CHANGE_TRIGGERS = {
+    "chunks_log_insert": "AFTER INSERT ON chunks REFERENCING NEW TABLE AS new_rows",
+    "chunks_log_update": "AFTER UPDATE ON chunks REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "chunks_log_delete": "AFTER DELETE ON chunks REFERENCING OLD TABLE AS old_rows",
+}

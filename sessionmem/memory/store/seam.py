@@ -67,6 +67,16 @@ class KeywordFilters:
     audiences: Sequence[str] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MatrixChanges:
+    """What a store's change log says was written since a write token: every chunk id inserted,
+    updated or deleted (``ids``), and the rows of those that now hold a vector of the model (``rows``:
+    id, source, embedding, date, audience)."""
+
+    ids: list[str]
+    rows: list[Sequence[Any]]
+
+
 class KeywordSearch(Protocol):
     """Keyword reads for one query at a time; ``forget()`` after every index write."""
 
@@ -116,6 +126,14 @@ class IndexStore(Protocol):
 
     def write_token(self) -> object:
         """Changes whenever any connection (any host) commits a write to the index."""
+        ...
+
+    logs_changes: bool  # whether ``matrix_changes`` can answer (PostgreSQL's change log)
+
+    def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
+        """The chunks written since write token ``since`` (read in the current snapshot), or None when
+        the store cannot say (no log, a log trimmed past ``since``, or more than ``limit`` changes):
+        then a matrix reloads every row."""
         ...
 
     def bulk_writes(self, files: int) -> AbstractContextManager[Any]:

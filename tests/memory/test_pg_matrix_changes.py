@@ -1,0 +1,158 @@
+"""A host's in-memory matrix keeps up with another host's writes by reading only what they changed.
+
+Two ``MemoryIndex`` objects on one PostgreSQL schema, as two gateway hosts would have: host B searches,
+host A writes, edits, renames and deletes notes; B's next hybrid search answers exactly what a freshly
+opened index answers, and B read only the changed rows (``vector_path().rows_read``), not every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionmem.config import MemorySearchConfig
+from sessionmem.memory.embed.embedder import EmbedderSelection
+from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest
+from tests.memory.stores import StoreUnderTest, run, store_under_test
+from tests.memory.support import HashEmbedder
+
+NOTES = 60
+QUERIES = ("marker topic7 details", "quokka habits", "zebra stripes and quokka", "renamed otter note")
+
+
+@pytest.fixture
+def pg() -> Iterator[StoreUnderTest]:
+    with store_under_test("postgresql") as store:
+        yield store
+
+
+def config(store: StoreUnderTest) -> MemorySearchConfig:
+    base = {"sync": {"watch": False, "onSearch": False}, "chunking": {"tokens": 40, "overlap": 0}}
+    return store.settings(MemorySearchConfig.model_validate(base))
+
+
+def open_host(workspace: Path, state: Path, store: StoreUnderTest) -> MemoryIndex:
+    selection = EmbedderSelection(HashEmbedder(), "test")
+    settings = config(store)
+    return MemoryIndex.open("main", workspace, settings, state_dir=state, selection=selection, watch=False)
+
+
+def answers(index: MemoryIndex) -> list[list[tuple[str, int, int, float]]]:
+    out = []
+    for query in QUERIES:
+        response = index.search(SearchRequest(query, max_results=20, min_score=0.0))
+        assert response.mode == "hybrid"
+        out.append([(r.path, r.start_line, r.end_line, round(r.score, 6)) for r in response.results])
+    return out
+
+
+def fresh_answers(workspace: Path, state: Path, store: StoreUnderTest) -> Any:
+    with open_host(workspace, state, store) as fresh:
+        return answers(fresh)
+
+
+def test_a_hosts_matrix_reads_only_the_rows_another_host_changed(
+    workspace: Path, tmp_path: Path, pg: StoreUnderTest
+) -> None:
+    memory = workspace / "memory"
+    for i in range(NOTES):
+        (memory / f"n{i:02d}.md").write_text(f"- everynote marker, topic{i} details about quokka {i}.\n")
+    with open_host(workspace, tmp_path / "a", pg) as a, open_host(workspace, tmp_path / "b", pg) as b:
+        a.sync()
+        answers(b)
+        loaded = b.vector_path().rows_read
+        assert loaded >= NOTES  # the first search loaded every row
+
+        steps = [  # (a change of one note, the rows host B reads for it: the note's one chunk, or none)
+            (lambda: (memory / "new.md").write_text("- zebra stripes, a new quokka note\n"), 1),
+            (lambda: (memory / "n03.md").write_text("- topic7 details edited: zebra and quokka\n"), 1),
+            (lambda: (memory / "n05.md").unlink(), 0),
+            (lambda: (memory / "n06.md").rename(memory / "otter.md"), 1),
+        ]
+        for step, rows in steps:
+            step()
+            a.sync()
+            before = b.vector_path().rows_read
+            seen = answers(b)
+            assert seen == fresh_answers(workspace, tmp_path / "fresh", pg)
+            assert b.vector_path().rows_read - before == rows
+
+        for i in range(10, 20):  # several writes between two searches
+            (memory / f"n{i:02d}.md").unlink()
+            a.sync()
+        (memory / "late.md").write_text("- renamed otter note, late\n")
+        a.sync()
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before == 1  # the deleted notes leave no row to read
+
+        a.sync(force=True)  # a rebuild resets the log: B loads every row once, then follows again
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before >= NOTES - 12
+        (memory / "after.md").write_text("- quokka habits after the rebuild\n")
+        a.sync()
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before == 1
+
+
+def test_a_write_outside_a_sync_and_a_trimmed_log_are_followed_too(
+    workspace: Path, tmp_path: Path, pg: StoreUnderTest
+) -> None:
+    memory = workspace / "memory"
+    for i in range(NOTES):
+        (memory / f"n{i:02d}.md").write_text(f"- everynote marker, topic{i} details about quokka {i}.\n")
+    with open_host(workspace, tmp_path / "a", pg) as a, open_host(workspace, tmp_path / "b", pg) as b:
+        a.sync()
+        answers(b)
+        # Another client changes rows with plain SQL (the audience of one note): logged by the triggers.
+        run(a, "UPDATE chunks SET audience = 'owner' WHERE path = 'memory/n07.md'")
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before == 1
+        # The log trimmed past what B holds: B loads every row, and is right.
+        run(a, "UPDATE meta SET value = (SELECT value::bigint + 1 FROM meta WHERE key = 'write_generation')"
+            " WHERE key = 'changes_from'")  # fmt: skip
+        (memory / "new.md").write_text("- zebra stripes, a new quokka note\n")
+        a.sync()
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before >= NOTES
+
+
+def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_load_holds() -> None:
+    import numpy as np
+
+    from sessionmem.memory.search.matrix_rows import MatrixState
+    from sessionmem.memory.store.seam import MatrixChanges
+
+    rng = np.random.default_rng(3)
+
+    def row(cid: str) -> tuple[str, str, bytes, str, str]:
+        vec = rng.normal(size=8).astype("<f4")
+        return (cid, "memory", vec.tobytes(), "2026-01-02", "owner")
+
+    rows = {f"c{i}": row(f"c{i}") for i in range(40)}
+    loaded = (
+        list(rows), ["memory"] * 40, ["2026-01-02"] * 40, ["owner"] * 40,
+        np.frombuffer(b"".join(r[2] for r in rows.values()), dtype="<f4").reshape(40, 8).copy(),
+    )  # fmt: skip
+    state = MatrixState.loaded("m", 0, loaded)  # a matrix of its own size: no room to grow
+    for token in range(1, 40):
+        gone = [f"c{token - 1}"] if token % 3 else []
+        fresh = [row(f"n{token}"), row(f"n{token}b")]
+        for cid in gone:
+            rows.pop(cid)
+        rows.update({r[0]: r for r in fresh})
+        changed = state.changed(token, MatrixChanges(gone + [r[0] for r in fresh], fresh))
+        assert changed is not None
+        state = changed
+        live = [i for i in range(len(state.ids)) if state.live is None or state.live[i]]
+        assert state.rows == len(live) == len(rows)
+        assert {state.ids[i]: state.matrix[i].tobytes() for i in live} == {c: r[2] for c, r in rows.items()}
+    assert state.dead * 4 <= len(state.ids)  # compacted on the way
