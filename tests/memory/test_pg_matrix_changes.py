@@ -17,7 +17,7 @@ from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.records import SearchRequest
-from tests.memory.stores import StoreUnderTest, run, store_under_test
+from tests.memory.stores import StoreUnderTest, rows, run, store_under_test
 from tests.memory.support import HashEmbedder
 
 NOTES = 60
@@ -99,6 +99,16 @@ def test_a_hosts_matrix_reads_only_the_rows_another_host_changed(
         before = b.vector_path().rows_read
         assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
         assert b.vector_path().rows_read - before == 1
+        assert_counts_kept(a)
+
+
+def assert_counts_kept(index: MemoryIndex) -> None:
+    """The counts the triggers keep (what a search reads after a write) are the tables' own."""
+    kept = "SELECT source, audience, n FROM chunk_counts WHERE n > 0 ORDER BY 1, 2"
+    counted = "SELECT source, audience, count(*) FROM chunks GROUP BY 1, 2 ORDER BY 1, 2"
+    assert rows(index, kept) == rows(index, counted)
+    fts = "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
+    assert rows(index, "SELECT rows, length FROM chunks_fts_totals") == rows(index, fts)
 
 
 def test_a_write_outside_a_sync_and_a_trimmed_log_are_followed_too(
@@ -123,6 +133,36 @@ def test_a_write_outside_a_sync_and_a_trimmed_log_are_followed_too(
         before = b.vector_path().rows_read
         assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
         assert b.vector_path().rows_read - before >= NOTES
+        assert_counts_kept(a)
+
+
+def test_an_index_made_before_the_log_gains_it_with_its_counts(
+    workspace: Path, tmp_path: Path, pg: StoreUnderTest
+) -> None:
+    memory = workspace / "memory"
+    for i in range(NOTES):
+        (memory / f"n{i:02d}.md").write_text(f"- everynote marker, topic{i} details about quokka {i}.\n")
+    with open_host(workspace, tmp_path / "a", pg) as a:
+        a.sync()
+        expected = answers(a)
+        for statement in (
+            "DROP TABLE chunk_changes",
+            "DROP TABLE chunk_counts",
+            "DROP TABLE chunks_fts_totals",
+            "DROP FUNCTION sessionmem_log_chunks() CASCADE",
+            "DROP FUNCTION sessionmem_count_fts() CASCADE",
+            "DELETE FROM meta WHERE key = 'changes_from'",
+        ):
+            run(a, statement)
+    with open_host(workspace, tmp_path / "a", pg) as a, open_host(workspace, tmp_path / "b", pg) as b:
+        assert answers(b) == expected
+        assert_counts_kept(a)
+        (memory / "new.md").write_text("- zebra stripes, a new quokka note\n")
+        a.sync()
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before == 1
+        assert_counts_kept(a)
 
 
 def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_load_holds() -> None:

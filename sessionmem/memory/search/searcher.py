@@ -382,9 +382,7 @@ class Searcher:
     def _index_shape(self) -> _IndexShape:
         token = self._conn.write_token()
         if self._shape is None or self._shape.token != token:
-            (total,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
-            present = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT source FROM chunks"))
-            seen_by = frozenset(r[0] for r in self._conn.execute("SELECT DISTINCT audience FROM chunks"))
+            total, present, seen_by = self._conn.chunk_summary()
             width = stored_width(self._conn, read_meta(self._conn)) if self._embedder is not None else None
             cal = load_calibration(self._conn) if self._embedder is not None else None
             if self._shape is not None:

@@ -316,6 +316,9 @@ class PgStore:
     def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
         return pg_changes.read_changes(self.conn, model, since, limit)
 
+    def chunk_summary(self) -> tuple[int, frozenset[str], frozenset[str]]:
+        return pg_changes.chunk_summary(self.conn)
+
     # -- schema ---------------------------------------------------------------------------------
 
     def _tables(self) -> set[str]:
@@ -436,6 +439,7 @@ class PgStore:
         yield notes
         with self.atomic():
             self.conn.execute("DELETE FROM chunks_fts_df WHERE df <= 0")
+            self.conn.execute("DELETE FROM chunk_counts WHERE n <= 0")  # no label of a forgotten audience
         from psycopg import sql
 
         try:

@@ -96,6 +96,12 @@ class SqliteStore:
     def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
         return None
 
+    def chunk_summary(self) -> tuple[int, frozenset[str], frozenset[str]]:
+        (total,) = self.conn.execute("SELECT count(*) FROM chunks").fetchone()
+        sources = frozenset(r[0] for r in self.conn.execute("SELECT DISTINCT source FROM chunks"))
+        audiences = frozenset(r[0] for r in self.conn.execute("SELECT DISTINCT audience FROM chunks"))
+        return int(total), sources, audiences
+
     @contextlib.contextmanager
     def bulk_writes(self, files: int) -> Iterator[None]:
         """Trigger: a sync pass writing at least :data:`BULK_FILES` files (a first index, a rebuild, a

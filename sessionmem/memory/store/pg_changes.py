@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionmem.memory.store.schema import PG_CHANGE_FUNCTIONS, PG_CHANGE_TRIGGERS
+from sessionmem.memory.store.schema import PG_CHANGE_FUNCTIONS, PG_CHANGE_TRIGGERS, PG_FTS_TRIGGERS
 from sessionmem.memory.store.seam import MatrixChanges
 
 # The log holds every change of a generation above this (meta); a matrix older than it loads every row.
@@ -28,21 +28,48 @@ KEEP_GENERATIONS = 10_000
 
 
 def install(conn: Any, generation_key: str) -> None:
-    """The log's functions and missing triggers (an index made before the log gains them, its log
-    starting at its current generation). In the caller's transaction."""
+    """The log's functions and missing triggers (an index made before the log gains them: its log
+    starts at its current generation, its counts are counted once). In the caller's transaction, after
+    the tables (``schema.PG_TABLES``) were made."""
     for statement in PG_CHANGE_FUNCTIONS:
         conn.execute(statement)
-    triggers = conn.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = 'chunks'::regclass").fetchall()
+    triggers = conn.execute(
+        "SELECT tgname FROM pg_trigger WHERE tgrelid IN ('chunks'::regclass, 'chunks_fts'::regclass)"
+    ).fetchall()
     have = {r[0] for r in triggers}
-    for name, when in PG_CHANGE_TRIGGERS.items():
-        if name not in have:
-            conn.execute(
-                f"CREATE TRIGGER {name} {when} FOR EACH STATEMENT EXECUTE FUNCTION sessionmem_log_chunks()"
-            )
+    wanted = [(PG_CHANGE_TRIGGERS, "sessionmem_log_chunks"), (PG_FTS_TRIGGERS, "sessionmem_count_fts")]
+    for names, function in wanted:
+        for name, when in names.items():
+            if name not in have:
+                conn.execute(f"CREATE TRIGGER {name} {when} FOR EACH STATEMENT EXECUTE FUNCTION {function}()")
+    if PG_CHANGE_TRIGGERS.keys() - have:
+        conn.execute("DELETE FROM chunk_counts")
+        conn.execute(
+            "INSERT INTO chunk_counts(source, audience, n)"
+            " SELECT source, audience, count(*) FROM chunks GROUP BY source, audience"
+        )
+    if PG_FTS_TRIGGERS.keys() - have:
+        conn.execute("DELETE FROM chunks_fts_totals")
+        conn.execute(
+            "INSERT INTO chunks_fts_totals(rows, length)"
+            " SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
+        )
     conn.execute(
         "INSERT INTO meta(key, value) SELECT %s, value FROM meta WHERE key = %s ON CONFLICT(key) DO NOTHING",
         (CHANGES_FROM_KEY, generation_key),
     )
+
+
+def chunk_summary(conn: Any) -> tuple[int, frozenset[str], frozenset[str]]:
+    """(chunks, their sources, their audiences), from the counts the triggers keep."""
+    rows = conn.execute("SELECT source, audience, n FROM chunk_counts WHERE n > 0").fetchall()
+    return sum(int(r[2]) for r in rows), frozenset(r[0] for r in rows), frozenset(r[1] for r in rows)
+
+
+def keyword_totals(conn: Any) -> tuple[int, int]:
+    """(chunks_fts rows, the sum of their lengths), from the totals the triggers keep."""
+    row = conn.execute("SELECT rows, length FROM chunks_fts_totals").fetchone()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
 def trim(conn: Any, generation: int) -> None:

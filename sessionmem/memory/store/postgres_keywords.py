@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
 from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.pg_changes import keyword_totals
 from sessionmem.memory.store.seam import KeywordFilters
 from sessionmem.memory.store.sqlite_keywords import KeywordIndex
 
@@ -125,9 +126,7 @@ class PgKeywordIndex(KeywordIndex):
 
     def _rows_and_length(self) -> tuple[int, float]:
         if self._stats is None:
-            rows, total = self._conn.execute(
-                "SELECT count(*), coalesce(sum(fts_len), 0) FROM chunks_fts"
-            ).fetchone()
+            rows, total = keyword_totals(self._conn)  # kept by triggers: no count of 100k rows per write
             self._stats = int(rows), (float(total) / int(rows)) if rows else 0.0
         return self._stats
 

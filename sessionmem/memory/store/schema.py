@@ -176,16 +176,31 @@ CREATE TABLE IF NOT EXISTS chunk_changes (
     id         TEXT NOT NULL                   -- a chunk inserted, updated or deleted then
 );
 CREATE INDEX IF NOT EXISTS idx_chunk_changes_generation ON chunk_changes(generation);
+CREATE TABLE IF NOT EXISTS chunk_counts (
+    source   TEXT NOT NULL,
+    audience TEXT NOT NULL,
+    n        BIGINT NOT NULL,                  -- chunks of this source and audience (0: none any more)
+    PRIMARY KEY (source, audience)
+);
+CREATE TABLE IF NOT EXISTS chunks_fts_totals (
+    one    BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+    rows   BIGINT NOT NULL,                    -- chunks_fts rows, and the sum of their fts_len (BM25)
+    length BIGINT NOT NULL
+);
 """
 PG_TABLE_NAMES = (
     "meta", "files", "chunks", "chunks_fts", "chunks_fts_df", "embedding_cache", "chunk_changes",
+    "chunk_counts", "chunks_fts_totals",
 )  # fmt: skip
 
 # The log of changed chunks (``pg_changes``): statement triggers on ``chunks`` write the id of every row a
 # statement inserts, updates or deletes to ``chunk_changes``, stamped with the write generation their
 # transaction commits with. The first logged statement of a transaction moves the generation itself
 # (and holds its row until commit), so a host that wrote without knowing of the log is logged right too.
-# ``sessionmem.chunk_log = off`` (a rebuild, which resets the log instead) writes nothing.
+# ``sessionmem.chunk_log = off`` (a rebuild, which resets the log instead) writes nothing to the log.
+# The same triggers keep ``chunk_counts`` (chunks per source and audience) and triggers on ``chunks_fts``
+# keep ``chunks_fts_totals``, so a search after a write reads what it needs of the index's shape from a
+# few rows rather than counting 100k.
 PG_CHANGE_FUNCTIONS = (
     """
 CREATE OR REPLACE FUNCTION sessionmem_chunk_generation() RETURNS bigint LANGUAGE plpgsql
@@ -203,6 +218,16 @@ END $$""",
 CREATE OR REPLACE FUNCTION sessionmem_log_chunks() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        INSERT INTO chunk_counts AS c(source, audience, n)
+            SELECT source, audience, -count(*) FROM old_rows GROUP BY source, audience
+            ON CONFLICT (source, audience) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO chunk_counts AS c(source, audience, n)
+            SELECT source, audience, count(*) FROM new_rows GROUP BY source, audience
+            ON CONFLICT (source, audience) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
     IF coalesce(current_setting('sessionmem.chunk_log', true), '') = 'off' THEN
         RETURN NULL;
     END IF;
@@ -217,9 +242,26 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$""",
+    """
+CREATE OR REPLACE FUNCTION sessionmem_count_fts() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        UPDATE chunks_fts_totals SET rows = rows + n, length = length + total
+            FROM (SELECT count(*) AS n, coalesce(sum(fts_len), 0) AS total FROM new_rows) x WHERE x.n > 0;
+    ELSE
+        UPDATE chunks_fts_totals SET rows = rows - n, length = length - total
+            FROM (SELECT count(*) AS n, coalesce(sum(fts_len), 0) AS total FROM old_rows) x WHERE x.n > 0;
+    END IF;
+    RETURN NULL;
+END $$""",
 )
 PG_CHANGE_TRIGGERS = {
     "chunks_log_insert": "AFTER INSERT ON chunks REFERENCING NEW TABLE AS new_rows",
     "chunks_log_update": "AFTER UPDATE ON chunks REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
     "chunks_log_delete": "AFTER DELETE ON chunks REFERENCING OLD TABLE AS old_rows",
+}
+PG_FTS_TRIGGERS = {  # chunks_fts rows are inserted and deleted, never updated
+    "chunks_fts_count_insert": "AFTER INSERT ON chunks_fts REFERENCING NEW TABLE AS new_rows",
+    "chunks_fts_count_delete": "AFTER DELETE ON chunks_fts REFERENCING OLD TABLE AS old_rows",
 }

@@ -130,6 +130,10 @@ class IndexStore(Protocol):
 
     logs_changes: bool  # whether ``matrix_changes`` can answer (PostgreSQL's change log)
 
+    def chunk_summary(self) -> tuple[int, frozenset[str], frozenset[str]]:
+        """(how many chunks, their sources, their audiences): read by a search after every write."""
+        ...
+
     def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
         """The chunks written since write token ``since`` (read in the current snapshot), or None when
         the store cannot say (no log, a log trimmed past ``since``, or more than ``limit`` changes):
