@@ -87,7 +87,13 @@ def make_queries(conn: Any, n: int, embedder: HashEmbedder, seed: int = 3) -> li
 
 
 def run_one(
-    size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool, store: str | None = None
+    size: int,
+    n_queries: int,
+    brute_queries: int,
+    root: Path,
+    reuse: bool,
+    store: str | None = None,
+    after_write: int = 0,
 ) -> dict[str, Any]:
     """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
 
@@ -95,7 +101,8 @@ def run_one(
     and the hybrid search on the index the first child built, for the side-by-side comparison.
     ``store`` (a postgresql:// DSN): the index in PostgreSQL, schema ``bench_search_<size>`` (dropped by
     the parent); there the paths are the matrix and keyword search (no sqlite-vec, and brute force
-    would read every vector over the connection per query).
+    would read every vector over the connection per query). ``after_write`` (PostgreSQL): that many
+    hybrid searches right after another host wrote a note, with the change log and without.
     """
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
@@ -203,6 +210,10 @@ def run_one(
             out["hybrid_group"] = timed_each(group_hybrid, queries)
             out["group_found"] = seen[0]
             conn.execute("UPDATE chunks SET audience = 'shared'")
+        if store and after_write and not reuse:
+            wait_for_matrix(index, queries[0])
+            for kind, full in (("after_write_full", True), ("after_write_changes", False)):
+                out[kind] = time_after_write(index, ws, cfg, root, queries, after_write, full=full)
         if not reuse and not store:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
@@ -213,6 +224,46 @@ def run_one(
         index.close()
     out["peak_rss_mb"] = peak_rss_mb()
     return out
+
+
+def time_after_write(
+    index: Any, ws: Path, cfg: Any, root: Path, queries: list[str], reps: int, *, full: bool
+) -> dict[str, Any]:
+    """Host B (``index``) searches right after host A (another ``MemoryIndex`` on the same schema) wrote
+    one note, ``reps`` times: B's matrix reads the changed rows; with ``full``, the change log is
+    trimmed past B first (what every write cost before the log): B loads every row."""
+    from sessionmem.memory.embed.embedder import EmbedderSelection
+    from sessionmem.memory.index import MemoryIndex
+    from sessionmem.memory.search.records import SearchRequest
+    from sessionmem.memory.store.index_postgres import PgStore
+
+    host_a = MemoryIndex.open(
+        "bench", ws, cfg, state_dir=root / "state-a", selection=EmbedderSelection(HashEmbedder(), "bench")
+    )
+    sql = PgStore.connect(index.path, cfg.store.fts.tokenizer)
+    times: list[float] = []
+    read: list[int] = []
+    try:
+        for i in range(reps):
+            note = ws / "memory" / f"after-write-{'full' if full else 'changes'}-{i}.md"
+            note.write_text(f"- host A wrote note {i}: the {'full' if full else 'changed'} run, row {i}\n")
+            host_a.sync()
+            if full:
+                with sql.atomic():  # the log no longer reaches back to what B holds
+                    sql.execute(
+                        "UPDATE meta SET value = (SELECT value::bigint + 1 FROM meta"
+                        " WHERE key = 'write_generation')::text WHERE key = 'changes_from'"
+                    )
+            before = index.vector_path().rows_read
+            start = time.perf_counter()
+            index.search(SearchRequest(queries[i % len(queries)]))
+            times.append((time.perf_counter() - start) * 1000)
+            read.append(index.vector_path().rows_read - before)
+        assert served_by(index, queries[0]) == {"matrix"}, served_by(index, queries[0])
+    finally:
+        sql.close()
+        host_a.close()
+    return {"ms": times, "rows_read": read}
 
 
 def served_by(index: Any, query: str) -> set[str]:
@@ -252,11 +303,18 @@ def drop_schema(store: str, size: int) -> None:
 
 
 def child(
-    size: int, n_queries: int, root: Path, *, quick: bool, one_thread: bool, store: str | None = None
+    size: int,
+    n_queries: int,
+    root: Path,
+    *,
+    quick: bool,
+    one_thread: bool,
+    store: str | None = None,
+    after_write: int = 0,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--one", str(size), "--queries", str(n_queries), "--dir", str(root)]
     if store:
-        cmd += ["--store", store]
+        cmd += ["--store", store, "--after-write", str(after_write)]
     env = dict(os.environ)
     if one_thread:
         cmd.append("--reuse")
@@ -268,6 +326,32 @@ def child(
         sys.stderr.write(proc.stderr)
         raise SystemExit(f"size {size} failed")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_after_write(results: list[dict[str, Any]]) -> None:
+    print(
+        "\n### Host B's next hybrid search after host A wrote one note (two MemoryIndex, one schema)\n\n"
+        "Host A writes a note and syncs; host B's next hybrid search is timed (p50 / p95, ms). Every row: "
+        "the change log trimmed past B before each search, so B loads every vector (what every write "
+        "cost before the log). Changed rows: B reads the rows written since its matrix loaded.\n"
+    )
+    rows = []
+    for r in results:
+        for key, label in (("after_write_full", "every row (before)"), ("after_write_changes", "changed")):
+            if key in r:
+                s, read = stats(r[key]["ms"]), stats(r[key]["rows_read"])
+                h95 = s.p95
+                rows.append(
+                    [
+                        f"{r['chunks']:,}",
+                        label,
+                        f"{s.p50:.2f} / {s.p95:.2f} (n={s.n})",
+                        f"{read.p50:,.0f}",
+                        f"{verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f}",
+                    ]
+                )
+    headers = ["chunks", "matrix reads", "search p50 / p95 (ms)", "rows read (median)", "p95 target"]
+    print(table(headers, rows))
 
 
 def main() -> None:
@@ -282,11 +366,21 @@ def main() -> None:
         help="a postgresql:// DSN: the index in PostgreSQL (a schema per size, dropped afterwards); "
         "times keyword search, the matrix and hybrid search",
     )
+    p.add_argument(
+        "--after-write",
+        type=int,
+        default=30,
+        metavar="N",
+        help="with --store: N hybrid searches by one host right after another host wrote a note, "
+        "reading the changed rows and (as before the change log) every row (default 30; 0: skip)",
+    )
     args = p.parse_args()
+    after_write = min(args.after_write, 3) if args.smoke else args.after_write
     n_queries = 10 if args.smoke else 40 if args.quick else args.queries
     if args.one:
         brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
-        print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store)))
+        out = run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store, after_write)
+        print(json.dumps(out))
         return
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
@@ -306,9 +400,11 @@ def main() -> None:
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
             try:
-                results.append(
-                    child(size, n_queries, Path(tmp), quick=args.quick, one_thread=False, store=args.store)
-                )
+                first = child(
+                    size, n_queries, Path(tmp), quick=args.quick, one_thread=False, store=args.store,
+                    after_write=after_write,
+                )  # fmt: skip
+                results.append(first)
                 if not args.store:
                     single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
             finally:
@@ -398,6 +494,8 @@ def main() -> None:
         )
     )
     print(f"\nVector driver: {results[-1]['vector_driver']}.")
+    if any("after_write_changes" in r for r in results):
+        print_after_write(results)
     if not single:
         footer()
         return
