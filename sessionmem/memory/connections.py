@@ -4,7 +4,8 @@ connection, and the sync lock, for a SQLite file or a PostgreSQL schema (``Memor
 
 A database that is not one (or is malformed, or has another schema version) is moved aside to
 ``<db>.corrupt-<time>`` and rebuilt from the Markdown; a PostgreSQL schema of an unusable version is
-dropped and rebuilt. Either way a line goes to ``issues``, which ``status().issues`` shows.
+dropped and rebuilt in one transaction, unless a process of another version has it open: then the open
+is refused (``pg_versions``). Either way a line goes to ``issues``, which ``status().issues`` shows.
 """
 
 from __future__ import annotations
@@ -88,12 +89,10 @@ class IndexConnections:
         try:
             self.sync_mutex = store.sync_lock()
             with self.sync_mutex:
-                problem = store.schema_problem()
+                self.fts_error, problem = store.open_schema(tokenizer)
                 if problem is not None:
-                    store.discard()
                     self.issues.append(f"{problem}; dropped its tables and rebuilt from the Markdown files")
                     log.warning("memory index %s: %s; dropped and rebuilt", target, problem)
-                self.fts_error = store.apply_schema(tokenizer)
                 claim_owner(store, self.agent_id, self.shown_location)
         except BaseException:
             store.close()

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessionmem.dsn import PgTarget, postgres_errors
 from sessionmem.errors import MemoryIndexError
-from sessionmem.memory.store import pg_changes
+from sessionmem.memory.store import pg_changes, pg_versions
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.fts_tokens import (
     Tokenizer,
@@ -188,6 +188,7 @@ class PgStore:
         self._snapshot_lock = threading.RLock()
         self._in_snapshot = False  # a read-only snapshot is open (``snapshot``)
         self._snapshot_token: object = None
+        self._holds_version = False  # this connection says its schema version has the index open
 
     @classmethod
     def connect(cls, target: PgTarget, tokenizer: str, *, create: bool = False) -> PgStore:
@@ -203,6 +204,8 @@ class PgStore:
             return False
         with self._snapshot_lock:
             fresh = _open_connection(self.target)
+            if self._holds_version:  # the server freed it with the lost connection
+                pg_versions.hold(fresh, self.target.schema, SCHEMA_VERSION)
             old, self.conn = self.conn, fresh
             self._in_snapshot, self._snapshot_token = False, None
         with contextlib.suppress(_psycopg().Error):
@@ -327,16 +330,42 @@ class PgStore:
         ).fetchall()
         return {r[0] for r in rows}
 
+    def stored_version(self) -> str:
+        """The schema version the index was built by ('none' when its meta table has none)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = %s", (SCHEMA_VERSION_KEY,)).fetchone()
+        return str(row[0]) if row is not None else "none"
+
     def schema_problem(self) -> str | None:
         tables = self._tables()
         if not tables:
             return None
         if "meta" not in tables:
             return f"schema {self.target.schema} has tables but no meta table (unknown schema)"
-        row = self.conn.execute("SELECT value FROM meta WHERE key = %s", (SCHEMA_VERSION_KEY,)).fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
-            return f"index schema version {row[0] if row else 'none'} differs from {SCHEMA_VERSION}"
+        stored = self.stored_version()
+        if stored != str(SCHEMA_VERSION):
+            return f"index schema version {stored} differs from {SCHEMA_VERSION}"
         return None
+
+    def open_schema(self, tokenizer: str) -> tuple[str | None, str | None]:
+        """Under the sync lock: make the tables, or replace those of an unusable schema version when no
+        process of another version has the index open (``pg_versions``; else ``MemoryIndexError``), in one
+        transaction; then say that this version has it open. (why keyword search is off, what was replaced)"""
+        problem = self.schema_problem()
+        if problem is not None:
+            open_by = pg_versions.others(self.conn, self.target.schema, SCHEMA_VERSION)
+            if open_by:
+                stored = self.stored_version() if "meta" in self._tables() else "unknown"
+                raise pg_versions.refusal(self.where, stored, SCHEMA_VERSION, open_by)
+        with self.conn.transaction():  # readers see the old tables until the new ones are committed
+            if problem is not None:
+                self.discard()
+            fts_error = self.apply_schema(tokenizer)
+        self.hold_version()
+        return fts_error, problem
+
+    def hold_version(self) -> None:
+        pg_versions.hold(self.conn, self.target.schema, SCHEMA_VERSION)
+        self._holds_version = True
 
     def discard(self) -> None:
         """Drop the index's tables (an unusable schema version); ``apply_schema`` makes them anew."""
