@@ -211,9 +211,7 @@ def run_one(
             out["group_found"] = seen[0]
             conn.execute("UPDATE chunks SET audience = 'shared'")
         if store and after_write and not reuse:
-            wait_for_matrix(index, queries[0])
-            for kind, full in (("after_write_full", True), ("after_write_changes", False)):
-                out[kind] = time_after_write(index, ws, cfg, root, queries, after_write, full=full)
+            out.update(time_after_write(ws, cfg, root, embedder, queries, after_write))
         if not reuse and not store:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
@@ -227,43 +225,51 @@ def run_one(
 
 
 def time_after_write(
-    index: Any, ws: Path, cfg: Any, root: Path, queries: list[str], reps: int, *, full: bool
+    ws: Path, cfg: Any, root: Path, embedder: HashEmbedder, queries: list[str], reps: int
 ) -> dict[str, Any]:
-    """Host B (``index``) searches right after host A (another ``MemoryIndex`` on the same schema) wrote
-    one note, ``reps`` times: B's matrix reads the changed rows; with ``full``, the change log is
-    trimmed past B first (what every write cost before the log): B loads every row."""
+    """Host B searches right after host A wrote one note, ``reps`` times: two more ``MemoryIndex`` on
+    the index (watching no files and syncing on no search, so B's time is its search alone). First with
+    the change log trimmed past B before each search (what every write cost before the log: B loads
+    every row), then as it is (B reads the rows written since its matrix loaded)."""
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
     from sessionmem.memory.search.records import SearchRequest
     from sessionmem.memory.store.index_postgres import PgStore
 
-    host_a = MemoryIndex.open(
-        "bench", ws, cfg, state_dir=root / "state-a", selection=EmbedderSelection(HashEmbedder(), "bench")
-    )
-    sql = PgStore.connect(index.path, cfg.store.fts.tokenizer)
-    times: list[float] = []
-    read: list[int] = []
-    try:
-        for i in range(reps):
-            note = ws / "memory" / f"after-write-{'full' if full else 'changes'}-{i}.md"
-            note.write_text(f"- host A wrote note {i}: the {'full' if full else 'changed'} run, row {i}\n")
-            host_a.sync()
-            if full:
-                with sql.atomic():  # the log no longer reaches back to what B holds
-                    sql.execute(
-                        "UPDATE meta SET value = (SELECT value::bigint + 1 FROM meta"
-                        " WHERE key = 'write_generation')::text WHERE key = 'changes_from'"
-                    )
-            before = index.vector_path().rows_read
-            start = time.perf_counter()
-            index.search(SearchRequest(queries[i % len(queries)]))
-            times.append((time.perf_counter() - start) * 1000)
-            read.append(index.vector_path().rows_read - before)
-        assert served_by(index, queries[0]) == {"matrix"}, served_by(index, queries[0])
-    finally:
-        sql.close()
-        host_a.close()
-    return {"ms": times, "rows_read": read}
+    quiet = cfg.model_copy(update={"sync": cfg.sync.model_copy(update={"watch": False, "on_search": False})})
+
+    def host(name: str) -> Any:
+        selection = EmbedderSelection(embedder, "bench")
+        return MemoryIndex.open("bench", ws, quiet, state_dir=root / name, selection=selection, watch=False)
+
+    out: dict[str, Any] = {}
+    with host("host-a") as host_a, host("host-b") as host_b:
+        sql = PgStore.connect(host_b.path, cfg.store.fts.tokenizer)
+        try:
+            host_b.search(SearchRequest(queries[0]))  # B's matrix loads once
+            for kind, full in (("after_write_full", True), ("after_write_changes", False)):
+                times: list[float] = []
+                read: list[int] = []
+                for i in range(reps):
+                    note = ws / "memory" / f"after-write-{kind}-{i}.md"
+                    note.write_text(f"- host A wrote note {i} of the {kind} run\n")
+                    host_a.sync()
+                    if full:
+                        with sql.atomic():  # the log no longer reaches back to what B holds
+                            sql.execute(
+                                "UPDATE meta SET value = (SELECT value::bigint + 1 FROM meta"
+                                " WHERE key = 'write_generation')::text WHERE key = 'changes_from'"
+                            )
+                    before = host_b.vector_path().rows_read
+                    start = time.perf_counter()
+                    host_b.search(SearchRequest(queries[i % len(queries)]))
+                    times.append((time.perf_counter() - start) * 1000)
+                    read.append(host_b.vector_path().rows_read - before)
+                assert served_by(host_b, queries[0]) == {"matrix"}, served_by(host_b, queries[0])
+                out[kind] = {"ms": times, "rows_read": read}
+        finally:
+            sql.close()
+    return out
 
 
 def served_by(index: Any, query: str) -> set[str]:

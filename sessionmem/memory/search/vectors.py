@@ -167,7 +167,10 @@ class MatrixVectors:
         """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
         if generation is not None and generation != self._generation:
             return False
-        self._state, self._stale = MatrixState.loaded(model, token, loaded), None
+        state = MatrixState.loaded(model, token, loaded)
+        if self._conn.logs_changes:
+            state.prepare_changes()
+        self._state, self._stale = state, None
         self.rows_read += len(loaded[0])
         return True
 

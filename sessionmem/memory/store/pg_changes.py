@@ -104,22 +104,21 @@ def read_changes(conn: Any, model: str, since: object, limit: int) -> MatrixChan
         held = int(str(since))
     except ValueError:
         return None
-    row = conn.execute("SELECT value FROM meta WHERE key = %s", (CHANGES_FROM_KEY,)).fetchone()
-    if row is None or held < int(row[0]):
+    # One round trip (a search after a write waits for it): the log's floor, each changed id, and its
+    # row when it holds a vector of the model (NULLs: deleted, or not the model's)
+    found = conn.execute(
+        "SELECT f.floor, x.id, x.source, x.embedding, x.date, x.audience"
+        " FROM (SELECT (SELECT value::bigint FROM meta WHERE key = %s) AS floor) f LEFT JOIN ("
+        "  SELECT i.id, c.source, c.embedding, c.date, c.audience"
+        "  FROM (SELECT DISTINCT id FROM chunk_changes WHERE generation > %s LIMIT %s) i"
+        "  LEFT JOIN chunks c ON c.id = i.id AND c.model = %s AND c.embedding IS NOT NULL"
+        " ) x ON true",
+        (CHANGES_FROM_KEY, held, limit + 1, model),
+    ).fetchall()
+    floor = found[0][0]
+    if floor is None or held < int(floor):
         return None
-    ids = [
-        r[0]
-        for r in conn.execute(
-            "SELECT DISTINCT id FROM chunk_changes WHERE generation > %s LIMIT %s", (held, limit + 1)
-        ).fetchall()
-    ]
+    ids = [r[1] for r in found if r[1] is not None]
     if len(ids) > limit:
         return None
-    if not ids:
-        return MatrixChanges([], [])
-    rows = conn.execute(
-        "SELECT id, source, embedding, date, audience FROM chunks"
-        " WHERE id = ANY(%s) AND model = %s AND embedding IS NOT NULL",
-        (ids, model),
-    ).fetchall()
-    return MatrixChanges(ids, [tuple(r) for r in rows])
+    return MatrixChanges(ids, [tuple(r[1:]) for r in found if r[3] is not None])
