@@ -196,3 +196,23 @@ def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_loa
         assert state.rows == len(live) == len(rows)
         assert {state.ids[i]: state.matrix[i].tobytes() for i in live} == {c: r[2] for c, r in rows.items()}
     assert state.dead * 4 <= len(state.ids)  # compacted on the way
+
+
+def test_forgetting_leaves_no_id_of_the_forgotten_chunks_in_the_log(
+    workspace: Path, tmp_path: Path, pg: StoreUnderTest
+) -> None:
+    memory = workspace / "memory"
+    for i in range(NOTES):
+        (memory / f"n{i:02d}.md").write_text(f"- everynote marker, topic{i} details about quokka {i}.\n")
+    with open_host(workspace, tmp_path / "a", pg) as a, open_host(workspace, tmp_path / "b", pg) as b:
+        a.sync()
+        answers(b)
+        (memory / "n07.md").write_text("- topic7 details edited: zebra and quokka\n")
+        a.sync()  # the log now names n07's chunks
+        with a.sync_lock():
+            (memory / "n07.md").unlink()
+            assert a.erase([], ["memory/n07.md"]).chunks == 1
+        assert rows(a, "SELECT count(*) FROM chunk_changes") == [(0,)]  # no id of n07's chunks
+        before = b.vector_path().rows_read
+        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
+        assert b.vector_path().rows_read - before >= NOTES - 1  # every row, once

@@ -461,7 +461,8 @@ class PgStore:
     @contextlib.contextmanager
     def erasure(self) -> Iterator[ScrubNotes]:
         """Deletes inside, then: the token counts no chunk needs any more (left by indexes written before
-        :meth:`delete_chunks` removed them) deleted, and the index's tables vacuumed, so their dead rows
+        :meth:`delete_chunks` removed them) deleted, the change log emptied (it names the deleted chunks:
+        every host's matrix loads every row once instead), and the index's tables vacuumed, so their dead rows
         are pruned. PostgreSQL does not zero the space it frees: the bytes stay in its data files (and its
         WAL and backups) until reused; ``VACUUM FULL`` rewrites a table (README, Privacy)."""
         notes = ScrubNotes()
@@ -469,6 +470,7 @@ class PgStore:
         with self.atomic():
             self.conn.execute("DELETE FROM chunks_fts_df WHERE df <= 0")
             self.conn.execute("DELETE FROM chunk_counts WHERE n <= 0")  # no label of a forgotten audience
+            pg_changes.reset(self.conn)
         from psycopg import sql
 
         try:

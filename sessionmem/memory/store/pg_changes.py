@@ -90,8 +90,9 @@ def unlogged(conn: Any) -> None:
 
 
 def reset(conn: Any) -> None:
-    """After an unlogged rebuild, in its transaction: empty the log, and make every matrix loaded before
-    it load every row (the log now starts at this transaction's generation)."""
+    """In a write transaction (after an unlogged rebuild, or an erasure, whose deleted ids must not stay
+    in the log): empty the log, and make every matrix loaded before it load every row (the log now
+    starts at this transaction's generation)."""
     (generation,) = conn.execute("SELECT sessionmem_chunk_generation()").fetchone()
     conn.execute("DELETE FROM chunk_changes")
     conn.execute("UPDATE meta SET value = %s WHERE key = %s", (str(generation), CHANGES_FROM_KEY))
