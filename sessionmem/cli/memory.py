@@ -14,6 +14,7 @@ Examples::
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import replace
 from datetime import date
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionmem.assembly import embedder_selection, open_index
+from sessionmem.assembly import embedder_selection, open_index, transcripts_of
 from sessionmem.cli import output
 
 if TYPE_CHECKING:
@@ -275,31 +276,38 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
 
     app = output.resolved(ctx)
     settings = app.agent.memory_search
-    sessions_dir = app.sessions_dir if "sessions" in settings.sources else None
     args: dict[str, Any] = {"path": path}
     if start is not None:
         args["from"] = start
     if count is not None:
         args["lines"] = count
-    answer = handle_memory_get(
-        app.workspace, args, extra_paths=settings.extra_paths, sessions_dir=sessions_dir
-    )
-    if answer.get("error"):
-        raise output.CommandFailed(str(answer["error"]))
-    text = str(answer.get("text", ""))
-    if not text:
-        # The tool answers a missing file with empty text (the model may ask for a note not yet
-        # written); a person at a terminal should be told the file is not there.
-        try:
-            target = resolve_memory_target(
-                app.workspace, path, settings.extra_paths, sessions_dir=sessions_dir
-            )
-        except MemoryPathError as exc:
-            raise output.CommandFailed(str(exc)) from exc
-        if not target.path.is_file():
-            raise output.CommandFailed(
-                f"no such memory file: {target.display} (looked in {target.path.parent})"
-            )
+    with contextlib.ExitStack() as stack:
+        transcripts = stack.enter_context(transcripts_of(app)) if "sessions" in settings.sources else None
+        answer = handle_memory_get(
+            app.workspace, args, extra_paths=settings.extra_paths, transcripts=transcripts
+        )
+        if answer.get("error"):
+            raise output.CommandFailed(str(answer["error"]))
+        text = str(answer.get("text", ""))
+        if not text:
+            # The tool answers a missing file with empty text (the model may ask for a note not yet
+            # written); a person at a terminal should be told the file is not there.
+            try:
+                target = resolve_memory_target(
+                    app.workspace, path, settings.extra_paths, transcripts=transcripts
+                )
+            except MemoryPathError as exc:
+                raise output.CommandFailed(str(exc)) from exc
+            shelf = target.shelf
+            if shelf is not None and shelf.folder is None:
+                if not shelf.scan([target.name]):
+                    raise output.CommandFailed(
+                        f"no such session transcript: {target.display} (in {shelf.where})"
+                    )
+            elif not target.path.is_file():
+                raise output.CommandFailed(
+                    f"no such memory file: {target.display} (looked in {target.path.parent})"
+                )
     click.echo(text, nl=not text.endswith("\n"))
     if answer.get("truncated"):
         from sessionmem.memory.tools.reading import GET_MAX_CHARS, GET_MAX_LINES

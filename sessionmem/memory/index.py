@@ -53,6 +53,7 @@ from sessionmem.memory.sync.flight import SyncFlight
 from sessionmem.memory.sync.index_meta import desired_meta, meta_mismatch
 from sessionmem.memory.sync.plan import SyncReport, plan_source
 from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf
 from sessionmem.memory.syncing import WHOLE, IndexSync, ProgressFn, SyncScope
 from sessionmem.pathnames import given_path
 
@@ -89,6 +90,7 @@ class MemoryIndex:
         selection: EmbedderSelection | None,
         env: Mapping[str, str] | None = None,
         sessions_dir: Path | None = None,
+        transcripts: TranscriptShelf | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.workspace = given_path(workspace)  # resolved once: a later chdir moves nothing
@@ -96,6 +98,7 @@ class MemoryIndex:
         self.path = path
         self.state_dir = given_path(state_dir)
         self._sessions_dir = given_path(sessions_dir) if sessions_dir is not None else None
+        self._transcripts = transcripts
         self._state_lock = threading.Lock()
         self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
@@ -134,6 +137,7 @@ class MemoryIndex:
         env: Mapping[str, str] | None = None,
         watch: bool | None = None,
         sessions_dir: Path | None = None,
+        transcripts: TranscriptShelf | None = None,
     ) -> MemoryIndex:
         """Open (creating, or rebuilding when corrupt) the index of ``agent_id`` over ``workspace``.
 
@@ -143,11 +147,13 @@ class MemoryIndex:
         None follows ``sync.watch``, as OpenClaw's manager does. One-shot commands pass False and
         start no threads. ``sessions_dir``: where the agent's transcripts are (the session store's
         folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``.
+        ``transcripts``: the shelf the transcripts are read from when they are not files in a folder (a
+        PostgreSQL session store's ``transcript_shelf()``); it replaces ``sessions_dir``.
         Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per process); it happens
         here, not in the background, so no edit after ``open`` returns is missed."""
         state_dir = given_path(state_dir)
         path = store_location(agent_id, settings, state_dir)
-        index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir)
+        index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir, transcripts)
         index._db.open()
         minutes = settings.sync.interval_minutes
         if minutes and minutes > 0:
@@ -201,11 +207,23 @@ class MemoryIndex:
 
     @property
     def sessions_dir(self) -> Path:
-        """The transcripts the ``sessions`` source indexes: as given to :meth:`open` (the session
-        store's folder, ``session.store``), else ``<state_dir>/agents/<agentId>/sessions``."""
+        """The folder of the transcripts the ``sessions`` source indexes: as given to :meth:`open` (the
+        session store's folder, ``session.store``), else ``<state_dir>/agents/<agentId>/sessions``. (With
+        a ``transcripts`` shelf that is not a folder, the index reads that shelf: see :attr:`transcripts`.)"""
+        folder = self._transcripts.folder if self._transcripts is not None else None
+        if folder is not None:
+            return Path(folder)
         if self._sessions_dir is not None:
             return self._sessions_dir
         return self.state_dir / "agents" / self.agent_id / "sessions"
+
+    @property
+    def transcripts(self) -> TranscriptShelf:
+        """Where the ``sessions`` source reads transcripts: the shelf given to :meth:`open`, else the
+        folder :attr:`sessions_dir`."""
+        if self._transcripts is not None:
+            return self._transcripts
+        return FolderShelf(self.sessions_dir)
 
     def _sources(self, scope: SyncScope = WHOLE) -> list[EntrySource]:
         """One entry source per configured source (a new source slots in here), within ``scope``."""
@@ -214,7 +232,7 @@ class MemoryIndex:
             if name == "memory" and scope.memory:
                 out.append(MarkdownSource(self.workspace, self.settings.extra_paths))
             elif name == "sessions" and scope.transcripts != ():
-                out.append(TranscriptSource(self.sessions_dir, only=scope.transcripts))
+                out.append(TranscriptSource(self.transcripts, only=scope.transcripts))
         return out
 
     def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
@@ -353,9 +371,10 @@ class MemoryIndex:
     # -- session transcripts (reference §5; sessionmem.memory.sync.session_delta) -----------------------
 
     def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
-        """The runner appended to a transcript. Cheap (a set insert): a debounced check decides whether
-        the file grew past ``sync.sessions.deltaBytes``/``deltaMessages``; only then is that file, and only
-        its new lines, indexed in the background. Ignored unless sessions are a source."""
+        """The runner appended to a transcript (its file, or its name ``<id>.jsonl`` on the shelf). Cheap
+        (a set insert): a debounced check decides whether it grew past ``sync.sessions.deltaBytes``/
+        ``deltaMessages``; only then are its new lines indexed in the background. Ignored unless sessions
+        are a source."""
         if self._closed or "sessions" not in self.source_names():
             return
         scheduler = self._session_delta
@@ -365,7 +384,7 @@ class MemoryIndex:
             with self._state_lock:
                 if self._session_delta is None:
                     self._session_delta = TranscriptDeltaScheduler(
-                        self.sessions_dir,
+                        self.transcripts,
                         self.settings.sync.sessions,
                         on_dirty=self.sync_session_files_in_background,
                         baseline=self._indexed_size,
@@ -402,13 +421,13 @@ class MemoryIndex:
             time.sleep(0.005)
         return False
 
-    def _indexed_size(self, path: Path, conn: Any = None) -> int | None:
+    def _indexed_size(self, name: str, conn: Any = None) -> int | None:
         sql = "SELECT size FROM files WHERE path = ? AND source = 'sessions'"
         if conn is not None:
-            row = conn.execute(sql, (f"sessions/{path.name}",)).fetchone()
+            row = conn.execute(sql, (f"sessions/{name}",)).fetchone()
         else:
             with self._db.read_lock:
-                row = self._db.reader.execute(sql, (f"sessions/{path.name}",)).fetchone()
+                row = self._db.reader.execute(sql, (f"sessions/{name}",)).fetchone()
         return int(row[0]) if row is not None else None
 
     def _reset_session_deltas(self) -> None:
@@ -417,8 +436,8 @@ class MemoryIndex:
         scheduler = self._session_delta
         if scheduler is None:
             return
-        sized = ((path, self._indexed_size(path, self._db.conn)) for path in scheduler.tracked())
-        scheduler.indexed([(path, size) for path, size in sized if size is not None])
+        sized = ((name, self._indexed_size(name, self._db.conn)) for name in scheduler.tracked())
+        scheduler.indexed([(name, size) for name, size in sized if size is not None])
 
     def start_watching(self) -> None:
         """Watch the memory files; a change marks the index dirty and syncs after the debounce."""
