@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from sessionmem.config import Config
+from sessionmem.config import Config, merge
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.sync.session_text import flatten_lines
+from sessionmem.memory.tools.reading import MemoryTools
 from sessionmem.model.scripted import ScriptedModel, echo, flush_aware
 from sessionmem.session.runner import SessionRunner
 from tests.memory.support import make_config
@@ -64,6 +66,10 @@ def open_runner(
 def session_hits(runner: SessionRunner, query: str, key: str = MAIN) -> list[dict[str, Any]]:
     found = json.loads(runner.open(key).tools.memory.call("memory_search", {"query": query}))
     return [r for r in found["results"] if r["path"].startswith("sessions/")]
+
+
+def owner_paths(index: MemoryIndex, query: str) -> set[str]:
+    return {r.path for r in index.search(SearchRequest(query=query)).results if r.source == "sessions"}
 
 
 def memory_get(runner: SessionRunner, args: dict[str, Any], key: str = MAIN) -> dict[str, Any]:
@@ -150,7 +156,7 @@ def test_a_conversation_ended_by_new_stays_found_under_its_archive_name(
 def test_a_forgotten_person_and_a_deleted_session_leave_search(
     store: PostgresSessionStore, tmp_path: Path, workspace: Path
 ) -> None:
-    config = make_config(delta_messages=2)
+    config = merge(make_config(delta_messages=2), {"memory": {"scope": "peer"}})  # chats see their own
     runner = open_runner(store, tmp_path, workspace, config)
     index = runner.memory_index
     assert isinstance(index, MemoryIndex)
@@ -158,24 +164,26 @@ def test_a_forgotten_person_and_a_deleted_session_leave_search(
     runner.open(MAIN).run_turn_sync("the violin case is under the stairs")
     assert index.wait_idle(10)
     index.sync()
-    owner = {h["path"] for h in session_hits(runner, "violin case")}  # the owner sees both chats
+    owner = owner_paths(index, "violin case")  # the owner (no session: the CLI's view) sees both chats
     assert len(owner) == 2
     ana_path = f"sessions/{store.get(ANA).session_id}.jsonl"  # type: ignore[union-attr]
     assert ana_path in owner
-    # Ana's own chat sees her conversation; another peer's chat does not (memory.scope)
+    # Ana's own chat sees her conversation; another peer's chat does not (memory.scope "peer")
     stranger = "agent:main:telegram:direct:zed"
     assert ana_path in {h["path"] for h in session_hits(runner, "Pimento", key=ANA)}
     assert session_hits(runner, "Pimento", key=stranger) == []
 
     runner.forget_sync(ANA)  # what `sessionmem sessions delete` and `sessionmem forget` run
     assert store.get(ANA) is None
-    assert all(h["path"] != ana_path for h in session_hits(runner, "Pimento violin case"))
-    assert session_hits(runner, "Pimento") == []
+    assert ana_path not in owner_paths(index, "Pimento violin case")
+    assert owner_paths(index, "Pimento") == set()
     index.sync()  # a later sync does not bring her back
-    assert session_hits(runner, "Pimento") == []
-    assert memory_get(runner, {"path": ana_path})["text"] == ""
+    assert owner_paths(index, "Pimento") == set()
+    owner_tools = MemoryTools(index=index, workspace=workspace, transcripts=index.transcripts)
+    gone = json.loads(owner_tools.call("memory_get", {"path": ana_path}))
+    assert gone["text"] == "" and not gone.get("disabled")  # as a deleted file: nothing there
     # the main session is still found
-    assert {h["path"] for h in session_hits(runner, "stairs")} == {
+    assert owner_paths(index, "stairs") == {
         f"sessions/{store.get(MAIN).session_id}.jsonl"  # type: ignore[union-attr]
     }
     runner.close()
