@@ -271,7 +271,7 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
       sessionmem memory get memory/2024-01-05.md --from 12 --lines 8
     """
     from sessionmem.errors import MemoryPathError
-    from sessionmem.memory.tools.paths import resolve_memory_target
+    from sessionmem.memory.tools.paths import resolve_memory_target, target_exists
     from sessionmem.memory.tools.reading import handle_memory_get
 
     app = output.resolved(ctx)
@@ -298,16 +298,10 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
                 )
             except MemoryPathError as exc:
                 raise output.CommandFailed(str(exc)) from exc
-            shelf = target.shelf
-            if shelf is not None and shelf.folder is None:
-                if not shelf.scan([target.name]):
-                    raise output.CommandFailed(
-                        f"no such session transcript: {target.display} (in {shelf.where})"
-                    )
-            elif not target.path.is_file():
-                raise output.CommandFailed(
-                    f"no such memory file: {target.display} (looked in {target.path.parent})"
-                )
+            if not target_exists(target):
+                where = target.shelf.where if target.shelf is not None else target.path.parent
+                what = "session transcript" if target.kind == "session" else "memory file"
+                raise output.CommandFailed(f"no such {what}: {target.display} (looked in {where})")
     click.echo(text, nl=not text.endswith("\n"))
     if answer.get("truncated"):
         from sessionmem.memory.tools.reading import GET_MAX_CHARS, GET_MAX_LINES

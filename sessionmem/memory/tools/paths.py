@@ -134,6 +134,13 @@ def audience_of(target: MemoryTarget) -> str:
     return markdown_label(target.display)
 
 
+def target_exists(target: MemoryTarget) -> bool:
+    """Whether the file (or the transcript on its shelf) is there now."""
+    if target.shelf is not None and target.shelf.folder is None:
+        return bool(target.shelf.scan([target.name]))
+    return target.path.is_file()
+
+
 def check_visible(target: MemoryTarget, visibility: Visibility) -> MemoryTarget:
     """``target`` when ``visibility`` allows it, else raise :class:`MemoryPathError` saying so."""
     if not visibility.allows(audience_of(target)):
