@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from sessionmem.errors import IndexDiskFull, MemoryIndexError
 from sessionmem.memory.connections import IndexConnections
 from sessionmem.memory.embed.embedder import EmbedderSelection
-from sessionmem.memory.location import store_location, store_path
+from sessionmem.memory.location import sessions_folder, store_location, store_path
 from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.status import (
     IndexCounts,
@@ -97,8 +97,11 @@ class MemoryIndex:
         self.settings = settings
         self.path = path
         self.state_dir = given_path(state_dir)
-        self._sessions_dir = given_path(sessions_dir) if sessions_dir is not None else None
-        self._transcripts = transcripts
+        folder = (
+            given_path(sessions_dir) if sessions_dir is not None else sessions_folder(state_dir, agent_id)
+        )
+        # where the ``sessions`` source reads transcripts: that folder, or the shelf :meth:`open` got
+        self.transcripts: TranscriptShelf = transcripts if transcripts is not None else FolderShelf(folder)
         self._state_lock = threading.Lock()
         self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
@@ -146,9 +149,8 @@ class MemoryIndex:
         ``os.environ``). ``watch``: watch the memory files (a change syncs after the debounce);
         None follows ``sync.watch``, as OpenClaw's manager does. One-shot commands pass False and
         start no threads. ``sessions_dir``: where the agent's transcripts are (the session store's
-        folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``.
-        ``transcripts``: the shelf the transcripts are read from when they are not files in a folder (a
-        PostgreSQL session store's ``transcript_shelf()``); it replaces ``sessions_dir``.
+        folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``; or
+        ``transcripts``, a shelf that replaces it (a PostgreSQL session store's ``transcript_shelf()``).
         Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per process); it happens
         here, not in the background, so no edit after ``open`` returns is missed."""
         state_dir = given_path(state_dir)
@@ -196,8 +198,7 @@ class MemoryIndex:
         return self._syncer.selection
 
     def source_names(self) -> list[str]:
-        """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` is not required,
-        see ``session_sync``)."""
+        """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` not required)."""
         if "sessions" not in self.settings.sources:  # the transcript code loads only when it is a source
             return sorted(self.settings.sources)
         from sessionmem.memory.sync.session_delta import sessions_enabled
@@ -207,23 +208,8 @@ class MemoryIndex:
 
     @property
     def sessions_dir(self) -> Path:
-        """The folder of the transcripts the ``sessions`` source indexes: as given to :meth:`open` (the
-        session store's folder, ``session.store``), else ``<state_dir>/agents/<agentId>/sessions``. (With
-        a ``transcripts`` shelf that is not a folder, the index reads that shelf: see :attr:`transcripts`.)"""
-        folder = self._transcripts.folder if self._transcripts is not None else None
-        if folder is not None:
-            return Path(folder)
-        if self._sessions_dir is not None:
-            return self._sessions_dir
-        return self.state_dir / "agents" / self.agent_id / "sessions"
-
-    @property
-    def transcripts(self) -> TranscriptShelf:
-        """Where the ``sessions`` source reads transcripts: the shelf given to :meth:`open`, else the
-        folder :attr:`sessions_dir`."""
-        if self._transcripts is not None:
-            return self._transcripts
-        return FolderShelf(self.sessions_dir)
+        """The folder of the transcripts the ``sessions`` source indexes (:meth:`open`'s ``sessions_dir``)."""
+        return Path(self.transcripts.folder or sessions_folder(self.state_dir, self.agent_id))
 
     def _sources(self, scope: SyncScope = WHOLE) -> list[EntrySource]:
         """One entry source per configured source (a new source slots in here), within ``scope``."""
@@ -264,13 +250,10 @@ class MemoryIndex:
         session_files: Iterable[str | os.PathLike[str]] | None = None,
         sessions: bool = True,
     ) -> SyncReport:
-        """Bring the index in line with the files. Concurrent calls share one run (a forced call
-        waits for a running unforced one, then runs).
-
-        ``session_files`` (transcript paths or names in the sessions folder): a targeted pass over
-        only those transcripts (session deltas, post-compaction); it never shares another run's
-        result, and nothing else is scanned or deleted. ``sessions=False``: leave transcripts for a later
-        pass (the first search's bootstrap does not wait for them)."""
+        """Bring the index in line with the files. Concurrent calls share one run (a forced call waits for
+        a running unforced one, then runs). ``session_files`` (transcript paths or names): a targeted pass
+        over those alone (session deltas, post-compaction), never sharing another run's result, scanning
+        or deleting nothing else. ``sessions=False``: transcripts wait for a later pass."""
         if session_files is not None:
             scope = SyncScope(False, tuple(sorted({Path(p).name for p in session_files})))
         else:
@@ -283,18 +266,16 @@ class MemoryIndex:
         )
 
     def sync_lock(self) -> Any:
-        """The lock every sync of this index holds, across processes (a file lock beside a SQLite file)
-        and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
-        searches."""
+        """The lock every sync holds, across processes (a file lock beside a SQLite file) and hosts (a
+        PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never searches."""
         return self._db.sync_mutex
 
     def erase(
         self, audiences: Collection[str], paths: Collection[str] = (), *, dry_run: bool = False
     ) -> IndexErasure:
-        """Remove every row of the files labelled with ``audiences`` or indexed as ``paths``, their
-        chunks' cached vectors, and any readable copy of them in the database (``erase.py``): the
-        index's side of forgetting a person. Holds the sync lock; hold it yourself around this and the
-        deletion of the files, so that no sync indexes them again in between."""
+        """Remove the rows of the files labelled ``audiences`` or indexed as ``paths``, their cached
+        vectors and any readable copy in the database (``erase.py``): forgetting a person. Holds the sync
+        lock; hold it yourself around this and the files' deletion, so no sync indexes them in between."""
         from sessionmem.memory.store.erase import erase_rows
 
         self._check_open()
@@ -371,10 +352,8 @@ class MemoryIndex:
     # -- session transcripts (reference §5; sessionmem.memory.sync.session_delta) -----------------------
 
     def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
-        """The runner appended to a transcript (its file, or its name ``<id>.jsonl`` on the shelf). Cheap
-        (a set insert): a debounced check decides whether it grew past ``sync.sessions.deltaBytes``/
-        ``deltaMessages``; only then are its new lines indexed in the background. Ignored unless sessions
-        are a source."""
+        """A transcript (its file, or its name on the shelf) grew. Cheap: a debounced check decides whether
+        it passed ``sync.sessions.deltaBytes``/``deltaMessages``; only then are its new lines indexed."""
         if self._closed or "sessions" not in self.source_names():
             return
         scheduler = self._session_delta
@@ -394,8 +373,7 @@ class MemoryIndex:
 
     @property
     def session_delta(self) -> TranscriptDeltaScheduler | None:
-        """The delta scheduler, once a transcript append was notified."""
-        return self._session_delta
+        return self._session_delta  # the delta scheduler, once a transcript append was notified
 
     def sync_session_files_in_background(
         self, paths: Iterable[str | os.PathLike[str]], reason: str = "session-delta"
@@ -406,8 +384,7 @@ class MemoryIndex:
             self._workers.start(self._sync_quietly, reason, files, name="session-sync")
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Wait until no transcript delta check is pending and no background sync runs; False on timeout.
-        (Searches never need this; it is for shutdown and tests.)"""
+        """Wait for pending delta checks and background syncs (shutdown, tests); False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             scheduler = self._session_delta
@@ -422,12 +399,12 @@ class MemoryIndex:
         return False
 
     def _indexed_size(self, name: str, conn: Any = None) -> int | None:
-        sql = "SELECT size FROM files WHERE path = ? AND source = 'sessions'"
+        sql, args = "SELECT size FROM files WHERE path = ? AND source = 'sessions'", (f"sessions/{name}",)
         if conn is not None:
-            row = conn.execute(sql, (f"sessions/{name}",)).fetchone()
+            row = conn.execute(sql, args).fetchone()
         else:
             with self._db.read_lock:
-                row = self._db.reader.execute(sql, (f"sessions/{name}",)).fetchone()
+                row = self._db.reader.execute(sql, args).fetchone()
         return int(row[0]) if row is not None else None
 
     def _reset_session_deltas(self) -> None:
