@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from sessionmem.memory.sync.redact import redact_secrets
-from sessionmem.memory.sync.transcript_names import TranscriptShelf, is_live_transcript_name
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf, is_live_transcript_name
 from sessionmem.messages import written_in_a_flush
 
 _NEWLINE_RUN = re.compile(r"\s*\n+\s*")
@@ -200,11 +200,6 @@ def build_session_entry(path: str | os.PathLike[str]) -> SessionEntryText:
     )
 
 
-def _iter_lines(path: Path, start: int, stop: int | None) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        yield from _window(handle, start, stop)
-
-
 def _window(lines: Iterable[bytes], start: int, stop: int | None) -> Iterator[bytes]:
     for number, raw in enumerate(lines, start=1):
         if stop is not None and number >= stop:
@@ -226,10 +221,8 @@ def session_window(
     path: str | os.PathLike[str], start: int = 1, lines: int | None = None
 ) -> tuple[list[str], list[int]]:
     """The flattened messages of JSONL lines ``[start, start + lines)`` and the JSONL line of each."""
-    start = max(1, start)
-    stop = None if lines is None else start + max(0, lines)
-    texts, line_map, _ = flatten_lines(_iter_lines(Path(path), start, stop), first_line=start)
-    return texts, line_map
+    path = Path(path)
+    return shelved_window(FolderShelf(path.parent), path.name, start, lines)
 
 
 def shelved_window(
