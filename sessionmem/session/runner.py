@@ -77,9 +77,9 @@ from sessionmem.session.cache import SessionCache
 from sessionmem.session.earlier_keys import adopt_earlier_session
 from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.stores import keys
-from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry
+from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry, transcript_shelf
 from sessionmem.session.stores.entry import SessionEntry
-from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
+from sessionmem.session.stores.opening import open_session_store
 from sessionmem.session.turn.after_reply import MemoryWorkFailed, run_memory_work
 from sessionmem.session.turn.announce import announce_created, emit
 from sessionmem.session.turn.client_calls import continue_turn, pending_calls
@@ -95,6 +95,7 @@ from sessionmem.tools.define import Tool
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
+    from sessionmem.memory.sync.transcript_names import TranscriptShelf
     from sessionmem.session.lifecycle.forget import ForgetReport
 
 log = logging.getLogger(__name__)
@@ -266,27 +267,27 @@ class SessionRunner:
         return self._hook_registry
 
     def _check_index_sessions_dir(self) -> None:
-        indexes_sessions = "sessions" in self.agent.memory_search.sources
-        ours = self.store.sessions_dir
-        # Trigger: the store keeps transcripts as database rows (PostgreSQL), and the memory index is
-        # asked to index sessions. Why: the index reads transcript files from a folder, so it would
-        # find none of this runner's conversations and memory_search would silently miss them.
-        # Outcome: a configuration error naming the limitation and the way out.
-        if self.memory_index is not None and indexes_sessions and ours is None:
-            raise sessions_source_without_files(self.agent_id)
-        # Trigger: session.store moves the transcripts, and the memory index was opened without
-        # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
-        # runner's conversations. Outcome: a warning saying what to pass.
-        if self.memory_index is None or not indexes_sessions:
+        # Trigger: session.store moves the transcripts (another folder, or PostgreSQL rows), and the memory
+        # index was opened reading them from elsewhere. Why: the "sessions" source would index an empty
+        # folder and never find this runner's conversations. Outcome: a warning saying what to pass.
+        if self.memory_index is None or "sessions" not in self.agent.memory_search.sources:
             return
-        found = self.memory_index.sessions_dir
-        if ours is not None and os.path.realpath(found) != os.path.realpath(ours):
-            log.warning(
-                "the memory index reads transcripts from %s but this runner writes them to %s "
-                "(session.store); open the index with sessions_dir=runner.store.sessions_dir",
-                found,
-                ours,
-            )
+        ours = transcript_shelf(self.store)
+        found = self.memory_index.transcripts
+        if ours is None or _same_shelf(found, ours):
+            return
+        log.warning(
+            "the memory index reads transcripts from %s but this runner writes them to %s "
+            "(session.store); open the index with transcripts=transcript_shelf(runner.store)",
+            found.where,
+            ours.where,
+        )
+
+
+def _same_shelf(a: TranscriptShelf, b: TranscriptShelf) -> bool:
+    if a.folder is not None and b.folder is not None:
+        return os.path.realpath(a.folder) == os.path.realpath(b.folder)
+    return a.folder is None and b.folder is None and a.where == b.where
 
 
 class Session:
