@@ -9,6 +9,7 @@ latencies exclude query embedding. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -41,7 +42,8 @@ from common import (
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 5_000)
 SMOKE_SIZES = (300,)
-K = 24  # candidates the default request asks each side for: min(200, maxResults 6 x multiplier 4)
+K = 24  # neighbours asked of each vector path alone
+HYBRID_K = 120  # candidates the default request asks each side for (searcher.candidate_count)
 HYBRID_P95_TARGET_MS = 25.0
 QUESTIONS = (
     "when did we talk about the {a} and the {b}?",
@@ -90,6 +92,7 @@ def run_one(
     size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool, store: str | None = None
 ) -> dict[str, Any]:
     """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
+    A workspace already under ``root`` (``--keep``) is not written again: its sync finds nothing to do.
 
     ``reuse`` is the second child of a size, run with one BLAS thread: it times only the matrix scan
     and the hybrid search on the index the first child built, for the side-by-side comparison.
@@ -106,10 +109,12 @@ def run_one(
 
     out: dict[str, Any] = {"size": size}
     ws = root / "workspace"
-    if not reuse:
+    out["kept"] = (ws / "memory").is_dir()
+    if not reuse and not out["kept"]:
         t0 = time.perf_counter()
         out["files"] = write_chunky_workspace(ws, size)
         out["write_s"] = time.perf_counter() - t0
+    out["files"] = len(list((ws / "memory").iterdir()))
 
     embedder = HashEmbedder()
     cfg = settings()
@@ -122,7 +127,7 @@ def run_one(
         t0 = time.perf_counter()
         report = index.sync()
         out["index_s"] = time.perf_counter() - t0
-        out["chunks"] = report.chunks_written
+        out["written"] = report.chunks_written
         if store:
             from sessionmem.memory.store.index_postgres import PgStore
 
@@ -138,6 +143,7 @@ def run_one(
             out["db_mb"] = index.path.stat().st_size / 2**20
             conn, support = connect(index.path, load_vector=True)
             out["vector_driver"] = f"{support.driver}, sqlite-vec {support.version}"
+        (out["chunks"],) = conn.execute("SELECT count(*) FROM chunks").fetchone()
         queries = make_queries(conn, n_queries, embedder)
         vectors = [embedder.embed_query(q) for q in queries]
 
@@ -163,6 +169,20 @@ def run_one(
         for name, (path, vecs) in paths.items():
             path.knn(vecs[0], K, model=model, sources=src)  # warm caches
             out[f"vec_{name}"] = timed_each(path_timer(path), vecs)
+        # A large matrix scores only the rows its sign bits choose (sign_codes.py): how many of the
+        # exact top k it finds, at the vector side's k and at the hybrid search's candidate count.
+        matrix = router.matrix
+        out["vec_matrix_exact"] = timed_each(lambda v: matrix.scan(v, K, sources=src, exact=True), vectors)
+        for k in (K, HYBRID_K):
+            found = [
+                len(
+                    {h[0] for h in matrix.scan(v, k, sources=src)}
+                    & {h[0] for h in matrix.scan(v, k, sources=src, exact=True)}
+                )
+                / k
+                for v in vectors
+            ]
+            out[f"matrix_recall_{k}"] = sum(found) / len(found)
 
         if not reuse:
             fts = Searcher(conn, None, cfg, support)
@@ -278,6 +298,11 @@ def main() -> None:
     p.add_argument("--dir", help=argparse.SUPPRESS)
     p.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
+        "--keep",
+        help="a folder for the indexes (one per size, s<size>/), kept afterwards: a later run with the same "
+        "folder reuses them instead of building again (a 1M index takes ~6 minutes to build)",
+    )
+    p.add_argument(
         "--store",
         help="a postgresql:// DSN: the index in PostgreSQL (a schema per size, dropped afterwards); "
         "times keyword search, the matrix and hybrid search",
@@ -304,15 +329,20 @@ def main() -> None:
     )
     results, single = [], []
     for size in sizes:
-        with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.keep:
+                tmp = Path(args.keep) / f"s{size}"
+                tmp.mkdir(parents=True, exist_ok=True)
+            else:
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-search-")))
             try:
                 results.append(
-                    child(size, n_queries, Path(tmp), quick=args.quick, one_thread=False, store=args.store)
+                    child(size, n_queries, tmp, quick=args.quick, one_thread=False, store=args.store)
                 )
                 if not args.store:
-                    single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
+                    single.append(child(size, n_queries, tmp, quick=args.quick, one_thread=True))
             finally:
-                if args.store:
+                if args.store and not args.keep:
                     drop_schema(args.store, size)
     if args.store:
         print(f"Index store: PostgreSQL, {results[-1]['vector_driver']}.\n")
@@ -334,8 +364,8 @@ def main() -> None:
                 [
                     f"{r['chunks']:,}",
                     f"{r['files']:,}",
-                    f"{r['index_s']:.1f}",
-                    f"{r['chunks'] / r['index_s']:,.0f}",
+                    f"{r['index_s']:.1f}" + (" (kept index: sync only)" if r["kept"] else ""),
+                    f"{r['chunks'] / r['index_s']:,.0f}" if not r["kept"] else "-",
                     f"{r['db_mb']:.0f}",
                     f"{r['matrix_load_ms']:.0f}",
                     f"{r['matrix_ready_ms']:.0f}",
@@ -349,6 +379,7 @@ def main() -> None:
     names = [
         ("fts", "keyword (FTS-only search)"),
         ("vec_matrix", "vector: in-memory matrix"),
+        ("vec_matrix_exact", "vector: in-memory matrix, every row scored (the reference)"),
         ("vec_sqlite-vec", "vector: sqlite-vec KNN"),
         ("vec_brute-force", "vector: brute force"),
         ("hybrid_matrix", "hybrid search (matrix path, the default)"),
@@ -381,6 +412,7 @@ def main() -> None:
                 f"{r['fts_found']}/{len(r['fts'])}",
                 f"{r['hybrid_found']}/{len(r['hybrid_matrix'])}",
                 f"{h95:.2f} ({verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f})",
+                f"{r['matrix_recall_' + str(K)]:.3f} / {r['matrix_recall_' + str(HYBRID_K)]:.3f}",
             ]
         )
     print(
@@ -393,6 +425,7 @@ def main() -> None:
                 "FTS queries with results",
                 "hybrid queries with results",
                 "hybrid p95 ms (target)",
+                f"matrix: share of the exact top {K} / top {HYBRID_K} found",
             ],
             rows,
         )
