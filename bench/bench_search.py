@@ -89,7 +89,13 @@ def make_queries(conn: Any, n: int, embedder: HashEmbedder, seed: int = 3) -> li
 
 
 def run_one(
-    size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool, store: str | None = None
+    size: int,
+    n_queries: int,
+    brute_queries: int,
+    root: Path,
+    reuse: bool,
+    store: str | None = None,
+    sql_paths: bool = True,
 ) -> dict[str, Any]:
     """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
     A workspace already under ``root`` (``--keep``) is not written again: its sync finds nothing to do.
@@ -98,7 +104,8 @@ def run_one(
     and the hybrid search on the index the first child built, for the side-by-side comparison.
     ``store`` (a postgresql:// DSN): the index in PostgreSQL, schema ``bench_search_<size>`` (dropped by
     the parent); there the paths are the matrix and keyword search (no sqlite-vec, and brute force
-    would read every vector over the connection per query).
+    would read every vector over the connection per query). Without ``sql_paths`` neither sqlite-vec
+    nor brute force is timed (each reads every vector per query: 1.5 GB at 1M chunks).
     """
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
@@ -159,7 +166,7 @@ def run_one(
             return lambda v: path.knn(v, K, model=model, sources=src)
 
         paths: dict[str, tuple[Any, list[Any]]] = {"matrix": (router.matrix, vectors)}
-        if not reuse and not store:
+        if not reuse and not store and sql_paths:
             paths["sqlite-vec"] = (router.sqlite_vec, vectors)
             paths["brute-force"] = (router.brute_force, vectors[:brute_queries])
         # The paths must agree on the nearest chunk (a benchmark of wrong answers is worthless).
@@ -223,7 +230,7 @@ def run_one(
             out["hybrid_group"] = timed_each(group_hybrid, queries)
             out["group_found"] = seen[0]
             conn.execute("UPDATE chunks SET audience = 'shared'")
-        if not reuse and not store:
+        if not reuse and not store and sql_paths:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
             stale.search(SearchRequest(queries[0]))
@@ -245,7 +252,7 @@ def served_by(index: Any, query: str) -> set[str]:
     }
 
 
-def wait_for_matrix(index: Any, query: str, timeout: float = 120.0) -> float:
+def wait_for_matrix(index: Any, query: str, timeout: float = 900.0) -> float:
     """Search until the in-memory matrix serves; seconds from the first search to then."""
     start = time.perf_counter()
     while "matrix" not in served_by(index, query):
@@ -272,9 +279,18 @@ def drop_schema(store: str, size: int) -> None:
 
 
 def child(
-    size: int, n_queries: int, root: Path, *, quick: bool, one_thread: bool, store: str | None = None
+    size: int,
+    n_queries: int,
+    root: Path,
+    *,
+    quick: bool,
+    one_thread: bool,
+    store: str | None = None,
+    sql_paths: bool = True,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--one", str(size), "--queries", str(n_queries), "--dir", str(root)]
+    if not sql_paths:
+        cmd.append("--matrix-only")
     if store:
         cmd += ["--store", store]
     env = dict(os.environ)
@@ -298,6 +314,11 @@ def main() -> None:
     p.add_argument("--dir", help=argparse.SUPPRESS)
     p.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
+        "--matrix-only",
+        action="store_true",
+        help="time no sqlite-vec or brute-force path (each reads every vector per query: minutes at 1M)",
+    )
+    p.add_argument(
         "--keep",
         help="a folder for the indexes (one per size, s<size>/), kept afterwards: a later run with the same "
         "folder reuses them instead of building again (a 1M index takes ~6 minutes to build)",
@@ -311,7 +332,10 @@ def main() -> None:
     n_queries = 10 if args.smoke else 40 if args.quick else args.queries
     if args.one:
         brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
-        print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store)))
+        result = run_one(
+            args.one, n_queries, brute, Path(args.dir), args.reuse, args.store, not args.matrix_only
+        )
+        print(json.dumps(result))
         return
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
@@ -324,8 +348,8 @@ def main() -> None:
         "100 chunks per file, each a 490-510-character bullet (chunking.tokens=128, overlap 0); "
         "384-d pseudo-random vectors from a hash embedder; "
         f"{n_queries} queries (half keyword pairs, half natural questions) drawn from random chunks; "
-        f"k={K} neighbours per vector query (the default request's candidate count). Query vectors are "
-        "precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
+        f"k={K} neighbours per vector-only query (a hybrid search asks each side for {HYBRID_K}). Query "
+        "vectors are precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
     )
     results, single = [], []
     for size in sizes:
@@ -337,7 +361,15 @@ def main() -> None:
                 tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-search-")))
             try:
                 results.append(
-                    child(size, n_queries, tmp, quick=args.quick, one_thread=False, store=args.store)
+                    child(
+                        size,
+                        n_queries,
+                        tmp,
+                        quick=args.quick,
+                        one_thread=False,
+                        store=args.store,
+                        sql_paths=not args.matrix_only,
+                    )
                 )
                 if not args.store:
                     single.append(child(size, n_queries, tmp, quick=args.quick, one_thread=True))
