@@ -9,6 +9,7 @@ latencies exclude query embedding. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -41,7 +42,8 @@ from common import (
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 5_000)
 SMOKE_SIZES = (300,)
-K = 24  # candidates the default request asks each side for: min(200, maxResults 6 x multiplier 4)
+K = 24  # neighbours asked of each vector path alone
+HYBRID_K = 120  # candidates the default request asks each side for (searcher.candidate_count)
 HYBRID_P95_TARGET_MS = 25.0
 QUESTIONS = (
     "when did we talk about the {a} and the {b}?",
@@ -87,15 +89,23 @@ def make_queries(conn: Any, n: int, embedder: HashEmbedder, seed: int = 3) -> li
 
 
 def run_one(
-    size: int, n_queries: int, brute_queries: int, root: Path, reuse: bool, store: str | None = None
+    size: int,
+    n_queries: int,
+    brute_queries: int,
+    root: Path,
+    reuse: bool,
+    store: str | None = None,
+    sql_paths: bool = True,
 ) -> dict[str, Any]:
     """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
+    A workspace already under ``root`` (``--keep``) is not written again: its sync finds nothing to do.
 
     ``reuse`` is the second child of a size, run with one BLAS thread: it times only the matrix scan
     and the hybrid search on the index the first child built, for the side-by-side comparison.
     ``store`` (a postgresql:// DSN): the index in PostgreSQL, schema ``bench_search_<size>`` (dropped by
     the parent); there the paths are the matrix and keyword search (no sqlite-vec, and brute force
-    would read every vector over the connection per query).
+    would read every vector over the connection per query). Without ``sql_paths`` neither sqlite-vec
+    nor brute force is timed (each reads every vector per query: 1.5 GB at 1M chunks).
     """
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
@@ -106,10 +116,12 @@ def run_one(
 
     out: dict[str, Any] = {"size": size}
     ws = root / "workspace"
-    if not reuse:
+    out["kept"] = (ws / "memory").is_dir()
+    if not reuse and not out["kept"]:
         t0 = time.perf_counter()
         out["files"] = write_chunky_workspace(ws, size)
         out["write_s"] = time.perf_counter() - t0
+    out["files"] = len(list((ws / "memory").iterdir()))
 
     embedder = HashEmbedder()
     cfg = settings()
@@ -122,7 +134,7 @@ def run_one(
         t0 = time.perf_counter()
         report = index.sync()
         out["index_s"] = time.perf_counter() - t0
-        out["chunks"] = report.chunks_written
+        out["written"] = report.chunks_written
         if store:
             from sessionmem.memory.store.index_postgres import PgStore
 
@@ -138,6 +150,7 @@ def run_one(
             out["db_mb"] = index.path.stat().st_size / 2**20
             conn, support = connect(index.path, load_vector=True)
             out["vector_driver"] = f"{support.driver}, sqlite-vec {support.version}"
+        (out["chunks"],) = conn.execute("SELECT count(*) FROM chunks").fetchone()
         queries = make_queries(conn, n_queries, embedder)
         vectors = [embedder.embed_query(q) for q in queries]
 
@@ -153,7 +166,7 @@ def run_one(
             return lambda v: path.knn(v, K, model=model, sources=src)
 
         paths: dict[str, tuple[Any, list[Any]]] = {"matrix": (router.matrix, vectors)}
-        if not reuse and not store:
+        if not reuse and not store and sql_paths:
             paths["sqlite-vec"] = (router.sqlite_vec, vectors)
             paths["brute-force"] = (router.brute_force, vectors[:brute_queries])
         # The paths must agree on the nearest chunk (a benchmark of wrong answers is worthless).
@@ -163,6 +176,20 @@ def run_one(
         for name, (path, vecs) in paths.items():
             path.knn(vecs[0], K, model=model, sources=src)  # warm caches
             out[f"vec_{name}"] = timed_each(path_timer(path), vecs)
+        # A large matrix scores only the rows its sign bits choose (sign_codes.py): how many of the
+        # exact top k it finds, at the vector side's k and at the hybrid search's candidate count.
+        matrix = router.matrix
+        out["vec_matrix_exact"] = timed_each(lambda v: matrix.scan(v, K, sources=src, exact=True), vectors)
+        for k in (K, HYBRID_K):
+            found = [
+                len(
+                    {h[0] for h in matrix.scan(v, k, sources=src)}
+                    & {h[0] for h in matrix.scan(v, k, sources=src, exact=True)}
+                )
+                / k
+                for v in vectors
+            ]
+            out[f"matrix_recall_{k}"] = sum(found) / len(found)
 
         if not reuse:
             fts = Searcher(conn, None, cfg, support)
@@ -203,7 +230,7 @@ def run_one(
             out["hybrid_group"] = timed_each(group_hybrid, queries)
             out["group_found"] = seen[0]
             conn.execute("UPDATE chunks SET audience = 'shared'")
-        if not reuse and not store:
+        if not reuse and not store and sql_paths:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
             stale.search(SearchRequest(queries[0]))
@@ -225,7 +252,7 @@ def served_by(index: Any, query: str) -> set[str]:
     }
 
 
-def wait_for_matrix(index: Any, query: str, timeout: float = 120.0) -> float:
+def wait_for_matrix(index: Any, query: str, timeout: float = 900.0) -> float:
     """Search until the in-memory matrix serves; seconds from the first search to then."""
     start = time.perf_counter()
     while "matrix" not in served_by(index, query):
@@ -252,9 +279,18 @@ def drop_schema(store: str, size: int) -> None:
 
 
 def child(
-    size: int, n_queries: int, root: Path, *, quick: bool, one_thread: bool, store: str | None = None
+    size: int,
+    n_queries: int,
+    root: Path,
+    *,
+    quick: bool,
+    one_thread: bool,
+    store: str | None = None,
+    sql_paths: bool = True,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--one", str(size), "--queries", str(n_queries), "--dir", str(root)]
+    if not sql_paths:
+        cmd.append("--matrix-only")
     if store:
         cmd += ["--store", store]
     env = dict(os.environ)
@@ -278,6 +314,16 @@ def main() -> None:
     p.add_argument("--dir", help=argparse.SUPPRESS)
     p.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
+        "--matrix-only",
+        action="store_true",
+        help="time no sqlite-vec or brute-force path (each reads every vector per query: minutes at 1M)",
+    )
+    p.add_argument(
+        "--keep",
+        help="a folder for the indexes (one per size, s<size>/), kept afterwards: a later run with the same "
+        "folder reuses them instead of building again (a 1M index takes ~6 minutes to build)",
+    )
+    p.add_argument(
         "--store",
         help="a postgresql:// DSN: the index in PostgreSQL (a schema per size, dropped afterwards); "
         "times keyword search, the matrix and hybrid search",
@@ -286,7 +332,10 @@ def main() -> None:
     n_queries = 10 if args.smoke else 40 if args.quick else args.queries
     if args.one:
         brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
-        print(json.dumps(run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store)))
+        result = run_one(
+            args.one, n_queries, brute, Path(args.dir), args.reuse, args.store, not args.matrix_only
+        )
+        print(json.dumps(result))
         return
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
@@ -299,20 +348,33 @@ def main() -> None:
         "100 chunks per file, each a 490-510-character bullet (chunking.tokens=128, overlap 0); "
         "384-d pseudo-random vectors from a hash embedder; "
         f"{n_queries} queries (half keyword pairs, half natural questions) drawn from random chunks; "
-        f"k={K} neighbours per vector query (the default request's candidate count). Query vectors are "
-        "precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
+        f"k={K} neighbours per vector-only query (a hybrid search asks each side for {HYBRID_K}). Query "
+        "vectors are precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
     )
     results, single = [], []
     for size in sizes:
-        with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.keep:
+                tmp = Path(args.keep) / f"s{size}"
+                tmp.mkdir(parents=True, exist_ok=True)
+            else:
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-search-")))
             try:
                 results.append(
-                    child(size, n_queries, Path(tmp), quick=args.quick, one_thread=False, store=args.store)
+                    child(
+                        size,
+                        n_queries,
+                        tmp,
+                        quick=args.quick,
+                        one_thread=False,
+                        store=args.store,
+                        sql_paths=not args.matrix_only,
+                    )
                 )
                 if not args.store:
-                    single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
+                    single.append(child(size, n_queries, tmp, quick=args.quick, one_thread=True))
             finally:
-                if args.store:
+                if args.store and not args.keep:
                     drop_schema(args.store, size)
     if args.store:
         print(f"Index store: PostgreSQL, {results[-1]['vector_driver']}.\n")
@@ -334,8 +396,8 @@ def main() -> None:
                 [
                     f"{r['chunks']:,}",
                     f"{r['files']:,}",
-                    f"{r['index_s']:.1f}",
-                    f"{r['chunks'] / r['index_s']:,.0f}",
+                    f"{r['index_s']:.1f}" + (" (kept index: sync only)" if r["kept"] else ""),
+                    f"{r['chunks'] / r['index_s']:,.0f}" if not r["kept"] else "-",
                     f"{r['db_mb']:.0f}",
                     f"{r['matrix_load_ms']:.0f}",
                     f"{r['matrix_ready_ms']:.0f}",
@@ -349,6 +411,7 @@ def main() -> None:
     names = [
         ("fts", "keyword (FTS-only search)"),
         ("vec_matrix", "vector: in-memory matrix"),
+        ("vec_matrix_exact", "vector: in-memory matrix, every row scored (the reference)"),
         ("vec_sqlite-vec", "vector: sqlite-vec KNN"),
         ("vec_brute-force", "vector: brute force"),
         ("hybrid_matrix", "hybrid search (matrix path, the default)"),
@@ -381,6 +444,7 @@ def main() -> None:
                 f"{r['fts_found']}/{len(r['fts'])}",
                 f"{r['hybrid_found']}/{len(r['hybrid_matrix'])}",
                 f"{h95:.2f} ({verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f})",
+                f"{r['matrix_recall_' + str(K)]:.3f} / {r['matrix_recall_' + str(HYBRID_K)]:.3f}",
             ]
         )
     print(
@@ -393,6 +457,7 @@ def main() -> None:
                 "FTS queries with results",
                 "hybrid queries with results",
                 "hybrid p95 ms (target)",
+                f"matrix: share of the exact top {K} / top {HYBRID_K} found",
             ],
             rows,
         )

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sessionmem.memory.search.records import VectorPath
+from sessionmem.memory.search.sign_codes import COARSE_MIN_ROWS, SignCodes, candidate_count
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.index_sqlite import as_store
 
@@ -112,6 +113,7 @@ class _MatrixState:
     dates: np.ndarray  # "<U10" array parallel to ids, "" when undated
     audiences: np.ndarray  # object array parallel to ids: who may see each row (sessionmem.privacy)
     matrix: np.ndarray  # (len(ids), dims) float32, C-contiguous
+    codes: SignCodes | None  # the coarse first pass of a large matrix (sign_codes.py), else None
     masks: dict[tuple[frozenset[str], frozenset[str] | None], np.ndarray | None] = field(default_factory=dict)
 
     def mask(self, wanted: frozenset[str], audiences: frozenset[str] | None = None) -> np.ndarray | None:
@@ -187,8 +189,9 @@ class MatrixVectors:
 
     name = "matrix"
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, coarse_min_rows: int = COARSE_MIN_ROWS) -> None:
         self._conn = as_store(conn)
+        self._coarse_min_rows = coarse_min_rows  # from this many rows a query scans sign bits first
         self._state: _MatrixState | None = None
         self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
 
@@ -241,6 +244,7 @@ class MatrixVectors:
             np.array(dates, dtype="<U10"),
             np.array(audiences, dtype=object),
             matrix,
+            SignCodes(matrix) if len(ids) >= self._coarse_min_rows else None,
         )
         return True
 
@@ -271,19 +275,26 @@ class MatrixVectors:
         sources: Sequence[str],
         dates: DateRange = None,
         audiences: Audiences = None,
+        exact: bool = False,
     ) -> Hits:
-        """The product and top-k over the current snapshot, without touching the database."""
+        """The product and top-k over the current snapshot, without touching the database. A large matrix
+        scores only the rows its sign bits choose (``sign_codes.py``), unless ``exact`` (a reference)."""
         state = self._state
         if state is None or not state.ids:
             return []
         q = _normalise(query_vec)
         if q.shape[0] != state.matrix.shape[1]:
             return []
-        scores = dot_rows(state.matrix, q)
         mask = state.mask(frozenset(sources), None if audiences is None else frozenset(audiences))
         if dates is not None:
             in_range = (state.dates >= dates[0]) & (state.dates <= dates[1]) & (state.dates != "")
             mask = in_range if mask is None else mask & in_range
+        if (
+            state.codes is not None and not exact
+        ):  # a large matrix: exact scores for the rows its sign bits choose
+            rows = state.codes.candidates(q, candidate_count(len(state.ids), k), mask)
+            return _top_k([state.ids[i] for i in rows.tolist()], dot_rows(state.matrix[rows], q), k)
+        scores = dot_rows(state.matrix, q)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         return _top_k(state.ids, scores, k)
