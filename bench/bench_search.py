@@ -9,6 +9,7 @@ latencies exclude query embedding. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -41,7 +42,8 @@ from common import (
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 5_000)
 SMOKE_SIZES = (300,)
-K = 24  # candidates the default request asks each side for: min(200, maxResults 6 x multiplier 4)
+K = 24  # neighbours asked of each vector path alone
+HYBRID_K = 120  # candidates the default request asks each side for (searcher.candidate_count)
 HYBRID_P95_TARGET_MS = 25.0
 QUESTIONS = (
     "when did we talk about the {a} and the {b}?",
@@ -93,16 +95,20 @@ def run_one(
     root: Path,
     reuse: bool,
     store: str | None = None,
+    sql_paths: bool = True,
     after_write: int = 0,
 ) -> dict[str, Any]:
     """Build (or with ``reuse``, reopen) the index of ``size`` chunks under ``root`` and time the paths.
+    A workspace already under ``root`` (``--keep``) is not written again: its sync finds nothing to do.
 
     ``reuse`` is the second child of a size, run with one BLAS thread: it times only the matrix scan
     and the hybrid search on the index the first child built, for the side-by-side comparison.
     ``store`` (a postgresql:// DSN): the index in PostgreSQL, schema ``bench_search_<size>`` (dropped by
     the parent); there the paths are the matrix and keyword search (no sqlite-vec, and brute force
-    would read every vector over the connection per query). ``after_write`` (PostgreSQL): that many
-    hybrid searches right after another host wrote a note, with the change log and without.
+    would read every vector over the connection per query). Without ``sql_paths`` neither sqlite-vec
+    nor brute force is timed (each reads every vector per query: 1.5 GB at 1M chunks). ``after_write``
+    (PostgreSQL): that many hybrid searches right after another host wrote a note, with the change log
+    and without.
     """
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
@@ -113,10 +119,12 @@ def run_one(
 
     out: dict[str, Any] = {"size": size}
     ws = root / "workspace"
-    if not reuse:
+    out["kept"] = (ws / "memory").is_dir()
+    if not reuse and not out["kept"]:
         t0 = time.perf_counter()
         out["files"] = write_chunky_workspace(ws, size)
         out["write_s"] = time.perf_counter() - t0
+    out["files"] = len(list((ws / "memory").iterdir()))
 
     embedder = HashEmbedder()
     cfg = settings()
@@ -129,7 +137,7 @@ def run_one(
         t0 = time.perf_counter()
         report = index.sync()
         out["index_s"] = time.perf_counter() - t0
-        out["chunks"] = report.chunks_written
+        out["written"] = report.chunks_written
         if store:
             from sessionmem.memory.store.index_postgres import PgStore
 
@@ -145,6 +153,7 @@ def run_one(
             out["db_mb"] = index.path.stat().st_size / 2**20
             conn, support = connect(index.path, load_vector=True)
             out["vector_driver"] = f"{support.driver}, sqlite-vec {support.version}"
+        (out["chunks"],) = conn.execute("SELECT count(*) FROM chunks").fetchone()
         queries = make_queries(conn, n_queries, embedder)
         vectors = [embedder.embed_query(q) for q in queries]
 
@@ -160,7 +169,7 @@ def run_one(
             return lambda v: path.knn(v, K, model=model, sources=src)
 
         paths: dict[str, tuple[Any, list[Any]]] = {"matrix": (router.matrix, vectors)}
-        if not reuse and not store:
+        if not reuse and not store and sql_paths:
             paths["sqlite-vec"] = (router.sqlite_vec, vectors)
             paths["brute-force"] = (router.brute_force, vectors[:brute_queries])
         # The paths must agree on the nearest chunk (a benchmark of wrong answers is worthless).
@@ -170,6 +179,20 @@ def run_one(
         for name, (path, vecs) in paths.items():
             path.knn(vecs[0], K, model=model, sources=src)  # warm caches
             out[f"vec_{name}"] = timed_each(path_timer(path), vecs)
+        # A large matrix scores only the rows its sign bits choose (sign_codes.py): how many of the
+        # exact top k it finds, at the vector side's k and at the hybrid search's candidate count.
+        matrix = router.matrix
+        out["vec_matrix_exact"] = timed_each(lambda v: matrix.scan(v, K, sources=src, exact=True), vectors)
+        for k in (K, HYBRID_K):
+            found = [
+                len(
+                    {h[0] for h in matrix.scan(v, k, sources=src)}
+                    & {h[0] for h in matrix.scan(v, k, sources=src, exact=True)}
+                )
+                / k
+                for v in vectors
+            ]
+            out[f"matrix_recall_{k}"] = sum(found) / len(found)
 
         if not reuse:
             fts = Searcher(conn, None, cfg, support)
@@ -212,7 +235,7 @@ def run_one(
             conn.execute("UPDATE chunks SET audience = 'shared'")
         if store and after_write and not reuse:
             out.update(time_after_write(ws, cfg, root, embedder, queries, after_write))
-        if not reuse and not store:
+        if not reuse and not store and sql_paths:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
             stale.search(SearchRequest(queries[0]))
@@ -243,6 +266,7 @@ def time_after_write(
         return MemoryIndex.open("bench", ws, quiet, state_dir=root / name, selection=selection, watch=False)
 
     out: dict[str, Any] = {}
+    notes: list[Path] = []
     with host("host-a") as host_a, host("host-b") as host_b:
         sql = PgStore.connect(host_b.path, cfg.store.fts.tokenizer)
         try:
@@ -253,6 +277,7 @@ def time_after_write(
                 read: list[int] = []
                 for i in range(reps):
                     note = ws / "memory" / f"after-write-{kind}-{i}.md"
+                    notes.append(note)
                     note.write_text(f"- host A wrote note {i} of the {kind} run\n")
                     host_a.sync()
                     if full:
@@ -275,6 +300,8 @@ def time_after_write(
             out["after_write_none"] = {"ms": steady, "rows_read": [0] * len(steady)}
         finally:
             sql.close()
+            for note in notes:  # a kept workspace (--keep) stays as it was written
+                note.unlink(missing_ok=True)
     return out
 
 
@@ -288,7 +315,7 @@ def served_by(index: Any, query: str) -> set[str]:
     }
 
 
-def wait_for_matrix(index: Any, query: str, timeout: float = 120.0) -> float:
+def wait_for_matrix(index: Any, query: str, timeout: float = 900.0) -> float:
     """Search until the in-memory matrix serves; seconds from the first search to then."""
     start = time.perf_counter()
     while "matrix" not in served_by(index, query):
@@ -322,9 +349,12 @@ def child(
     quick: bool,
     one_thread: bool,
     store: str | None = None,
+    sql_paths: bool = True,
     after_write: int = 0,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--one", str(size), "--queries", str(n_queries), "--dir", str(root)]
+    if not sql_paths:
+        cmd.append("--matrix-only")
     if store:
         cmd += ["--store", store, "--after-write", str(after_write)]
     env = dict(os.environ)
@@ -379,6 +409,16 @@ def main() -> None:
     p.add_argument("--dir", help=argparse.SUPPRESS)
     p.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
+        "--matrix-only",
+        action="store_true",
+        help="time no sqlite-vec or brute-force path (each reads every vector per query: minutes at 1M)",
+    )
+    p.add_argument(
+        "--keep",
+        help="a folder for the indexes (one per size, s<size>/), kept afterwards: a later run with the same "
+        "folder reuses them instead of building again (a 1M index takes ~6 minutes to build)",
+    )
+    p.add_argument(
         "--store",
         help="a postgresql:// DSN: the index in PostgreSQL (a schema per size, dropped afterwards); "
         "times keyword search, the matrix and hybrid search",
@@ -396,8 +436,11 @@ def main() -> None:
     n_queries = 10 if args.smoke else 40 if args.quick else args.queries
     if args.one:
         brute = n_queries if args.one <= 10_000 else max(20, n_queries // 4)
-        out = run_one(args.one, n_queries, brute, Path(args.dir), args.reuse, args.store, after_write)
-        print(json.dumps(out))
+        result = run_one(
+            args.one, n_queries, brute, Path(args.dir), args.reuse, args.store, not args.matrix_only,
+            after_write,
+        )  # fmt: skip
+        print(json.dumps(result))
         return
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
@@ -410,22 +453,34 @@ def main() -> None:
         "100 chunks per file, each a 490-510-character bullet (chunking.tokens=128, overlap 0); "
         "384-d pseudo-random vectors from a hash embedder; "
         f"{n_queries} queries (half keyword pairs, half natural questions) drawn from random chunks; "
-        f"k={K} neighbours per vector query (the default request's candidate count). Query vectors are "
-        "precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
+        f"k={K} neighbours per vector-only query (a hybrid search asks each side for {HYBRID_K}). Query "
+        "vectors are precomputed: latencies exclude query embedding. Each size runs in a fresh process.\n"
     )
     results, single = [], []
     for size in sizes:
-        with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.keep:
+                tmp = Path(args.keep) / f"s{size}"
+                tmp.mkdir(parents=True, exist_ok=True)
+            else:
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-search-")))
             try:
-                first = child(
-                    size, n_queries, Path(tmp), quick=args.quick, one_thread=False, store=args.store,
-                    after_write=after_write,
-                )  # fmt: skip
-                results.append(first)
+                results.append(
+                    child(
+                        size,
+                        n_queries,
+                        tmp,
+                        quick=args.quick,
+                        one_thread=False,
+                        store=args.store,
+                        sql_paths=not args.matrix_only,
+                        after_write=after_write,
+                    )
+                )
                 if not args.store:
-                    single.append(child(size, n_queries, Path(tmp), quick=args.quick, one_thread=True))
+                    single.append(child(size, n_queries, tmp, quick=args.quick, one_thread=True))
             finally:
-                if args.store:
+                if args.store and not args.keep:
                     drop_schema(args.store, size)
     if args.store:
         print(f"Index store: PostgreSQL, {results[-1]['vector_driver']}.\n")
@@ -447,8 +502,8 @@ def main() -> None:
                 [
                     f"{r['chunks']:,}",
                     f"{r['files']:,}",
-                    f"{r['index_s']:.1f}",
-                    f"{r['chunks'] / r['index_s']:,.0f}",
+                    f"{r['index_s']:.1f}" + (" (kept index: sync only)" if r["kept"] else ""),
+                    f"{r['chunks'] / r['index_s']:,.0f}" if not r["kept"] else "-",
                     f"{r['db_mb']:.0f}",
                     f"{r['matrix_load_ms']:.0f}",
                     f"{r['matrix_ready_ms']:.0f}",
@@ -462,6 +517,7 @@ def main() -> None:
     names = [
         ("fts", "keyword (FTS-only search)"),
         ("vec_matrix", "vector: in-memory matrix"),
+        ("vec_matrix_exact", "vector: in-memory matrix, every row scored (the reference)"),
         ("vec_sqlite-vec", "vector: sqlite-vec KNN"),
         ("vec_brute-force", "vector: brute force"),
         ("hybrid_matrix", "hybrid search (matrix path, the default)"),
@@ -494,6 +550,7 @@ def main() -> None:
                 f"{r['fts_found']}/{len(r['fts'])}",
                 f"{r['hybrid_found']}/{len(r['hybrid_matrix'])}",
                 f"{h95:.2f} ({verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f})",
+                f"{r['matrix_recall_' + str(K)]:.3f} / {r['matrix_recall_' + str(HYBRID_K)]:.3f}",
             ]
         )
     print(
@@ -506,6 +563,7 @@ def main() -> None:
                 "FTS queries with results",
                 "hybrid queries with results",
                 "hybrid p95 ms (target)",
+                f"matrix: share of the exact top {K} / top {HYBRID_K} found",
             ],
             rows,
         )

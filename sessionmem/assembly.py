@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sessionmem.memory.embed.embedder import EmbedderSelection
     from sessionmem.memory.index import MemoryIndex
     from sessionmem.memory.session_memory import SessionMemory
+    from sessionmem.memory.sync.transcript_names import TranscriptShelf
     from sessionmem.model.base import Model
     from sessionmem.session.runner import SessionRunner
     from sessionmem.session.turn.events import EventCallback
@@ -129,12 +130,29 @@ def open_index(
     """The agent's index, closed on the way out whatever happens. Unwatched by default: the one-shot
     commands start no threads (and never import watchdog); ``sessionmem chat`` passes
     ``watch=None`` to follow ``sync.watch``."""
-    from sessionmem.memory.index import MemoryIndex
-
     if selection is None:
         selection = embedder_selection(app)
+    with contextlib.ExitStack() as stack:
+        transcripts = None
+        if "sessions" in app.agent.memory_search.sources:
+            transcripts = stack.enter_context(transcripts_of(app))
+        index = _open_index(app, selection, watch, transcripts)
+        try:
+            yield index
+        finally:
+            index.close()
+
+
+def _open_index(
+    app: Context,
+    selection: EmbedderSelection,
+    watch: bool | None,
+    transcripts: TranscriptShelf | None,
+) -> MemoryIndex:
+    from sessionmem.memory.index import MemoryIndex
+
     try:
-        index = MemoryIndex.open(
+        return MemoryIndex.open(
             app.agent_id,
             app.workspace,
             app.agent.memory_search,
@@ -143,6 +161,7 @@ def open_index(
             env=app.env,  # the runtime fallback finds its API key where the selection found the provider's
             watch=watch,
             sessions_dir=app.sessions_dir,  # follows session.store, where the runner writes transcripts
+            transcripts=transcripts if transcripts is not None and transcripts.folder is None else None,
         )
     except OSError as exc:
         # Trigger: the store's folder cannot be created or opened (a file in the way, no permission).
@@ -151,7 +170,26 @@ def open_index(
         from sessionmem.errors import MemoryIndexError
 
         raise MemoryIndexError(f"cannot open the memory index of agent {app.agent_id!r}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def transcripts_of(app: Context) -> Iterator[TranscriptShelf]:
+    """Where the agent's transcripts are read by the memory index and ``memory_get``: the sessions folder,
+    or, when ``session.store`` keeps them as rows (PostgreSQL), that store's shelf, connected while open."""
+    from sessionmem.memory.sync.transcript_names import FolderShelf
+    from sessionmem.session.stores.opening import open_session_store, parse_store_spec
+
+    spec = parse_store_spec(app.config.session.store, state_dir=app.state_dir, agent_id=app.agent_id)
+    if spec.sessions_dir is not None:
+        yield FolderShelf(spec.sessions_dir)
+        return
+    from sessionmem.session.stores.backend import transcript_shelf
+
+    store = open_session_store(app.config.session.store, state_dir=app.state_dir, agent_id=app.agent_id)
     try:
-        yield index
+        shelf = transcript_shelf(store)
+        yield shelf if shelf is not None else FolderShelf(app.sessions_dir)
     finally:
-        index.close()
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()

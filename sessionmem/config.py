@@ -114,7 +114,8 @@ class ChunkingConfig(CamelModel):
 
 
 class MmrConfig(CamelModel):
-    enabled: bool = False
+    # On: LoCoMo R@6 keyword 0.919 -> 0.924, MiniLM 0.930 -> 0.934, MRR unchanged (bench/README.md).
+    enabled: bool = True
     lambda_: float = Field(0.7, ge=0.0, le=1.0, alias="lambda")
 
 

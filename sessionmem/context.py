@@ -28,7 +28,7 @@ from sessionmem.config import DEFAULT_AGENT_ID, AgentConfig, Config
 from sessionmem.errors import ConfigError
 from sessionmem.session.stores.keys import is_valid_agent_id
 from sessionmem.session.stores.keys import sessions_dir as default_sessions_dir
-from sessionmem.session.stores.opening import parse_store_spec, sessions_source_without_files
+from sessionmem.session.stores.opening import parse_store_spec
 
 STATE_DIR_ENV = "SESSIONMEM_STATE_DIR"
 CONFIG_ENV = "SESSIONMEM_CONFIG"
@@ -51,10 +51,9 @@ class Context:
     @property
     def sessions_dir(self) -> Path:
         """Where this agent's transcripts live (and its sessions.json or SQLite file): the folder of
-        ``session.store`` (``~`` and ``{agentId}`` expanded), else ``<state>/agents/<agentId>/sessions``."""
+        ``session.store`` (``~`` and ``{agentId}`` expanded), else ``<state>/agents/<agentId>/sessions``. (A
+        store that keeps transcripts as rows has none: ``assembly.transcripts_of`` gives its shelf.)"""
         spec = parse_store_spec(self.config.session.store, state_dir=self.state_dir, agent_id=self.agent_id)
-        if spec.sessions_dir is None and "sessions" in self.agent.memory_search.sources:
-            raise sessions_source_without_files(self.agent_id)  # as the runner refuses it
         return spec.sessions_dir or default_sessions_dir(self.state_dir, self.agent_id)
 
 

@@ -47,22 +47,27 @@ def check_story(records: list[dict[str, Any]], workspace: Path) -> None:
     assert compaction["tokensAfter"] < compaction["tokensBefore"]
 
     # Turns cross the thresholds: the turn before the first flush is below the flush threshold, a later
-    # one reaches the compaction threshold.
+    # one reaches it; the compaction comes at its threshold.
     turns = [r for r in records if r["event"] == "turn" and r["session"] == 1]
     assert 15 <= len(turns) <= 25
     assert turns[0]["tokens"] < turns[0]["flushThreshold"]
-    assert max(t["tokens"] for t in turns) >= turns[0]["compactionThreshold"]
+    assert max(t["tokens"] for t in turns) >= turns[0]["flushThreshold"]
+    assert compaction["tokensBefore"] >= turns[0]["compactionThreshold"]
 
-    # One measure throughout (the session's projection): the flush runs at the flush threshold, one
-    # pending message above the turn before it; the compaction's "before" is the figure of the turn that
-    # triggered it; the turn after it continues from its "after" with an ordinary step.
+    # One measure throughout (the session's projection). Replies first: the flush runs after the reply of
+    # the turn that brought the context within one message of the flush threshold (that turn's message
+    # standing in for the next), between memory_work_start and memory_work_end; the compaction follows it
+    # once the context (the flush's own messages included) reaches its threshold; the turn after it
+    # continues from its "after" with an ordinary step.
     steps = [b["tokens"] - a["tokens"] for a, b in itertools.pairwise(turns[:10])]
     flush = records[flush_at]
     before_flush = next(r for r in reversed(records[:flush_at]) if r["event"] == "turn")
     assert turns[0]["flushThreshold"] <= flush["tokens"] < turns[0]["compactionThreshold"]
-    assert 0 <= flush["tokens"] - before_flush["tokens"] <= max(steps)  # + the pending message
+    assert 0 <= flush["tokens"] - before_flush["tokens"] <= max(steps)  # + the stand-in message
+    started = next(r for r in reversed(records[:flush_at]) if r["event"] in ("memory_work_start", "turn"))
+    assert (started["event"], started["work"]) == ("memory_work_start", "flush")
     triggering = next(r for r in reversed(records[:compaction_at]) if r["event"] == "turn")
-    assert compaction["tokensBefore"] == triggering["tokens"] >= turns[0]["compactionThreshold"]
+    assert triggering["tokens"] <= compaction["tokensBefore"]
     following = next(r for r in records[compaction_at:] if r["event"] == "turn")
     assert 0 < following["tokens"] - compaction["tokensAfter"] <= max(steps)
 
@@ -209,10 +214,12 @@ def test_a_failing_workspace_hook_is_a_record_and_a_timeline_line(tmp_path: Path
     (hook / "handler.py").write_text("def handle(event):\n    raise RuntimeError('audit log offline')\n")
     records: list[dict[str, Any]] = []
     report = run_demo(workspace, tmp_path / "state", emit=records.append)
-    assert report.recalled and report.compactions == 1  # the failing hook cost nothing
+    assert report.recalled and report.compactions >= 1  # the failing hook cost nothing
     for record in records:
         json.dumps(record)  # every --json line still serialises
-    (failed,) = [r for r in records if r["event"] == "hook_error"]
+    failures = [r for r in records if r["event"] == "hook_error"]
+    assert len(failures) == report.compactions  # one per compaction:after
+    failed = failures[0]
     assert (failed["hook"], failed["hookEvent"]) == ("broken-audit", "compaction:after")
     assert "audit log offline" in failed["error"]
     assert format_record(failed) == [f"         ⚠ {failed['error']}"]

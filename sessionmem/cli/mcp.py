@@ -101,8 +101,8 @@ def server_tools(app: Context, index: MemoryIndex) -> MemoryServerTools:
     from sessionmem.memory.tools.reading import MemoryTools
     from sessionmem.server.mcp import MemoryServerTools, write_tools
 
-    memory = MemoryTools.from_config(
-        app.config, app.agent_id, index=index, workspace=app.workspace, sessions_dir=app.sessions_dir
+    memory = MemoryTools.from_config(  # session hits are read where the index reads them
+        app.config, app.agent_id, index=index, workspace=app.workspace
     )
 
     def status() -> dict[str, Any]:

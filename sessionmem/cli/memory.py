@@ -14,6 +14,7 @@ Examples::
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import replace
 from datetime import date
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessionmem.assembly import embedder_selection, open_index
+from sessionmem.assembly import embedder_selection, open_index, transcripts_of
 from sessionmem.cli import output
 
 if TYPE_CHECKING:
@@ -270,36 +271,37 @@ def get(ctx: click.Context, path: str, start: int | None, count: int | None) -> 
       sessionmem memory get memory/2024-01-05.md --from 12 --lines 8
     """
     from sessionmem.errors import MemoryPathError
-    from sessionmem.memory.tools.paths import resolve_memory_target
+    from sessionmem.memory.tools.paths import resolve_memory_target, target_exists
     from sessionmem.memory.tools.reading import handle_memory_get
 
     app = output.resolved(ctx)
     settings = app.agent.memory_search
-    sessions_dir = app.sessions_dir if "sessions" in settings.sources else None
     args: dict[str, Any] = {"path": path}
     if start is not None:
         args["from"] = start
     if count is not None:
         args["lines"] = count
-    answer = handle_memory_get(
-        app.workspace, args, extra_paths=settings.extra_paths, sessions_dir=sessions_dir
-    )
-    if answer.get("error"):
-        raise output.CommandFailed(str(answer["error"]))
-    text = str(answer.get("text", ""))
-    if not text:
-        # The tool answers a missing file with empty text (the model may ask for a note not yet
-        # written); a person at a terminal should be told the file is not there.
-        try:
-            target = resolve_memory_target(
-                app.workspace, path, settings.extra_paths, sessions_dir=sessions_dir
-            )
-        except MemoryPathError as exc:
-            raise output.CommandFailed(str(exc)) from exc
-        if not target.path.is_file():
-            raise output.CommandFailed(
-                f"no such memory file: {target.display} (looked in {target.path.parent})"
-            )
+    with contextlib.ExitStack() as stack:
+        transcripts = stack.enter_context(transcripts_of(app)) if "sessions" in settings.sources else None
+        answer = handle_memory_get(
+            app.workspace, args, extra_paths=settings.extra_paths, transcripts=transcripts
+        )
+        if answer.get("error"):
+            raise output.CommandFailed(str(answer["error"]))
+        text = str(answer.get("text", ""))
+        if not text:
+            # The tool answers a missing file with empty text (the model may ask for a note not yet
+            # written); a person at a terminal should be told the file is not there.
+            try:
+                target = resolve_memory_target(
+                    app.workspace, path, settings.extra_paths, transcripts=transcripts
+                )
+            except MemoryPathError as exc:
+                raise output.CommandFailed(str(exc)) from exc
+            if not target_exists(target):
+                where = target.shelf.where if target.shelf is not None else target.path.parent
+                what = "session transcript" if target.kind == "session" else "memory file"
+                raise output.CommandFailed(f"no such {what}: {target.display} (looked in {where})")
     click.echo(text, nl=not text.endswith("\n"))
     if answer.get("truncated"):
         from sessionmem.memory.tools.reading import GET_MAX_CHARS, GET_MAX_LINES

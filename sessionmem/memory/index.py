@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from sessionmem.errors import IndexDiskFull, MemoryIndexError
 from sessionmem.memory.connections import IndexConnections
 from sessionmem.memory.embed.embedder import EmbedderSelection
-from sessionmem.memory.location import store_location, store_path
+from sessionmem.memory.location import sessions_folder, store_location, store_path
 from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.status import (
     IndexCounts,
@@ -53,6 +53,7 @@ from sessionmem.memory.sync.flight import SyncFlight
 from sessionmem.memory.sync.index_meta import desired_meta, meta_mismatch
 from sessionmem.memory.sync.plan import SyncReport, plan_source
 from sessionmem.memory.sync.sources import MarkdownSource, TranscriptSource, normalize_extra_paths
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf
 from sessionmem.memory.syncing import WHOLE, IndexSync, ProgressFn, SyncScope
 from sessionmem.pathnames import given_path
 
@@ -89,13 +90,18 @@ class MemoryIndex:
         selection: EmbedderSelection | None,
         env: Mapping[str, str] | None = None,
         sessions_dir: Path | None = None,
+        transcripts: TranscriptShelf | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.workspace = given_path(workspace)  # resolved once: a later chdir moves nothing
         self.settings = settings
         self.path = path
         self.state_dir = given_path(state_dir)
-        self._sessions_dir = given_path(sessions_dir) if sessions_dir is not None else None
+        folder = (
+            given_path(sessions_dir) if sessions_dir is not None else sessions_folder(state_dir, agent_id)
+        )
+        # where the ``sessions`` source reads transcripts: that folder, or the shelf :meth:`open` got
+        self.transcripts: TranscriptShelf = transcripts if transcripts is not None else FolderShelf(folder)
         self._state_lock = threading.Lock()
         self._flight: SyncFlight[SyncReport] = SyncFlight(self._state_lock)
         self._session_delta: TranscriptDeltaScheduler | None = None
@@ -134,6 +140,7 @@ class MemoryIndex:
         env: Mapping[str, str] | None = None,
         watch: bool | None = None,
         sessions_dir: Path | None = None,
+        transcripts: TranscriptShelf | None = None,
     ) -> MemoryIndex:
         """Open (creating, or rebuilding when corrupt) the index of ``agent_id`` over ``workspace``.
 
@@ -142,12 +149,13 @@ class MemoryIndex:
         ``os.environ``). ``watch``: watch the memory files (a change syncs after the debounce);
         None follows ``sync.watch``, as OpenClaw's manager does. One-shot commands pass False and
         start no threads. ``sessions_dir``: where the agent's transcripts are (the session store's
-        folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``.
+        folder when ``session.store`` moves it), default ``<state_dir>/agents/<agentId>/sessions``; or
+        ``transcripts``, a shelf that replaces it (a PostgreSQL session store's ``transcript_shelf()``).
         Starting costs about 2 ms (plus the watchdog import, ~20 ms, once per process); it happens
         here, not in the background, so no edit after ``open`` returns is missed."""
         state_dir = given_path(state_dir)
         path = store_location(agent_id, settings, state_dir)
-        index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir)
+        index = cls(agent_id, workspace, settings, path, state_dir, selection, env, sessions_dir, transcripts)
         index._db.open()
         minutes = settings.sync.interval_minutes
         if minutes and minutes > 0:
@@ -190,8 +198,7 @@ class MemoryIndex:
         return self._syncer.selection
 
     def source_names(self) -> list[str]:
-        """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` is not required,
-        see ``session_sync``)."""
+        """Configured sources; ``sessions`` when listed (``experimental.sessionMemory`` not required)."""
         if "sessions" not in self.settings.sources:  # the transcript code loads only when it is a source
             return sorted(self.settings.sources)
         from sessionmem.memory.sync.session_delta import sessions_enabled
@@ -201,11 +208,8 @@ class MemoryIndex:
 
     @property
     def sessions_dir(self) -> Path:
-        """The transcripts the ``sessions`` source indexes: as given to :meth:`open` (the session
-        store's folder, ``session.store``), else ``<state_dir>/agents/<agentId>/sessions``."""
-        if self._sessions_dir is not None:
-            return self._sessions_dir
-        return self.state_dir / "agents" / self.agent_id / "sessions"
+        """The folder of the transcripts the ``sessions`` source indexes (:meth:`open`'s ``sessions_dir``)."""
+        return Path(self.transcripts.folder or sessions_folder(self.state_dir, self.agent_id))
 
     def _sources(self, scope: SyncScope = WHOLE) -> list[EntrySource]:
         """One entry source per configured source (a new source slots in here), within ``scope``."""
@@ -214,7 +218,7 @@ class MemoryIndex:
             if name == "memory" and scope.memory:
                 out.append(MarkdownSource(self.workspace, self.settings.extra_paths))
             elif name == "sessions" and scope.transcripts != ():
-                out.append(TranscriptSource(self.sessions_dir, only=scope.transcripts))
+                out.append(TranscriptSource(self.transcripts, only=scope.transcripts))
         return out
 
     def _desired_meta(self, embedder: Embedder | None) -> dict[str, Any]:
@@ -246,13 +250,10 @@ class MemoryIndex:
         session_files: Iterable[str | os.PathLike[str]] | None = None,
         sessions: bool = True,
     ) -> SyncReport:
-        """Bring the index in line with the files. Concurrent calls share one run (a forced call
-        waits for a running unforced one, then runs).
-
-        ``session_files`` (transcript paths or names in the sessions folder): a targeted pass over
-        only those transcripts (session deltas, post-compaction); it never shares another run's
-        result, and nothing else is scanned or deleted. ``sessions=False``: leave transcripts for a later
-        pass (the first search's bootstrap does not wait for them)."""
+        """Bring the index in line with the files. Concurrent calls share one run (a forced call waits for
+        a running unforced one, then runs). ``session_files`` (transcript paths or names): a targeted pass
+        over those alone (session deltas, post-compaction), never sharing another run's result, scanning
+        or deleting nothing else. ``sessions=False``: transcripts wait for a later pass."""
         if session_files is not None:
             scope = SyncScope(False, tuple(sorted({Path(p).name for p in session_files})))
         else:
@@ -265,18 +266,16 @@ class MemoryIndex:
         )
 
     def sync_lock(self) -> Any:
-        """The lock every sync of this index holds, across processes (a file lock beside a SQLite file)
-        and hosts (a PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never
-        searches."""
+        """The lock every sync holds, across processes (a file lock beside a SQLite file) and hosts (a
+        PostgreSQL advisory lock). Reentrant; holding it keeps other syncs waiting, never searches."""
         return self._db.sync_mutex
 
     def erase(
         self, audiences: Collection[str], paths: Collection[str] = (), *, dry_run: bool = False
     ) -> IndexErasure:
-        """Remove every row of the files labelled with ``audiences`` or indexed as ``paths``, their
-        chunks' cached vectors, and any readable copy of them in the database (``erase.py``): the
-        index's side of forgetting a person. Holds the sync lock; hold it yourself around this and the
-        deletion of the files, so that no sync indexes them again in between."""
+        """Remove the rows of the files labelled ``audiences`` or indexed as ``paths``, their cached
+        vectors and any readable copy in the database (``erase.py``): forgetting a person. Holds the sync
+        lock; hold it yourself around this and the files' deletion, so no sync indexes them in between."""
         from sessionmem.memory.store.erase import erase_rows
 
         self._check_open()
@@ -353,9 +352,8 @@ class MemoryIndex:
     # -- session transcripts (reference §5; sessionmem.memory.sync.session_delta) -----------------------
 
     def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
-        """The runner appended to a transcript. Cheap (a set insert): a debounced check decides whether
-        the file grew past ``sync.sessions.deltaBytes``/``deltaMessages``; only then is that file, and only
-        its new lines, indexed in the background. Ignored unless sessions are a source."""
+        """A transcript (its file, or its name on the shelf) grew. Cheap: a debounced check decides whether
+        it passed ``sync.sessions.deltaBytes``/``deltaMessages``; only then are its new lines indexed."""
         if self._closed or "sessions" not in self.source_names():
             return
         scheduler = self._session_delta
@@ -365,7 +363,7 @@ class MemoryIndex:
             with self._state_lock:
                 if self._session_delta is None:
                     self._session_delta = TranscriptDeltaScheduler(
-                        self.sessions_dir,
+                        self.transcripts,
                         self.settings.sync.sessions,
                         on_dirty=self.sync_session_files_in_background,
                         baseline=self._indexed_size,
@@ -375,8 +373,7 @@ class MemoryIndex:
 
     @property
     def session_delta(self) -> TranscriptDeltaScheduler | None:
-        """The delta scheduler, once a transcript append was notified."""
-        return self._session_delta
+        return self._session_delta  # the delta scheduler, once a transcript append was notified
 
     def sync_session_files_in_background(
         self, paths: Iterable[str | os.PathLike[str]], reason: str = "session-delta"
@@ -387,8 +384,7 @@ class MemoryIndex:
             self._workers.start(self._sync_quietly, reason, files, name="session-sync")
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Wait until no transcript delta check is pending and no background sync runs; False on timeout.
-        (Searches never need this; it is for shutdown and tests.)"""
+        """Wait for pending delta checks and background syncs (shutdown, tests); False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             scheduler = self._session_delta
@@ -402,13 +398,13 @@ class MemoryIndex:
             time.sleep(0.005)
         return False
 
-    def _indexed_size(self, path: Path, conn: Any = None) -> int | None:
-        sql = "SELECT size FROM files WHERE path = ? AND source = 'sessions'"
+    def _indexed_size(self, name: str, conn: Any = None) -> int | None:
+        sql, args = "SELECT size FROM files WHERE path = ? AND source = 'sessions'", (f"sessions/{name}",)
         if conn is not None:
-            row = conn.execute(sql, (f"sessions/{path.name}",)).fetchone()
+            row = conn.execute(sql, args).fetchone()
         else:
             with self._db.read_lock:
-                row = self._db.reader.execute(sql, (f"sessions/{path.name}",)).fetchone()
+                row = self._db.reader.execute(sql, args).fetchone()
         return int(row[0]) if row is not None else None
 
     def _reset_session_deltas(self) -> None:
@@ -417,8 +413,8 @@ class MemoryIndex:
         scheduler = self._session_delta
         if scheduler is None:
             return
-        sized = ((path, self._indexed_size(path, self._db.conn)) for path in scheduler.tracked())
-        scheduler.indexed([(path, size) for path, size in sized if size is not None])
+        sized = ((name, self._indexed_size(name, self._db.conn)) for name in scheduler.tracked())
+        scheduler.indexed([(name, size) for name, size in sized if size is not None])
 
     def start_watching(self) -> None:
         """Watch the memory files; a change marks the index dirty and syncs after the debounce."""

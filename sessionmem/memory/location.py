@@ -23,6 +23,12 @@ def store_path(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> 
     return given_path(state_dir) / "memory" / f"{agent_id}.sqlite"
 
 
+def sessions_folder(state_dir: Path, agent_id: str) -> Path:
+    """The agent's default sessions folder, ``<state_dir>/agents/<agentId>/sessions`` (the session layer's
+    ``keys.sessions_dir``, which the memory layer may not import)."""
+    return given_path(state_dir) / "agents" / agent_id / "sessions"
+
+
 def store_location(agent_id: str, settings: MemorySearchConfig, state_dir: Path) -> Path | PgTarget:
     """Where the agent's index is: a file (:func:`store_path`), or a PostgreSQL schema when
     ``store.path`` is a ``postgresql://`` DSN (``pg_store.pg_target``)."""

@@ -8,7 +8,7 @@ and the runner is typed with (``SessionRunner(memory_index=...)``; None: no memo
   sync lock, and the erasure of a person's rows;
 - :class:`SessionMemory`, what the runner needs, ``forget`` included: a transcript grew (cheap, debounced
   in the index), a search (the session's memory_search tool), a sync now or in the background (all
-  files, or only some transcripts), the files changed (mark dirty), the folder the index reads
+  files, or only some transcripts), the files changed (mark dirty), the folder or shelf the index reads
   transcripts from, and at the end wait for it or close it.
 
 Both are ``runtime_checkable`` so a test can say ``isinstance(index, SessionMemory)``; mypy checks the
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from sessionmem.dsn import PgTarget
     from sessionmem.memory.search.records import SearchRequest, SearchResponse
     from sessionmem.memory.store.erase import IndexErasure
+    from sessionmem.memory.sync.transcript_names import TranscriptShelf
 
 
 @runtime_checkable
@@ -58,8 +59,14 @@ class SessionMemory(ForgettableMemory, Protocol):
         """The folder whose transcripts the ``sessions`` source indexes."""
         ...
 
+    @property
+    def transcripts(self) -> TranscriptShelf:
+        """Where the ``sessions`` source reads transcripts (that folder, or the session store's shelf)."""
+        ...
+
     def notify_transcript_appended(self, path: str | os.PathLike[str]) -> None:
-        """A transcript grew; the index decides later (debounced) whether to index its new lines."""
+        """A transcript grew (its file, or its name ``<id>.jsonl`` on the shelf); the index decides later
+        (debounced) whether to index its new lines."""
         ...
 
     def sync(

@@ -303,6 +303,7 @@ async def _run(
                     "command": result.command,
                 }
             )
+            await session.wait_idle()  # the flush or compaction after the reply, before the next turn
         report.final_tokens = session.projection().tokens
         report.transcript = session.transcript.path
         report.sessions_json = getattr(runner.store, "path", None)  # with the sessions.json backend

@@ -10,7 +10,8 @@ returns a structured summary, names the archived session ``japan-trip``, and in 
 a question about an early fact by calling ``memory_search`` and quoting the hit.
 
 :func:`run_demo` reports what happened as plain dict records (``{"event": "turn", ...}``), in display
-order: a turn's preflight flush/compaction, its tool calls, the turn, then the compaction after it.
+order: a turn's preflight flush/compaction, its tool calls, the turn, then the memory work after its
+reply (``memory_work_start``, the flush or the compaction, ``memory_work_end``).
 The CLI prints them as JSON lines or as a timeline (``sessionmem.cli.demo``).
 
 Every token figure is the session's projection (:meth:`~sessionmem.session.runner.Session.projection`),
@@ -513,13 +514,9 @@ class _Driver:
     async def turn(self, text: str) -> None:
         self._start()
         result = await self.session.run_turn(text)
+        tokens = self.session.projection().tokens  # at the end of the turn, before its memory work
+        await self.session.wait_idle()  # the flush or compaction after the reply, shown after the turn
         self.turn_no += 1
-        # The projection at the end of the turn: when the turn's own size triggered a compaction, the
-        # figure it triggered at (the projection has dropped since), else the projection now.
-        tokens = next(
-            (r["tokensBefore"] for r in self._after if r["event"] == "compaction"),
-            self.session.projection().tokens,
-        )
         turn = {
             "event": "turn",
             "session": self.session_no,
@@ -538,6 +535,7 @@ class _Driver:
     async def command(self, text: str) -> None:
         self._start()
         await self.session.run_turn(text)
+        await self.session.wait_idle()
         self._flush_records(self._before, self._during, self._after)
         self.session_no += 1
         self.turn_no = 0

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -42,6 +42,9 @@ from sessionmem.errors import (
 )
 from sessionmem.memory.search.query_bounds import MAX_QUERY_CHARS
 from sessionmem.server.agents import ServedAgents
+
+if TYPE_CHECKING:
+    from sessionmem.memory.sync.transcript_names import TranscriptShelf
 
 PAGE_FOLDER = Path(__file__).resolve().parent / "inspector"
 MAX_RESULTS = 50
@@ -197,10 +200,15 @@ class _Api:
         }
 
     async def file(self, request: Request) -> dict[str, Any]:
-        return await asyncio.to_thread(self._read_file, request)
+        from sessionmem.session.stores.backend import transcript_shelf
 
-    def _read_file(self, request: Request) -> dict[str, Any]:
-        from sessionmem.memory.tools.paths import resolve_memory_target
+        shelf = None  # a transcript is read where the agent's store keeps it (files, or PostgreSQL rows)
+        if "sessions/" in request.path_params["path"]:
+            shelf = transcript_shelf((await self.served.runner(self._agent_id(request))).store)
+        return await asyncio.to_thread(self._read_file, request, shelf)
+
+    def _read_file(self, request: Request, shelf: TranscriptShelf | None) -> dict[str, Any]:
+        from sessionmem.memory.tools.paths import resolve_memory_target, target_exists
         from sessionmem.memory.tools.reading import handle_memory_get
         from sessionmem.session.overview import bounded_int
 
@@ -208,16 +216,15 @@ class _Api:
         app = self.served.context(agent_id)
         path = request.path_params["path"]
         extra = app.agent.memory_search.extra_paths
-        sessions_dir = app.sessions_dir
-        target = resolve_memory_target(app.workspace, path, extra, sessions_dir=sessions_dir)
-        if not target.path.is_file():
+        target = resolve_memory_target(app.workspace, path, extra, transcripts=shelf)
+        if not target_exists(target):
             raise NotFound(f"no memory file {target.display}")
         args: dict[str, Any] = {"path": path}
         for name in ("from", "lines"):  # the first line (1-based) and how many: memory_get's own caps apply
             value = _param(request, name)
             if value:
                 args[name] = bounded_int(name, value, 1, 1, MAX_LINE)
-        got = handle_memory_get(app.workspace, args, extra_paths=extra, sessions_dir=sessions_dir)
+        got = handle_memory_get(app.workspace, args, extra_paths=extra, transcripts=shelf)
         if got.get("disabled"):
             raise UsageError(str(got.get("error") or "cannot read that file"))
         return {"agentId": agent_id, **got}

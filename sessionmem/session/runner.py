@@ -7,13 +7,16 @@ session's :class:`~sessionmem.session.turn.state.SessionState`:
    ``/reset``, ``/compact``, ``/status``) is run and answers the turn;
 2. ``gate.drive_turn``, the gate driving the turn: ``preflight`` projects the prompt size with the
    pending message; at the compaction threshold it compacts through the gate (which flushes first), else
-   at the flush threshold it runs the silent flush; then the model turn (``model_turn``) calls the model
-   with the user message, dispatching tool calls, until it answers (bounded); the message is written to
-   the transcript once the model accepted it (after any overflow recovery), usage recorded in the store;
-   with ``on_partial`` the reply is streamed; then ``compact_if_over_threshold``: if the projection now
-   reaches the compaction threshold, compact through the gate (not in heartbeat runs, which may not
-   flush: the next real turn's preflight does both);
-3. ``announce.emit``: the ``turn`` event.
+   at the flush threshold it runs the silent flush (usually nothing is due: step 4 did it); then the model
+   turn (``model_turn``) calls the model with the user message, dispatching tool calls, until it answers
+   (bounded); the message is written to the transcript once the model accepted it (after any overflow
+   recovery), usage recorded in the store; with ``on_partial`` the reply is streamed;
+3. ``announce.emit``: the ``turn`` event; the reply goes to the caller now;
+4. ``after_reply``, replies first: the flush or the compaction the turn made due runs after the reply, in
+   the same hold of the turn lock (not the compaction in heartbeat runs, which may not flush: the next
+   real turn's preflight does both). The session's next turn waits for what is still running
+   (:meth:`Session.wait_idle` waits for it too); the blocking API returns once it is done (the reply
+   reaches ``on_partial`` first).
 
 The caller's own tools: ``run_turn(text, tools=[ClientTool(...)])`` offers them to the model; when it calls
 one, the turn ends suspended, its calls in ``TurnResult.tool_calls`` (the agent's own calls of that
@@ -46,7 +49,9 @@ for blocking code) lets the turns in flight finish, refuses new ones, and waits 
 background syncs (closing the index too unless ``close_index=False``).
 
 Blocking store work (transcript appends, store updates: for ``sessions.json``, under its lock) runs
-inline: each is one small write. Memory-index syncs run in a worker thread.
+inline: each is one small write. Memory-index syncs run in a worker thread. The memory work after a reply
+runs as a task on the caller's event loop (:meth:`Session._reply_first`), which must keep running for it:
+``aclose()`` waits for it, as for the turns in flight.
 """
 
 from __future__ import annotations
@@ -72,9 +77,10 @@ from sessionmem.session.cache import SessionCache
 from sessionmem.session.earlier_keys import adopt_earlier_session
 from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, session_status
 from sessionmem.session.stores import keys
-from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry
+from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry, transcript_shelf
 from sessionmem.session.stores.entry import SessionEntry
-from sessionmem.session.stores.opening import open_session_store, sessions_source_without_files
+from sessionmem.session.stores.opening import open_session_store
+from sessionmem.session.turn.after_reply import MemoryWorkFailed, run_memory_work
 from sessionmem.session.turn.announce import announce_created, emit
 from sessionmem.session.turn.client_calls import continue_turn, pending_calls
 from sessionmem.session.turn.events import CompactionResult, EventCallback, TurnEvent, TurnResult
@@ -89,6 +95,7 @@ from sessionmem.tools.define import Tool
 
 if TYPE_CHECKING:
     from sessionmem.hooks import HookRegistry
+    from sessionmem.memory.sync.transcript_names import TranscriptShelf
     from sessionmem.session.lifecycle.forget import ForgetReport
 
 log = logging.getLogger(__name__)
@@ -260,27 +267,27 @@ class SessionRunner:
         return self._hook_registry
 
     def _check_index_sessions_dir(self) -> None:
-        indexes_sessions = "sessions" in self.agent.memory_search.sources
-        ours = self.store.sessions_dir
-        # Trigger: the store keeps transcripts as database rows (PostgreSQL), and the memory index is
-        # asked to index sessions. Why: the index reads transcript files from a folder, so it would
-        # find none of this runner's conversations and memory_search would silently miss them.
-        # Outcome: a configuration error naming the limitation and the way out.
-        if self.memory_index is not None and indexes_sessions and ours is None:
-            raise sessions_source_without_files(self.agent_id)
-        # Trigger: session.store moves the transcripts, and the memory index was opened without
-        # sessions_dir. Why: the "sessions" source would index an empty folder and never find this
-        # runner's conversations. Outcome: a warning saying what to pass.
-        if self.memory_index is None or not indexes_sessions:
+        # Trigger: session.store moves the transcripts (another folder, or PostgreSQL rows), and the memory
+        # index was opened reading them from elsewhere. Why: the "sessions" source would index an empty
+        # folder and never find this runner's conversations. Outcome: a warning saying what to pass.
+        if self.memory_index is None or "sessions" not in self.agent.memory_search.sources:
             return
-        found = self.memory_index.sessions_dir
-        if ours is not None and os.path.realpath(found) != os.path.realpath(ours):
-            log.warning(
-                "the memory index reads transcripts from %s but this runner writes them to %s "
-                "(session.store); open the index with sessions_dir=runner.store.sessions_dir",
-                found,
-                ours,
-            )
+        ours = transcript_shelf(self.store)
+        found = self.memory_index.transcripts
+        if ours is None or _same_shelf(found, ours):
+            return
+        log.warning(
+            "the memory index reads transcripts from %s but this runner writes them to %s "
+            "(session.store); open the index with transcripts=transcript_shelf(runner.store)",
+            found.where,
+            ours.where,
+        )
+
+
+def _same_shelf(a: TranscriptShelf, b: TranscriptShelf) -> bool:
+    if a.folder is not None and b.folder is not None:
+        return os.path.realpath(a.folder) == os.path.realpath(b.folder)
+    return a.folder is None and b.folder is None and a.where == b.where
 
 
 class Session:
@@ -300,6 +307,7 @@ class Session:
             weakref.WeakKeyDictionary()
         )
         self._holder: asyncio.Task[Any] | None = None  # the task holding this session's turn
+        self._holds: set[asyncio.Task[None]] = set()  # turns of this handle, to their memory work's end
 
     @property
     def key(self) -> str:
@@ -353,12 +361,8 @@ class Session:
         ``run_turn``) is a :class:`~sessionmem.errors.UsageError` at once rather than a wait for itself."""
         runner = self.runner
         timeout = runner.config.session.turn_lock_timeout_seconds
+        self._refuse_nested()
         task = asyncio.current_task()
-        if task is not None and task is self._holder:
-            raise UsageError(
-                f"session {self.key}: a turn was started from inside one of its own turns (an on_event "
-                "callback or a tool awaiting run_turn); it would wait for itself. Start it after the turn"
-            )
         runner.in_memory.turn_started(self)
         try:
             async with contextlib.AsyncExitStack() as held:
@@ -386,6 +390,64 @@ class Session:
         finally:
             runner.in_memory.turn_ended(self)
 
+    def _refuse_nested(self) -> None:
+        if (task := asyncio.current_task()) is not None and task is self._holder:
+            raise UsageError(
+                f"session {self.key}: a turn was started from inside one of its own turns (an on_event "
+                "callback or a tool awaiting run_turn); it would wait for itself. Start it after the turn"
+            )
+
+    async def _reply_first(self, body: Callable[[SessionState], Awaitable[TurnResult]]) -> TurnResult:
+        """Run ``body`` (a turn, to its reply) in this session's turn, then the memory work it made due in
+        the same hold (:mod:`~sessionmem.session.turn.after_reply`); return the reply as soon as it is there.
+
+        The hold runs as a task of its own on the caller's loop: a caller cancelled before the reply cancels
+        it; after the reply it goes on to its end, whatever the caller does (:meth:`wait_idle` waits for
+        it, and so does the session's next turn)."""
+        self._refuse_nested()  # here: the hold's task is not the caller's
+        loop = asyncio.get_running_loop()
+        replied: asyncio.Future[TurnResult] = loop.create_future()
+        taken = asyncio.Event()  # the caller has its reply (or has gone): the work may begin
+
+        async def hold() -> None:
+            try:
+                async with self.locked() as state:
+                    result = await body(state)
+                    replied.set_result(result)
+                    await taken.wait()
+                    if result.command is None:
+                        said = next((m for m in result.messages if m.role == "user"), None)
+                        await run_memory_work(state, said)
+            except MemoryWorkFailed:
+                pass  # reported (event and log); the state is reloaded before the next turn
+            except asyncio.CancelledError:
+                replied.cancel()  # nothing when the reply was given
+                raise
+            except Exception as exc:
+                if not replied.done():
+                    replied.set_exception(exc)
+                else:
+                    log.exception("session %s: the turn's hold failed after its reply", self.key)
+
+        task = loop.create_task(hold())
+        self._holds.add(task)
+        task.add_done_callback(self._holds.discard)
+        try:
+            return await asyncio.shield(replied)
+        except asyncio.CancelledError:
+            if not replied.done():  # the caller gave up before the reply: so does the turn
+                task.cancel()
+            raise
+        finally:
+            taken.set()
+
+    async def wait_idle(self) -> None:
+        """Wait until this handle's turns on this event loop, and the memory work after their replies, have
+        ended."""
+        loop = asyncio.get_running_loop()
+        while mine := [task for task in self._holds if task.get_loop() is loop and not task.done()]:
+            await asyncio.wait(mine)
+
     async def run_turn(
         self, text: str, on_partial: PartialCallback | None = None, *, tools: Sequence[ClientTool] = ()
     ) -> TurnResult:
@@ -399,10 +461,17 @@ class Session:
         ``tools``: the caller's own tools, offered to the model beside the agent's; when it calls one the
         turn ends with those calls in ``TurnResult.tool_calls`` (the reply is the text before them, if
         any), and :meth:`submit_tool_results` goes on. A name of the agent's own tools is refused
-        (:class:`~sessionmem.errors.UsageError`)."""
-        async with self.locked() as state:
+        (:class:`~sessionmem.errors.UsageError`).
+
+        Replies first: the flush or compaction this turn made due runs after the reply is returned
+        (:meth:`wait_idle` waits for it), marked by ``memory_work_start`` / ``memory_work_end`` events; its
+        events reach ``on_event`` and the hooks, not this result's ``events``."""
+
+        async def body(state: SessionState) -> TurnResult:
             client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
             return await self._run_turn(state, text, on_partial, client_tools)
+
+        return await self._reply_first(body)
 
     async def _run_turn(
         self,
@@ -432,12 +501,16 @@ class Session:
         call: :attr:`pending_tool_calls`); ``tools`` as :meth:`run_turn` takes them (offered again to the
         model). The turn is continued, not started: no rotation, no command, no flush or compaction before
         the model call. Results that do not answer exactly the pending calls raise
-        :class:`~sessionmem.errors.ToolResultsMismatch` and change nothing."""
-        async with self.locked() as state:
+        :class:`~sessionmem.errors.ToolResultsMismatch` and change nothing. Replies first, as
+        :meth:`run_turn`."""
+
+        async def body(state: SessionState) -> TurnResult:
             client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
             state.events = []
             turn = await continue_turn(state, results, client_tools, on_partial)
             return await self._turn_ended(state, turn)
+
+        return await self._reply_first(body)
 
     @property
     def pending_tool_calls(self) -> tuple[ToolCall, ...]:
@@ -469,15 +542,25 @@ class Session:
     def run_turn_sync(
         self, text: str, on_partial: PartialCallback | None = None, *, tools: Sequence[ClientTool] = ()
     ) -> TurnResult:
-        """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``)."""
-        return run_blocking("run_turn_sync", lambda: self.run_turn(text, on_partial, tools=tools))
+        """Blocking :meth:`run_turn`; refuses to run inside an event loop (use ``await run_turn``). Returns
+        once the memory work after the reply is done too (nothing is left running); the reply reaches
+        ``on_partial`` before that work starts."""
+        return run_blocking(
+            "run_turn_sync", lambda: self._then_idle(self.run_turn(text, on_partial, tools=tools))
+        )
+
+    async def _then_idle(self, turn: Awaitable[TurnResult]) -> TurnResult:
+        result = await turn
+        await self.wait_idle()
+        return result
 
     def submit_tool_results_sync(
         self, results: Sequence[ToolResult], *, tools: Sequence[ClientTool] = ()
     ) -> TurnResult:
         """Blocking :meth:`submit_tool_results`; refuses to run inside an event loop."""
         return run_blocking(
-            "submit_tool_results_sync", lambda: self.submit_tool_results(results, tools=tools)
+            "submit_tool_results_sync",
+            lambda: self._then_idle(self.submit_tool_results(results, tools=tools)),
         )
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:

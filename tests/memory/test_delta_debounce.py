@@ -21,9 +21,9 @@ class Recorder:
     """``on_dirty``: the batches of files handed over."""
 
     def __init__(self) -> None:
-        self.batches: list[list[Path]] = []
+        self.batches: list[list[str]] = []  # transcript names
 
-    def __call__(self, paths: list[Path]) -> None:
+    def __call__(self, paths: list[str]) -> None:
         self.batches.append(list(paths))
 
 
@@ -109,7 +109,7 @@ def test_twenty_notifications_inside_the_window_give_exactly_one_check(
     assert manual.checks == 0 and manual.pending  # nothing runs before the window closes
     windows[0].close()
     assert manual.checks == 1 and not manual.pending
-    assert recorder.batches == [[transcript]]  # 20 lines >= deltaMessages 10: handed over once
+    assert recorder.batches == [[transcript.name]]  # 20 lines >= deltaMessages 10: handed over once
     assert len(windows) == 1
 
 
@@ -121,7 +121,7 @@ def test_later_notifications_do_not_push_the_check_back(
         append_and_notify(manual, transcript, 1)
     assert len(windows) == 1 and not windows[0].cancelled
     windows[0].close()  # it closes while notifications are still coming
-    assert manual.checks == 1 and recorder.batches == [[transcript]]
+    assert manual.checks == 1 and recorder.batches == [[transcript.name]]
     append_and_notify(manual, transcript, 1)  # the next one opens the next window
     assert len(windows) == 2 and manual.checks == 1
     windows[1].close()
@@ -138,7 +138,7 @@ def test_a_notification_after_the_window_starts_a_new_check(
     append_and_notify(scheduler, transcript, 8)
     wait_idle(scheduler)
     assert scheduler.checks == 2
-    assert recorder.batches == [[transcript]]  # 3 + 8 pending lines cross 10 in the second window
+    assert recorder.batches == [[transcript.name]]  # 3 + 8 pending lines cross 10 in the second window
 
 
 def test_files_outside_the_sessions_folder_and_archives_start_no_check(

@@ -182,7 +182,8 @@ def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_loa
         list(rows), ["memory"] * 40, ["2026-01-02"] * 40, ["owner"] * 40,
         np.frombuffer(b"".join(r[2] for r in rows.values()), dtype="<f4").reshape(40, 8).copy(),
     )  # fmt: skip
-    state = MatrixState.loaded("m", 0, loaded)  # a matrix of its own size: no room to grow
+    # a matrix of its own size (no room to grow), with the sign bits of a large one (sign_codes.py)
+    state = MatrixState.loaded("m", 0, loaded, coarse=True)
     for token in range(1, 40):
         gone = [f"c{token - 1}"] if token % 3 else []
         fresh = [row(f"n{token}"), row(f"n{token}b")]
@@ -195,6 +196,7 @@ def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_loa
         live = [i for i in range(len(state.ids)) if state.live is None or state.live[i]]
         assert state.rows == len(live) == len(rows)
         assert {state.ids[i]: state.matrix[i].tobytes() for i in live} == {c: r[2] for c, r in rows.items()}
+        assert state.codes is not None and state.codes.rows == len(state.ids)  # the new rows' bits too
     assert state.dead * 4 <= len(state.ids)  # compacted on the way
 
 

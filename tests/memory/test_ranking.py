@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from datetime import UTC, date, datetime
 
 import pytest
@@ -230,6 +231,45 @@ def test_mmr_works_on_thai_snippets() -> None:
         cand("z", text="รายงาน", merged=0.30),
     ]
     assert [c.id for c in ranking.mmr_rerank(cands, lambda_=0.7)] == ["a", "b", "a2", "z"]
+
+
+def _mmr_reference(cands: list[ranking.Candidate], lam: float, limit: int) -> list[str]:
+    """MMR comparing every candidate at every pick (what ``mmr_rerank`` must equal)."""
+    ordered = ranking.sort_by_score(cands)
+    scores = [c.final for c in ordered]
+    lo, hi = min(scores), max(scores)
+    rel = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    toks = [ranking.mmr_tokens(c.text) for c in ordered]
+    picks: list[int] = []
+    rest = list(range(len(ordered)))
+    while rest and len(picks) < limit:
+
+        def value(i: int) -> tuple[float, float, int]:
+            sim = max((ranking.jaccard(toks[i], toks[p]) for p in picks), default=0.0)
+            return (lam * rel[i] - (1 - lam) * sim, scores[i], -i)
+
+        best = max(rest, key=value)
+        picks.append(best)
+        rest.remove(best)
+    return [ordered[i].id for i in picks + rest]
+
+
+def test_mmr_reads_only_what_could_win_and_orders_as_comparing_all() -> None:
+    rng = random.Random(7)
+    words = ["billing", "cutover", "march", "third", "office", "moves", "april", "lunch", "menu", "deploy"]
+    for trial in range(200):
+        n = rng.randint(1, 25)
+        cands = [
+            cand(
+                f"c{i}",
+                text=" ".join(rng.choices(words, k=rng.randint(1, 8))),
+                merged=round(rng.choice([rng.random(), 0.5]), 2),  # ties too
+            )
+            for i in range(n)
+        ]
+        lam, limit = rng.choice([0.0, 0.3, 0.5, 0.7, 0.9]), rng.randint(1, 12)
+        got = [c.id for c in ranking.mmr_rerank(cands, lambda_=lam, limit=limit)]
+        assert got == _mmr_reference(cands, lam, limit), (trial, lam, limit)
 
 
 def test_mmr_lambda_one_is_plain_sort_and_keeps_all() -> None:

@@ -350,7 +350,7 @@ def test_hybrid_explain_figures_add_up(hybrid_db: tuple[Any, VectorSupport, dict
         merged = ranking.combine(e.text_score, e.vector_score, vector_weight=0.5, text_weight=0.5)
         assert e.merged == pytest.approx(merged)
         assert e.final == pytest.approx(e.merged * e.decay_multiplier) == pytest.approx(r.score)
-        assert e.decay_multiplier == 1.0 and e.mmr_rank is None
+        assert e.decay_multiplier == 1.0 and e.mmr_rank is not None  # MMR is on by default
         # every candidate carries both sides, whichever list found it: here every chunk has a vector
         assert e.cosine is not None and e.vector_score is not None
         assert (e.bm25 is None) == (e.text_score is None)
@@ -513,9 +513,10 @@ def test_mmr_reorders_near_duplicates(tmp_path: Path) -> None:
     for path, (text, noise) in texts.items():
         add_chunk(conn, path, text, model=m, embedding=axis(0, noise))
     emb = FixedEmbedder({"release": axis(0)})
-    plain = Searcher(conn, emb, cfg(minScore=0.0), support).search(SearchRequest("release"))
+    plain_cfg = cfg(minScore=0.0, hybrid={"mmr": {"enabled": False}})
+    plain = Searcher(conn, emb, plain_cfg, support).search(SearchRequest("release"))
     assert paths(plain)[:3] == ["memory/a.md", "memory/a2.md", "memory/b.md"]
-    mmr_cfg = cfg(minScore=0.0, hybrid={"mmr": {"enabled": True}})
+    mmr_cfg = cfg(minScore=0.0)  # MMR is on by default
     diverse = Searcher(conn, emb, mmr_cfg, support).search(SearchRequest("release", explain=True))
     assert paths(diverse)[:3] == ["memory/a.md", "memory/b.md", "memory/a2.md"]
     assert [r.explanation.mmr_rank for r in diverse.results if r.explanation] == list(range(4))

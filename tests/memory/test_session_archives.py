@@ -156,7 +156,7 @@ def test_a_fact_from_a_session_ended_by_new_is_still_found_and_readable(
     # The archive is not a live file: delta tracking ignores it, the live listing leaves it out.
     scheduler = index.session_delta
     assert scheduler is not None and scheduler.wants(archived) is None
-    assert all(".reset." not in p.name for p in scheduler.tracked())
+    assert all(".reset." not in name for name in scheduler.tracked())
     assert list_session_files(sessions_dir(state)) == [session.transcript.path]
 
 

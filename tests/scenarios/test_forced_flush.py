@@ -26,6 +26,25 @@ def growth_since_compaction(path: Path) -> int:
     return len(raw) - end
 
 
+def growth_at_latest_flush(path: Path) -> int:
+    """Bytes of the transcript between its latest compaction entry before the latest flush and that
+    flush's first line: the growth the flush was decided on (it runs after the reply of the turn that
+    reached the limit, so that turn counts)."""
+    growth = end = offset = 0
+    in_flush = False
+    for line in path.read_bytes().split(b"\n"):
+        if b'"kind":"memory_flush"' in line:
+            if not in_flush:
+                growth = offset - end
+            in_flush = True
+        else:
+            in_flush = False
+        offset += len(line) + 1
+        if b'"type":"compaction"' in line:
+            end = offset
+    return growth
+
+
 def test_size_forced_flush_waits_for_each_cycles_own_growth(tmp_path: Path, workspace: Path) -> None:
     model = ScriptedModel(responder=flush_aware(lambda r: "Noted. " + " ".join(f"d{i}" for i in range(40))))
     config = small_config(
@@ -39,15 +58,14 @@ def test_size_forced_flush_waits_for_each_cycles_own_growth(tmp_path: Path, work
     )
     runner, recorder = make_runner(model, tmp_path, workspace, config)
     session = runner.open()
-    flush_turns: list[tuple[int, int]] = []  # (turn, growth since the last compaction before the turn)
+    flush_turns: list[tuple[int, int]] = []  # (turn, growth since the last compaction when it flushed)
     compaction_turns: list[int] = []
     for turn in range(60):
-        growth = growth_since_compaction(session.transcript.path)
         seen = len(recorder.events)
         session.run_turn_sync(f"topic {turn}: " + " ".join(f"w{turn}-{i}" for i in range(60)))
         for event in recorder.events[seen:]:
             if isinstance(event, FlushEvent):
-                flush_turns.append((turn, growth))
+                flush_turns.append((turn, growth_at_latest_flush(session.transcript.path)))
             elif isinstance(event, CompactionEvent):
                 compaction_turns.append(turn)
 

@@ -5,6 +5,7 @@ through the agent's memory_search."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +98,42 @@ def test_sixty_turns_flush_before_every_compaction_and_a_later_session_finds_the
         )
     answer = str(later.choices[0].message.content)
     assert "BLUE-HERON-7" in answer and daily[0].name in answer
+
+
+def test_the_response_goes_out_before_the_flush_it_made_due(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    config = merge(small_window_config(3000), {"agents": {"defaults": {"model": UPSTREAM_MODEL}}})
+    flush_asked, flush_free = threading.Event(), threading.Event()
+
+    def held_upstream(body: dict[str, Any]) -> Any:
+        if kind(body) == "flush":
+            flush_asked.set()
+            flush_free.wait(30)  # the flush's model call is held until the test lets it go
+        return upstream(body)
+
+    openai_server.chat.handler = held_upstream
+    with running_gateway([agent_context(tmp_path, config)], openai_server) as gateway:
+        client = openai.OpenAI(base_url=gateway.base_url, api_key=GATEWAY_KEY, max_retries=0, timeout=10)
+        history: list[dict[str, str]] = []
+        for turn in range(30):
+            text = f"Turn {turn}: " + "we planned the release, the tests and the rollout. " * 6
+            history.append({"role": "user", "content": text.strip()})
+            # A response that waited for the held flush would time out here.
+            reply = client.chat.completions.create(model="main", messages=history)
+            history.append({"role": "assistant", "content": str(reply.choices[0].message.content)})
+            if flush_asked.wait(3):
+                break
+        assert flush_asked.is_set(), "no turn reached the flush threshold"
+        # The turn that made the flush due has its response; its flush is still out. Another session
+        # is served meanwhile; the same session's next request waits for the flush.
+        other = client.chat.completions.create(
+            model="main", user="someone-else", messages=[{"role": "user", "content": "hello"}]
+        )
+        assert other.choices[0].message.content == "echo: hello"
+        flush_free.set()
+        history.append({"role": "user", "content": "and now?"})
+        after = client.chat.completions.create(model="main", messages=history)
+        assert after.choices[0].message.content == "echo: and now?"
+    kinds = [kind(r.body) for r in openai_server.chat.requests]
+    assert "flush" in kinds

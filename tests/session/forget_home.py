@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from sessionmem.config import Config
-from sessionmem.dsn import is_postgres_dsn
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.messages import ToolCall
 from sessionmem.model.base import ModelRequest
 from sessionmem.model.scripted import NO_REPLY, ScriptedModel, default_summary
 from sessionmem.session.runner import SessionRunner
+from sessionmem.session.stores.backend import transcript_shelf
 from tests.scenarios.harness import tool_results
 
 ANA = "agent:main:telegram:direct:42"
@@ -72,8 +72,7 @@ class Home:
         (self.workspace / "memory").mkdir(parents=True)
         (self.workspace / "memory" / "shared.md").write_text("- the office opens at nine\n")
         self.state = root / "state"
-        files = session_store is None or not is_postgres_dsn(session_store)
-        search: dict[str, Any] = {"sources": ["memory", "sessions"] if files else ["memory"]}
+        search: dict[str, Any] = {"sources": ["memory", "sessions"]}  # files or PostgreSQL rows alike
         if model_path is not None:
             search.update(provider="local", local={"modelPath": str(model_path)})
         else:
@@ -100,7 +99,7 @@ class Home:
             self.config.for_agent("main").memory_search,
             state_dir=self.state,
             watch=False,
-            sessions_dir=self.runner.store.sessions_dir,
+            transcripts=transcript_shelf(self.runner.store),
         )
         self.runner.memory_index = self.index
 

@@ -158,7 +158,6 @@ def test_a_forgotten_person_is_found_by_nothing_and_the_other_keeps_everything(
     home: Home, session_kind: str
 ) -> None:
     home.everyone_talks()
-    files = home.runner.store.sessions_dir is not None
     # What Ana left: her folder (MEMORY.md, its earlier version, the daily log with the flush's note, the
     # /new file), her transcripts, cached vectors; and the search finds her.
     notes = home.files_under(ANA_HOME)
@@ -166,7 +165,8 @@ def test_a_forgotten_person_is_found_by_nothing_and_the_other_keeps_everything(
     assert any(name.rsplit("/", 1)[-1].count("-") == 3 for name in notes)  # the /new file, <date>-<slug>.md
     assert home.files_under(f".memory-history/{ANA_HOME}")
     found = search_paths(home, ANA_WORD)
-    assert {f"{ANA_HOME}/MEMORY.md"} <= found and any(p.startswith("sessions/") for p in found) == files
+    # her transcripts are searched whatever the store keeps them as (files, or PostgreSQL rows)
+    assert {f"{ANA_HOME}/MEMORY.md"} <= found and any(p.startswith("sessions/") for p in found)
     theirs = "SELECT hash FROM chunks WHERE audience LIKE ? OR audience LIKE ?"  # her chats and threads
     her_hashes = [r[0] for r in rows(home.index, theirs, "peer:%~42", "peer:%~42~%")]
     marks = ",".join("?" * len(her_hashes))

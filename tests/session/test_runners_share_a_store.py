@@ -52,11 +52,15 @@ def test_a_second_runner_sees_the_first_ones_turns_and_flush_before_deciding(
     assert all(f"a{i}:" in sent for i in range(4)) and "Pre-compaction memory flush." in sent
     session_b.run_turn_sync(turn_text("b1"))  # over the compaction line: cycle 0 was flushed (by A)
 
-    assert flush_prompt_requests(model_b.calls) == []
-    assert events_b.kinds("flush", "compaction") == ["compaction"]
+    # B compacted without flushing cycle 0 again (A had); a flush of B's is the next cycle's, after its
+    # reply.
+    assert events_b.kinds("flush", "compaction")[0] == "compaction"
+    assert all(e.compaction_count >= 1 for e in events_b.events if e.kind == "flush")
+    assert len(flush_prompt_requests(model_b.calls)) == len(events_b.kinds("flush"))
     assert "a0:" in compaction_requests(model_b)[0]  # A's turns were summarised, not dropped
     entry = store_entry(runner_a)
-    assert entry["compactionCount"] == 1 and entry["memoryFlushCompactionCount"] == 0
+    assert entry["compactionCount"] == 1
+    assert entry["memoryFlushCompactionCount"] == (1 if events_b.kinds("flush") else 0)
     assert session_b.entry.compaction_count == 1
 
 

@@ -208,7 +208,10 @@ def _converse(store_spec: str, tmp_path: Path, workspace: Path, turns: int) -> S
     session = runner.open(KEY)
     for i in range(turns):
         session.run_turn_sync(turn_text(f"t{i}"))
-    assert events.kinds("flush", "compaction") == ["flush", "compaction"]
+    # One compaction, its cycle flushed first (the next cycle's flush may follow the last reply, as the
+    # next message would make it due).
+    assert events.kinds("flush", "compaction")[:2] == ["flush", "compaction"]
+    assert events.kinds("compaction") == ["compaction"]
     return runner
 
 
@@ -229,7 +232,9 @@ def test_a_conversation_flushes_and_compacts_and_its_counts_survive_a_reopen(
         model(), config=config(store_spec), workspace=workspace, state_dir=state_dir(tmp_path)
     ).open(KEY)
     assert reopened.entry.session_id == entry.session_id
-    assert (reopened.entry.compaction_count, reopened.entry.memory_flush_compaction_count) == (1, 0)
+    counts = (entry.compaction_count, entry.memory_flush_compaction_count)
+    assert counts[0] == 1 and counts[1] in (0, 1)
+    assert (reopened.entry.compaction_count, reopened.entry.memory_flush_compaction_count) == counts
     assert "t5:" in "\n".join(m.content for _, m in reopened.context)  # the context came back too
 
 
@@ -247,7 +252,8 @@ def test_a_damaged_store_is_kept_aside_and_rebuilt_from_the_transcripts(
     assert set(rebuilt) == {KEY}
     entry = rebuilt[KEY]
     assert entry.session_id == before.session_id and entry.session_file == before.session_file
-    assert (entry.compaction_count, entry.memory_flush_compaction_count) == (1, 0)  # this cycle is flushed
+    counts = (before.compaction_count, before.memory_flush_compaction_count)
+    assert (entry.compaction_count, entry.memory_flush_compaction_count) == counts  # flushes kept
     assert store.recovered and "corrupt" in store.issues[0] and damaged.name in store.issues[0]
     aside = list(damaged.parent.glob(f"{damaged.name}.corrupt-*"))
     assert [p.read_bytes() for p in aside if not p.name.endswith(("-wal", "-shm"))] == [damaged_bytes]

@@ -24,6 +24,7 @@ import pytest
 from sessionmem.config import MemorySearchConfig, merge
 from sessionmem.errors import ConfigError, SessionError, TurnLockTimeout
 from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.messages import Message
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, VersionedTranscript
@@ -314,24 +315,32 @@ def test_a_conversation_on_postgresql_flushes_compacts_and_saves_its_memory_on_n
     assert not (tmp_path / "state" / "agents").exists()  # nothing went to a sessions folder
 
 
-def test_indexing_sessions_with_a_database_store_is_a_config_error_naming_the_limitation(
-    store: PostgresSessionStore, tmp_path: Path, workspace: Path
+def test_indexing_sessions_with_a_database_store_reads_the_stores_rows_and_warns_of_an_index_elsewhere(
+    store: PostgresSessionStore, tmp_path: Path, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The ``sessions`` source works with transcripts in the database (no ConfigError any more): an index
+    opened on the store's shelf is taken as it is; one opened on a sessions folder, where this runner
+    writes nothing, is warned about (it would never find the runner's conversations)."""
     model = ScriptedModel(responder=flush_aware(lambda r: "ok"))
-    for sources, fails in ((("memory", "sessions"), True), (("memory",), False)):
-        settings = MemorySearchConfig(provider="none", sources=sources)
-        config = merge(
-            small_config(), {"agents": {"defaults": {"memorySearch": settings.model_dump(by_alias=True)}}}
-        )
-        with MemoryIndex.open(
-            "main", workspace, settings, state_dir=tmp_path / "state", watch=False
-        ) as index:
-            if fails:
-                with pytest.raises(ConfigError, match=r'"sessions".*database.*transcript files'):
-                    make_runner(model, tmp_path, workspace, config, store=store, memory_index=index)
-            else:
-                runner, _ = make_runner(model, tmp_path, workspace, config, store=store, memory_index=index)
-                runner.open(KEY).run_turn_sync("hello")
+    settings = MemorySearchConfig(provider="none", sources=("memory", "sessions"))
+    config = merge(
+        small_config(), {"agents": {"defaults": {"memorySearch": settings.model_dump(by_alias=True)}}}
+    )
+    for shelf, warned in ((None, True), (store.transcript_shelf(), False)):
+        caplog.clear()
+        with (
+            MemoryIndex.open(
+                "main", workspace, settings, state_dir=tmp_path / "state", watch=False, transcripts=shelf
+            ) as index,
+            caplog.at_level("WARNING"),
+        ):
+            runner, _ = make_runner(model, tmp_path, workspace, config, store=store, memory_index=index)
+            runner.open(KEY).run_turn_sync("hello")
+            assert ("reads transcripts from" in caplog.text) is warned
+            index.sync()
+            found = index.search(SearchRequest(query="hello"))
+            sessions = [r.path for r in found.results if r.source == "sessions"]
+            assert bool(sessions) is not warned  # the folder holds nothing; the shelf holds the turn
 
 
 class OvertakenStore(PostgresSessionStore):

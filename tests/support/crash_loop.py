@@ -3,7 +3,9 @@
 Used by ``tests/session/test_crash_loop.py`` (a few dozen kills) and ``bench/bench_crash.py`` (200 and
 more). One or two *runners* (child processes, forked) open the same session key and run a scripted
 conversation with a small context window, so a silent flush and a compaction come every few turns.
-After each turn returns, a runner acknowledges it with one line in its ack file. The parent kills a
+After each turn's reply, a runner acknowledges it with one line in its ack file (the memory work the
+turn made due runs after that: replies first), and marks in its work file each time that work starts. The
+model answers after a few milliseconds, as a real one would after many more. The parent kills a
 runner with SIGKILL at a random moment, then, holding the session's turn lock so that no other runner is
 half-way through a turn:
 
@@ -37,6 +39,7 @@ database). :func:`run_hosts` runs two runners without kills, each for a fixed nu
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -141,7 +144,11 @@ def spans(turns: set[tuple[str, int]]) -> str:
     return " ".join(out)
 
 
-def respond(request: ModelRequest) -> Any:
+MODEL_LATENCY_S = 0.003  # per model call: the window between a reply and its memory work is real
+
+
+async def respond(request: ModelRequest) -> Any:
+    await asyncio.sleep(MODEL_LATENCY_S)
     if request.purpose == "compaction":
         return "## Turns\nturns: " + spans(turns_in(request.messages))
     if request.purpose == "flush":
@@ -180,6 +187,10 @@ class Layout:
     def errors(self, runner: str) -> Path:
         return self.root / f"errors-{runner}.txt"
 
+    def work_marks(self, runner: str) -> Path:
+        """One line each time the runner's memory work after a reply starts."""
+        return self.root / f"work-{runner}.txt"
+
     def store(self) -> SessionBackend:
         """The session store (for PostgreSQL: this process's own connections, made once per process)."""
         if self.dsn is None:
@@ -192,7 +203,7 @@ class Layout:
         assert folder is not None, "a file backend keeps its transcripts in a folder"
         return folder
 
-    def runner(self) -> SessionRunner:
+    def runner(self, on_event: Any = None) -> SessionRunner:
         """A runner of the loop's conversation on this layout's store."""
         return SessionRunner(
             ScriptedModel(responder=respond),
@@ -200,6 +211,7 @@ class Layout:
             workspace=self.workspace,
             state_dir=self.state,
             store=self.store(),
+            on_event=on_event,
         )
 
     def transcript_lines(self) -> list[bytes]:
@@ -302,14 +314,25 @@ def run_runner(layout: Layout, runner: str, turns: int | None = None, barrier: A
     try:
         done = acknowledged(layout, runner)
         n = max(done, default=-1) + 1
-        session = layout.runner().open(KEY)
         ack = os.open(layout.acks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        marks = os.open(layout.work_marks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+        def mark_work(event: Any) -> None:
+            if event.kind == "memory_work_start":
+                os.write(marks, f"{event.work}\n".encode())
+
+        session = layout.runner(on_event=mark_work).open(KEY)
         if barrier is not None:
             barrier.wait(60)
-        while turns is None or n < turns:
-            session.run_turn_sync(turn_text(runner, n))
-            os.write(ack, f"{n}\n".encode())
-            n += 1
+
+        async def converse(n: int) -> None:
+            while turns is None or n < turns:
+                await session.run_turn(turn_text(runner, n))  # the reply: its memory work runs after
+                os.write(ack, f"{n}\n".encode())
+                n += 1
+            await session.wait_idle()
+
+        asyncio.run(converse(n))
         os._exit(0)
     except BaseException:
         with open(layout.errors(runner), "a", encoding="utf-8") as out:
@@ -433,6 +456,7 @@ class CrashLoopReport:
     kills: int = 0  # SIGKILLs sent
     checks: int = 0  # times the parent checked the store and reopened the session (once per kill moment)
     store_behind_at_kill: int = 0
+    killed_before_work_wrote: int = 0  # kills after a reply whose memory work had written nothing yet
     mismatches_after_reopen: int = 0
     mismatch_details: list[str] = field(default_factory=list)
     cycles_without_flush: int = 0
@@ -497,7 +521,12 @@ def _mismatch(store: SessionBackend, facts: TranscriptFacts) -> str | None:
     return f"store (compactionCount, memoryFlushCompactionCount) = {stored}, transcript says {expected}"
 
 
-KILL_MOMENTS = ("random", "after a compaction entry", "inside a flush")
+KILL_MOMENTS = (
+    "random",
+    "after a compaction entry",
+    "inside a flush",
+    "after a reply, as its memory work starts",
+)
 
 
 def run_crash_loop(
@@ -515,7 +544,9 @@ def run_crash_loop(
     The moments rotate through :data:`KILL_MOMENTS`: a uniformly random delay up to ``max_delay_s``;
     as soon as the parent sees a new compaction entry in the transcript (the runner is then between
     that line and the store's update, or just past it); a random 0-1 ms after it sees a new flush prompt
-    (the runner is inside the flush turn). The parent watches the file by polling its size every 0.5 ms.
+    (the runner is inside the flush turn); as soon as a runner marks that the memory work after a reply
+    starts (the reply was acknowledged; the flush or the compaction has written nothing yet, or little).
+    The parent watches the files by polling their size every 0.5 ms.
     With several runners a random moment kills one of them, a watched moment all of them (the line's
     writer is whichever holds the turn), unless ``kill_one``: then one, chosen at random, every time, and
     the other runner goes on meanwhile (a host dying while the other keeps serving the session).
@@ -542,6 +573,8 @@ def run_crash_loop(
             for name in victims:
                 _kill(processes[name], report)
                 report.kills += 1
+            if moment.startswith("after a reply") and _ends_on_a_reply(layout):
+                report.killed_before_work_wrote += 1
             report.checks += 1
             check_after_kill(layout, report, seen_ids)
             for name in victims:
@@ -577,7 +610,10 @@ def run_hosts(
 
 
 def _wait_for_line(layout: Layout, moment: str, *, timeout_s: float) -> bool:
-    """Poll the transcript until a line of the kind ``moment`` names is appended; False on timeout."""
+    """Poll the transcript until a line of the kind ``moment`` names is appended (or a runner's work file,
+    for the memory work after a reply); False on timeout."""
+    if moment.startswith("after a reply"):
+        return _wait_for_work_mark(layout, timeout_s=timeout_s)
     needle = b'"type":"compaction"' if moment == "after a compaction entry" else b'"kind":"memory_flush"'
     deadline = time.monotonic() + timeout_s
     _, cursor = layout.new_lines(None)
@@ -587,6 +623,25 @@ def _wait_for_line(layout: Layout, moment: str, *, timeout_s: float) -> bool:
             if needle in line and (b'"role":"user"' in line or moment == "after a compaction entry"):
                 return True
         time.sleep(0.0005 if layout.dsn is None else 0.002)
+    return False
+
+
+def _ends_on_a_reply(layout: Layout) -> bool:
+    """The transcript's last entry is a reply to the user (not a line of a flush or a compaction)."""
+    lines = [line for line in layout.transcript_lines() if line.strip()]
+    return bool(lines) and b'"role":"assistant"' in lines[-1] and b"memory_flush" not in lines[-1]
+
+
+def _wait_for_work_mark(layout: Layout, *, timeout_s: float) -> bool:
+    def sizes() -> list[int]:
+        return [path.stat().st_size if path.exists() else 0 for path in map(layout.work_marks, RUNNER_NAMES)]
+
+    deadline = time.monotonic() + timeout_s
+    start = sizes()
+    while time.monotonic() < deadline:
+        if sizes() != start:
+            return True
+        time.sleep(0.0005)
     return False
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sessionmem.memory.search.sign_codes import SignCodes
 from sessionmem.memory.store.index_sqlite import as_store
 from sessionmem.memory.store.seam import MatrixChanges
 
@@ -140,15 +141,17 @@ class MatrixState:
     room: _Room | None = None
     # every source and audience of the rows (deleted rows' may stay: a mask is then made for nothing)
     kinds: tuple[frozenset[str], frozenset[str]] | None = None
+    codes: SignCodes | None = None  # the coarse first pass of a large matrix (sign_codes.py), else None
     masks: dict[tuple[frozenset[str], frozenset[str] | None], np.ndarray | None] = field(default_factory=dict)
 
     @classmethod
-    def loaded(cls, model: str, token: object, loaded: Loaded) -> MatrixState:
+    def loaded(cls, model: str, token: object, loaded: Loaded, *, coarse: bool = False) -> MatrixState:
+        """The state of a full load; ``coarse``: with the sign bits of its rows (``sign_codes.py``)."""
         room = _Room.holding(loaded)
         n = len(loaded[0])
         return cls(
             model, token, loaded[0], room.sources[:n], room.dates[:n], room.audiences[:n], room.matrix[:n],
-            room=room,
+            room=room, codes=SignCodes(room.matrix[:n]) if coarse else None,
         )  # fmt: skip
 
     @property
@@ -216,10 +219,11 @@ class MatrixState:
             live = np.concatenate([live, np.ones(added, dtype=bool)])
         sources, seen_by = self.kinds_of_rows()
         kinds = (sources | {r[1] for r in changes.rows}, seen_by | {r[4] for r in changes.rows})
+        codes = self.codes.extended(room.matrix[n:end]) if self.codes is not None and added else self.codes
         return MatrixState(
             self.model, token, [*self.ids, *(r[0] for r in changes.rows)],
             room.sources[:end], room.dates[:end], room.audiences[:end], room.matrix[:end],
-            live if dead else None, dead, room, kinds,
+            live if dead else None, dead, room, kinds, codes,
         )  # fmt: skip
 
     def _compacted(self, token: object, live: np.ndarray, rows: Sequence[Row]) -> MatrixState:
@@ -238,6 +242,6 @@ class MatrixState:
             [*self.audiences[keep].tolist(), *(r[4] for r in rows)],
             matrix[: kept + added],
         )
-        state = MatrixState.loaded(self.model, token, loaded)
+        state = MatrixState.loaded(self.model, token, loaded, coarse=self.codes is not None)
         state.prepare_changes()
         return state

@@ -330,8 +330,13 @@ def mmr_rerank(cands: Sequence[Candidate], *, lambda_: float, limit: int | None 
 
     Relevance is the final score min-max normalised to [0, 1] (all equal -> 1). Ties go to the
     higher original score. The first ``limit`` picks are chosen greedily (the rest follow in score
-    order), which keeps the cost at ``limit × n`` similarities. Every item is kept; ``mmr_rank``
-    records the position chosen.
+    order). Every item is kept; ``mmr_rank`` records the position chosen.
+
+    A candidate's value is at most ``λ·rel``, so each pick reads the candidates in score order only
+    until that bound falls to the best value found: a text's units (``mmr_tokens``) are made only for
+    the candidates that could still win. The order is the one comparing every candidate gives, at a
+    fraction of its cost: the units take about 0.1 ms per 1,600 characters, and the 200 candidates of
+    a search took 40 ms when each text was read (``bench/README.md``).
     """
     lam = min(1.0, max(0.0, lambda_))
     ordered = sort_by_score(cands)
@@ -342,26 +347,28 @@ def mmr_rerank(cands: Sequence[Candidate], *, lambda_: float, limit: int | None 
     scores = [c.final for c in ordered]
     lo, hi = min(scores), max(scores)
     rel = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
-    tokens = [mmr_tokens(c.text) for c in ordered]
-    max_sim = [0.0] * len(ordered)
-    remaining = list(range(len(ordered)))
+    tokens: dict[int, frozenset[str]] = {}  # read so far
+    max_sim: dict[int, float] = {}  # of the candidates read: similarity to the closest pick
+    remaining = list(range(len(ordered)))  # in score order, so rel never increases along it
     picks: list[int] = []
     budget = len(ordered) if limit is None else min(len(ordered), max(0, limit))
     while remaining and len(picks) < budget:
-        best = max(
-            remaining,
-            key=lambda i: (
-                lam * rel[i] - (1 - lam) * (max_sim[i] if picks else 0.0),
-                scores[i],
-                -i,
-            ),
-        )
+        best = remaining[0]
+        best_key: tuple[float, float, int] | None = None
+        for i in remaining:
+            if best_key is not None and lam * rel[i] <= best_key[0]:
+                break  # neither this one nor any after it can beat best (ties go to the earlier)
+            if i not in tokens:
+                tokens[i] = mmr_tokens(ordered[i].text)
+                max_sim[i] = max((jaccard(tokens[i], tokens[p]) for p in picks), default=0.0)
+            key = (lam * rel[i] - (1 - lam) * max_sim[i], scores[i], -i)
+            if best_key is None or key > best_key:
+                best, best_key = i, key
         picks.append(best)
         remaining.remove(best)
         for i in remaining:
-            sim = jaccard(tokens[i], tokens[best])
-            if sim > max_sim[i]:
-                max_sim[i] = sim
+            if i in tokens:
+                max_sim[i] = max(max_sim[i], jaccard(tokens[i], tokens[best]))
     picks += remaining
     return [replace(ordered[i], mmr_rank=rank) for rank, i in enumerate(picks)]
 

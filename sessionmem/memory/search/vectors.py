@@ -28,6 +28,7 @@ import numpy as np
 
 from sessionmem.memory.search.matrix_rows import BATCH_ROWS, Loaded, MatrixState, read_matrix
 from sessionmem.memory.search.records import VectorPath
+from sessionmem.memory.search.sign_codes import COARSE_MIN_ROWS, candidate_count
 from sessionmem.memory.store.database import VectorSupport
 from sessionmem.memory.store.index_sqlite import as_store
 
@@ -115,8 +116,9 @@ class MatrixVectors:
 
     name = "matrix"
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, coarse_min_rows: int = COARSE_MIN_ROWS) -> None:
         self._conn = as_store(conn)
+        self._coarse_min_rows = coarse_min_rows  # from this many rows a query scans sign bits first
         self._state: MatrixState | None = None
         self._stale: MatrixState | None = None  # the last state, kept to apply changes to
         self._generation = 0  # bumped by invalidate(); a reload started earlier is then discarded
@@ -167,7 +169,8 @@ class MatrixVectors:
         """Make ``loaded`` (from ``read_matrix``) current; refused if invalidated since ``generation``."""
         if generation is not None and generation != self._generation:
             return False
-        state = MatrixState.loaded(model, token, loaded)
+        coarse = len(loaded[0]) >= self._coarse_min_rows
+        state = MatrixState.loaded(model, token, loaded, coarse=coarse)
         if self._conn.logs_changes:
             state.prepare_changes()
         self._state, self._stale = state, None
@@ -218,19 +221,26 @@ class MatrixVectors:
         sources: Sequence[str],
         dates: DateRange = None,
         audiences: Audiences = None,
+        exact: bool = False,
     ) -> Hits:
-        """The product and top-k over the current snapshot, without touching the database."""
+        """The product and top-k over the current snapshot, without touching the database. A large matrix
+        scores only the rows its sign bits choose (``sign_codes.py``), unless ``exact`` (a reference)."""
         state = self._state
         if state is None or not state.rows:
             return []
         q = _normalise(query_vec)
         if q.shape[0] != state.matrix.shape[1]:
             return []
-        scores = dot_rows(state.matrix, q)
         mask = state.mask(frozenset(sources), None if audiences is None else frozenset(audiences))
         if dates is not None:
             in_range = (state.dates >= dates[0]) & (state.dates <= dates[1]) & (state.dates != "")
             mask = in_range if mask is None else mask & in_range
+        if (
+            state.codes is not None and not exact
+        ):  # a large matrix: exact scores for the rows its sign bits choose
+            rows = state.codes.candidates(q, candidate_count(state.rows, k), mask)
+            return _top_k([state.ids[i] for i in rows.tolist()], dot_rows(state.matrix[rows], q), k)
+        scores = dot_rows(state.matrix, q)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         return _top_k(state.ids, scores, k)

@@ -2,12 +2,14 @@
 
 The runner tells the index after each transcript append (in-process, a set insert). The first
 notification starts a debounce timer (``sync.sessions.debounceMs``, 5 s by default; later notifications
-do not push it back); when it fires, each notified file is checked with
-:class:`~sessionmem.memory.sync.session_text.SessionDeltaTracker`: a ``stat`` plus a newline count of the
-bytes appended since the last check. Only a file whose pending growth reaches ``deltaBytes`` (100,000)
-or ``deltaMessages`` (50 lines) is handed to ``on_dirty``, which the index turns into a background
-pass over that file alone. A normal turn therefore costs a set insert and, once per debounce window, a
-``stat`` and a read of the few new bytes; the transcript is not re-indexed until it has grown enough.
+do not push it back); when it fires, each notified transcript is checked with
+:class:`~sessionmem.memory.sync.session_text.SessionDeltaTracker` through the index's
+:class:`~sessionmem.memory.sync.transcript_names.TranscriptShelf` (a sessions folder, or the session
+store's rows): its size plus a newline count of the bytes appended since the last check. Only a
+transcript whose pending growth reaches ``deltaBytes`` (100,000) or ``deltaMessages`` (50 lines) is
+handed to ``on_dirty``, which the index turns into a background pass over that transcript alone. A
+normal turn therefore costs a set insert and, once per debounce window, a ``stat`` (or one query) and a
+read of the few new bytes; the transcript is not re-indexed until it has grown enough.
 
 After any pass indexed a transcript, the index calls :meth:`TranscriptDeltaScheduler.indexed` so its
 pending growth starts from zero again. Files outside the agent's sessions folder, and names that are not
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from sessionmem.memory.sync.session_text import SessionDeltaTracker
-from sessionmem.memory.sync.transcript_names import is_live_transcript_name
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf, is_live_transcript_name
 
 if TYPE_CHECKING:
     from sessionmem.config import MemorySearchConfig, SessionSyncConfig
@@ -63,41 +65,51 @@ def start_daemon_timer(delay_s: float, fire: Callable[[], object]) -> Timer:
 class TranscriptDeltaScheduler:
     """Debounced delta checks of appended transcripts; thread-safe, one per index.
 
-    ``baseline(path)`` gives the size the index last recorded for a file it has not tracked yet (None
-    when never indexed: all of the file is then new). ``on_dirty(paths)`` is called from the timer
-    thread with the files that crossed a threshold. ``start_timer(delay_s, fire)`` starts the debounce
+    ``transcripts``: the shelf they are read from (a path: that sessions folder). Transcripts are
+    tracked by name (``<id>.jsonl``); a notification may give the name or, for a folder, the file's path.
+    ``baseline(name)`` gives the size the index last recorded for a transcript it has not tracked yet
+    (None when never indexed: all of it is then new). ``on_dirty(names)`` is called from the timer thread
+    with the transcripts that crossed a threshold. ``start_timer(delay_s, fire)`` starts the debounce
     window (a daemon ``threading.Timer``; a test may start windows it closes itself).
     """
 
     def __init__(
         self,
-        sessions_dir: Path,
+        transcripts: str | os.PathLike[str] | TranscriptShelf,
         config: SessionSyncConfig,
-        on_dirty: Callable[[list[Path]], None],
-        baseline: Callable[[Path], int | None] = lambda _path: None,
+        on_dirty: Callable[[list[str]], None],
+        baseline: Callable[[str], int | None] = lambda _name: None,
         start_timer: Callable[[float, Callable[[], object]], Timer] = start_daemon_timer,
     ) -> None:
-        self.sessions_dir = Path(os.path.abspath(sessions_dir))
+        if not isinstance(transcripts, TranscriptShelf):
+            transcripts = FolderShelf(os.path.abspath(transcripts))
+        self.shelf: TranscriptShelf = transcripts
+        folder = transcripts.folder
+        self.sessions_dir = Path(os.path.abspath(folder)) if folder is not None else None
         self.debounce_s = max(0.0, config.debounce_ms / 1000.0)
         self.tracker = SessionDeltaTracker(config.delta_bytes, config.delta_messages)
         self._on_dirty = on_dirty
         self._baseline = baseline
         self._lock = threading.Lock()
-        self._pending: set[Path] = set()
+        self._pending: set[str] = set()
         self._start_timer = start_timer
         self._timer: Timer | None = None
         self._closed = False
         self._firing = 0
         self.checks = 0  # debounced checks run (for status and tests)
 
-    def wants(self, path: str | os.PathLike[str]) -> Path | None:
-        """The absolute path when it is a live transcript of this sessions folder, else None."""
-        target = Path(os.path.abspath(path))
-        if target.parent != self.sessions_dir:
+    def wants(self, path: str | os.PathLike[str]) -> str | None:
+        """The transcript's name when it is a live transcript of this shelf, else None: a bare name, or
+        a file path directly in the sessions folder (a shelf without one takes names only)."""
+        text = os.fspath(path)
+        name = os.path.basename(text)
+        if name != text and (
+            self.sessions_dir is None or Path(os.path.abspath(text)).parent != self.sessions_dir
+        ):
             return None
-        if not is_live_transcript_name(target.name):
+        if not is_live_transcript_name(name):
             return None
-        return target
+        return name
 
     def notify(self, path: str | os.PathLike[str]) -> bool:
         """A transcript was appended to; True when it will be checked after the debounce."""
@@ -118,16 +130,16 @@ class TranscriptDeltaScheduler:
         with self._lock:
             return self._timer is not None or bool(self._pending) or self._firing > 0
 
-    def _fire(self) -> list[Path]:
+    def _fire(self) -> list[str]:
         with self._lock:
-            paths, self._pending = sorted(self._pending), set()
+            names, self._pending = sorted(self._pending), set()
             self._timer = None
             if self._closed:
                 return []
             self.checks += 1
             self._firing += 1
         try:
-            dirty = [p for p in paths if self._check(p)]
+            dirty = [name for name in names if self._check(name)]
             if dirty:
                 try:
                     self._on_dirty(dirty)
@@ -138,25 +150,27 @@ class TranscriptDeltaScheduler:
             with self._lock:
                 self._firing -= 1
 
-    def _check(self, path: Path) -> bool:
-        key = os.fspath(path)
-        if key not in self.tracker.states:
-            size = self._baseline(path)
+    def _check(self, name: str) -> bool:
+        if name not in self.tracker.states:
+            size = self._baseline(name)
             if size is not None:
-                self.tracker.reset(path, size)
+                self.tracker.reset(name, size)
         try:
-            return self.tracker.observe_file(path)
+            return self.tracker.observe_shelved(self.shelf, name)
         except OSError:  # gone (archived by /new, deleted): nothing to index
-            self.tracker.forget(path)
+            self.tracker.forget(name)
+            return False
+        except Exception:  # a database shelf's error: logged, checked again at the next append
+            log.warning("checking session transcript %s for growth failed", name, exc_info=True)
             return False
 
-    def indexed(self, sizes: Iterable[tuple[Path, int]]) -> None:
-        """A pass indexed these files at these sizes: their pending growth is zero again."""
-        for path, size in sizes:
-            self.tracker.reset(path, size)
+    def indexed(self, sizes: Iterable[tuple[str, int]]) -> None:
+        """A pass indexed these transcripts at these sizes: their pending growth is zero again."""
+        for name, size in sizes:
+            self.tracker.reset(name, size)
 
-    def tracked(self) -> list[Path]:
-        return [Path(p) for p in self.tracker.states]
+    def tracked(self) -> list[str]:
+        return list(self.tracker.states)
 
     def close(self) -> None:
         with self._lock:

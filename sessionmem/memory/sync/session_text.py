@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from sessionmem.memory.sync.redact import redact_secrets
-from sessionmem.memory.sync.transcript_names import is_live_transcript_name
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf, is_live_transcript_name
 from sessionmem.messages import written_in_a_flush
 
 _NEWLINE_RUN = re.compile(r"\s*\n+\s*")
@@ -164,32 +164,48 @@ def remap_lines(start: int, end: int, line_map: list[int]) -> tuple[int, int]:
 # ---------------------------------------------------------------------------- readers
 
 
+@dataclass(frozen=True, slots=True)
+class FlatTranscript:
+    """A transcript's JSONL bytes flattened: the content, each content line's JSONL line and date, and
+    OpenClaw's hash of content and line map."""
+
+    content: str
+    line_map: list[int]
+    dates: list[str | None]
+    hash: str
+
+
+def flatten_transcript(data: bytes) -> FlatTranscript:
+    """Flatten a whole transcript given as its JSONL bytes (pure)."""
+    texts, line_map, dates = flatten_lines(data.split(b"\n"))
+    content = "\n".join(texts)
+    return FlatTranscript(content, line_map, dates, content_hash(content, line_map))
+
+
 def build_session_entry(path: str | os.PathLike[str]) -> SessionEntryText:
-    """Read and flatten one transcript. Raises ``OSError`` if it cannot be read."""
+    """Read and flatten one transcript file. Raises ``OSError`` if it cannot be read."""
     path = Path(path)
     with path.open("rb") as handle:
         stat = os.fstat(handle.fileno())
         data = handle.read()
-    texts, line_map, dates = flatten_lines(data.split(b"\n"))
-    content = "\n".join(texts)
+    flat = flatten_transcript(data)
     return SessionEntryText(
         path=path,
-        content=content,
-        line_map=line_map,
-        dates=dates,
-        hash=content_hash(content, line_map),
+        content=flat.content,
+        line_map=flat.line_map,
+        dates=flat.dates,
+        hash=flat.hash,
         size=stat.st_size,
         mtime_ns=stat.st_mtime_ns,
     )
 
 
-def _iter_lines(path: Path, start: int, stop: int | None) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if stop is not None and number >= stop:
-                return
-            if number >= start:
-                yield raw
+def _window(lines: Iterable[bytes], start: int, stop: int | None) -> Iterator[bytes]:
+    for number, raw in enumerate(lines, start=1):
+        if stop is not None and number >= stop:
+            return
+        if number >= start:
+            yield raw
 
 
 def read_session_lines(path: str | os.PathLike[str], start: int = 1, lines: int | None = None) -> str:
@@ -205,9 +221,18 @@ def session_window(
     path: str | os.PathLike[str], start: int = 1, lines: int | None = None
 ) -> tuple[list[str], list[int]]:
     """The flattened messages of JSONL lines ``[start, start + lines)`` and the JSONL line of each."""
+    path = Path(path)
+    return shelved_window(FolderShelf(path.parent), path.name, start, lines)
+
+
+def shelved_window(
+    shelf: TranscriptShelf, name: str, start: int = 1, lines: int | None = None
+) -> tuple[list[str], list[int]]:
+    """:func:`session_window` of transcript ``name`` on ``shelf`` (its JSONL form, whatever the store)."""
     start = max(1, start)
     stop = None if lines is None else start + max(0, lines)
-    texts, line_map, _ = flatten_lines(_iter_lines(Path(path), start, stop), first_line=start)
+    raw = shelf.read(name).split(b"\n")
+    texts, line_map, _ = flatten_lines(_window(raw, start, stop), first_line=start)
     return texts, line_map
 
 
@@ -300,6 +325,14 @@ class SessionDeltaTracker:
         """:meth:`observe` with a ``stat`` and a newline count of the file itself."""
         size = os.stat(path).st_size
         return self.observe(path, size, lambda lo, hi: count_newlines(path, lo, hi))
+
+    def observe_shelved(self, shelf: TranscriptShelf, name: str) -> bool:
+        """:meth:`observe` of transcript ``name`` on ``shelf`` (tracked by name); ``FileNotFoundError``
+        when the shelf no longer keeps it (archived by ``/new``, deleted)."""
+        found = shelf.scan([name])
+        if not found:
+            raise FileNotFoundError(name)
+        return self.observe(name, found[0].size, lambda lo, hi: shelf.read(name, lo, hi - lo).count(b"\n"))
 
     def reset(self, path: str | os.PathLike[str], size: int) -> None:
         """After the file was indexed (or found unchanged): nothing is pending."""

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sessionmem.errors import MemoryIndexError
-from sessionmem.memory.sync.transcript_names import header_session_key, is_transcript_name, reset_archive_of
+from sessionmem.memory.sync.transcript_names import (
+    FolderShelf,
+    TranscriptShelf,
+    first_line_session_key,
+    header_session_key,
+    reset_archive_of,
+)
 from sessionmem.privacy import OWNER, markdown_label, transcript_label
 
 # Dependency folders, and the versions a MEMORY.md replace saved
@@ -308,11 +314,13 @@ SessionEntryBuilder = Callable[[Path], Any]
 
 
 class TranscriptSource:
-    """Session transcripts ``<sessions_dir>/*.jsonl``, indexed as ``sessions/<name>`` (reference §5).
+    """Session transcripts, indexed as ``sessions/<name>`` (reference §5), read from a
+    :class:`~sessionmem.memory.sync.transcript_names.TranscriptShelf`: a sessions folder
+    (``<sessions_dir>/*.jsonl``, what a path given here means) or a session store's own shelf.
 
-    ``builder(path)`` flattens one transcript and returns an object with ``content``, ``line_map``,
-    ``hash`` (and optionally ``dates``), or a ``(content, line_map, hash)`` tuple; by default
-    ``sessionmem.memory.sync.session_text.build_session_entry``.
+    ``builder(path)`` (files only) flattens one transcript and returns an object with ``content``,
+    ``line_map``, ``hash`` (and optionally ``dates``), or a ``(content, line_map, hash)`` tuple; by default
+    the transcript is indexed append-only (:mod:`sessionmem.memory.sync.transcript_append`).
 
     Reset archives (``<id>.jsonl.reset.<time>``, see :func:`reset_archive_of`) are transcripts too,
     indexed as ``sessions/<archive name>``: users who opted into session search expect a conversation
@@ -325,32 +333,29 @@ class TranscriptSource:
 
     def __init__(
         self,
-        sessions_dir: Path,
+        transcripts: Path | TranscriptShelf,
         builder: SessionEntryBuilder | None = None,
         *,
         only: Iterable[str] | None = None,
     ) -> None:
-        self.sessions_dir = Path(sessions_dir)
+        self.shelf: TranscriptShelf = (
+            transcripts if isinstance(transcripts, TranscriptShelf) else FolderShelf(transcripts)
+        )
         self._builder = builder
         self.only = None if only is None else frozenset(only)  # file names: a targeted pass
 
     def scan(self) -> list[MemoryFile]:
-        out: list[MemoryFile] = []
-        try:
-            entries = sorted(os.scandir(self.sessions_dir), key=lambda e: e.name)
-        except OSError:
-            return out
-        for entry in entries:
-            if self.only is not None and entry.name not in self.only:
-                continue
-            try:
-                if is_transcript_name(entry.name) and entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    rel = f"sessions/{entry.name}"
-                    out.append(MemoryFile(Path(entry.path), rel, "sessions", st.st_mtime_ns, st.st_size))
-            except OSError:
-                continue
-        return out
+        folder = self.shelf.folder
+        return [
+            MemoryFile(
+                folder / item.name if folder is not None else Path(item.name),
+                f"sessions/{item.name}",
+                "sessions",
+                item.mtime_ns,
+                item.size,
+            )
+            for item in self.shelf.scan(self.only)
+        ]
 
     @staticmethod
     def renamed_from(rel_path: str) -> str | None:
@@ -367,16 +372,20 @@ class TranscriptSource:
         self, entry: MemoryFile, old_hash: str | None, tokens: int, overlap: int, default_date: str | None
     ) -> Any:
         """An append-only pass (``sessionmem.memory.sync.transcript_append``): only new lines are chunked."""
-        from sessionmem.memory.sync.transcript_append import plan_transcript
+        from sessionmem.memory.sync.transcript_append import plan_shelved
 
-        return plan_transcript(entry.abs_path, old_hash, tokens, overlap, default_date)
+        name = entry.rel_path.removeprefix("sessions/")
+        return plan_shelved(self.shelf, name, old_hash, tokens, overlap, default_date)
 
     def load(self, entry: MemoryFile) -> EntryContent:
         builder = self._builder
-        if builder is None:
-            from sessionmem.memory.sync.session_text import build_session_entry
+        if builder is None or self.shelf.folder is None:
+            from sessionmem.memory.sync.session_text import flatten_transcript
 
-            builder = build_session_entry
+            data = self.shelf.read(entry.rel_path.removeprefix("sessions/"))
+            built = flatten_transcript(data)
+            audience = transcript_label(first_line_session_key(data))
+            return EntryContent(built.content, built.hash, built.line_map, built.dates, audience=audience)
         built = builder(entry.abs_path)
         audience = getattr(built, "audience", None) or transcript_label(header_session_key(entry.abs_path))
         if isinstance(built, tuple):

@@ -17,27 +17,25 @@ chunk's lines changed: a rewrite, a truncation after compaction, another file re
 whole file is indexed again from line 1. A partial last line (a writer mid-append) is left for the next
 pass: only bytes up to the last newline count as read.
 
-Everything but :func:`plan_transcript` (which reads the file) is pure.
+Everything but :func:`plan_shelved` (which reads the transcript from its shelf) is pure.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from sessionmem.memory.sync.chunk_context import chunk_context
 from sessionmem.memory.sync.chunking import Chunk, chunk_markdown, drop_blank
 from sessionmem.memory.sync.session_text import flatten_lines
-from sessionmem.memory.sync.transcript_names import session_key_of_header
+from sessionmem.memory.sync.transcript_names import TranscriptShelf, first_line_session_key
 from sessionmem.privacy import OWNER, transcript_label
 
 TAIL_PREFIX = "jsonl-tail:v1:"
 HEAD_BYTES = 4096  # the first bytes (header line, first entries) fingerprint the file's identity
 
-__all__ = ["TAIL_PREFIX", "TailState", "TranscriptPlan", "chunk_region", "plan_transcript"]
+__all__ = ["TAIL_PREFIX", "TailState", "TranscriptPlan", "chunk_region", "plan_shelved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,39 +130,36 @@ def chunk_region(
     return out, resume_line, offset
 
 
-def _read_from(path: Path, offset: int) -> tuple[bytes, bytes, int]:
-    """(first HEAD_BYTES bytes, bytes from ``offset`` to EOF, file size) in one open."""
-    with path.open("rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        head = handle.read(HEAD_BYTES)
-        if offset <= len(head):
-            rest = head[offset:] + handle.read()
-        else:
-            handle.seek(offset)
-            rest = handle.read()
-    return head, rest, size
+def _read_from(shelf: TranscriptShelf, name: str, offset: int) -> tuple[bytes, bytes]:
+    """(first HEAD_BYTES bytes, bytes from ``offset`` to the end) of transcript ``name``."""
+    head = shelf.read(name, 0, HEAD_BYTES)
+    if offset <= len(head) < HEAD_BYTES:  # the whole transcript is in the head
+        return head, head[offset:]
+    return head, shelf.read(name, offset)
 
 
-def plan_transcript(
-    path: str | os.PathLike[str],
+def plan_shelved(
+    shelf: TranscriptShelf,
+    name: str,
     old_hash: str | None,
     tokens: int,
     overlap: int,
     default_date: str | None = None,
 ) -> TranscriptPlan:
-    """Plan one pass over the transcript at ``path`` given its stored ``files.hash`` (None = full pass).
+    """Plan one pass over transcript ``name`` on ``shelf`` (a sessions folder, or a store's own shelf:
+    the same bytes either way) given its stored ``files.hash`` (None = full pass).
 
-    Raises ``OSError`` when the file cannot be read.
+    Raises ``OSError`` (``FileNotFoundError``) when the transcript cannot be read.
     """
     previous = TailState.decode(old_hash)
     start = previous.offset if previous is not None else 0
-    head, rest, _ = _read_from(Path(path), start)
+    head, rest = _read_from(shelf, name, start)
     if previous is not None and not _continues(previous, head, rest):
         previous, start = None, 0
-        head, rest, _ = _read_from(Path(path), 0)
+        head, rest = _read_from(shelf, name, 0)
     complete = rest[: rest.rfind(b"\n") + 1]  # whole lines only; b"" when there is none
     size = start + len(complete)
-    audience = transcript_label(session_key_of_header(head.split(b"\n", 1)[0]))
+    audience = transcript_label(first_line_session_key(head))
     if previous is not None and size == previous.size:
         return TranscriptPlan(previous.line, [], previous, unchanged=True, audience=audience)
     first_line = previous.line if previous is not None else 1

@@ -6,7 +6,9 @@
 - a Markdown file inside a configured extra path (a directory, or a single ``.md`` file);
 - ``sessions/<name>.jsonl``, the path a session-transcript hit carries (DESIGN decision 8), or
   ``sessions/<name>.jsonl.reset.<time>``, a transcript archived by ``/new``/``/reset`` (still searched),
-  when a sessions directory is known. The name must be exactly one of those two shapes
+  when the transcripts are known: a sessions directory, or the shelf of a session store that keeps them
+  elsewhere (PostgreSQL rows, named and read back as the same JSONL: ``transcript_names.TranscriptShelf``).
+  The name must be exactly one of those two shapes
   (``transcript_names.is_transcript_name``): no folder, no ``..``, no ``.deleted.`` archive, nothing
   else there.
 
@@ -32,12 +34,15 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sessionmem.errors import MemoryPathError
 from sessionmem.memory.sync.sources import is_memory_path, normalize_extra_paths, normalize_rel_path
-from sessionmem.memory.sync.transcript_names import header_session_key, is_transcript_name
+from sessionmem.memory.sync.transcript_names import FolderShelf, is_transcript_name, shelved_session_key
 from sessionmem.privacy import Visibility, markdown_label, refusal, transcript_label
+
+if TYPE_CHECKING:
+    from sessionmem.memory.sync.transcript_names import TranscriptShelf
 
 TargetKind = Literal["memory", "extra", "session"]
 
@@ -50,9 +55,15 @@ _MARKDOWN_SUFFIX = ".md"
 class MemoryTarget:
     """An allowed memory path: where it is on disk and how to show it to the model."""
 
-    path: Path  # absolute, lexically normalised (no symlinks resolved)
+    path: Path  # absolute, lexically normalised (no symlinks resolved); a transcript kept as rows: its name
     display: str  # workspace-relative with "/" (or "sessions/<transcript name>"); what results carry
     kind: TargetKind
+    shelf: TranscriptShelf | None = None  # a transcript's shelf (kind "session")
+
+    @property
+    def name(self) -> str:
+        """The file's (or the transcript's) name."""
+        return self.path.name
 
 
 def resolve_memory_target(
@@ -61,8 +72,10 @@ def resolve_memory_target(
     extra_paths: Iterable[str | os.PathLike[str]] = (),
     *,
     sessions_dir: Path | None = None,
+    transcripts: TranscriptShelf | None = None,
 ) -> MemoryTarget:
-    """Check a path a tool was given and say where it points; raise :class:`MemoryPathError` if refused."""
+    """Check a path a tool was given and say where it points; raise :class:`MemoryPathError` if refused.
+    Transcripts are read from ``transcripts``, else from the folder ``sessions_dir``."""
     if not isinstance(rel_or_abs, str) or not rel_or_abs.strip():
         raise MemoryPathError(str(rel_or_abs), "path required")
     original = rel_or_abs
@@ -70,7 +83,9 @@ def resolve_memory_target(
     leading_dotdot = _require_no_inner_dotdot(original, norm)
     session = _SESSION_RE.match(norm)
     if session is not None:
-        return _resolve_session(original, session.group(1), sessions_dir)
+        if transcripts is None and sessions_dir is not None:
+            transcripts = FolderShelf(sessions_dir)
+        return _resolve_session(original, session.group(1), transcripts)
 
     ws_abs = Path(os.path.normpath(os.path.abspath(workspace)))
     raw = Path(norm).expanduser()
@@ -114,9 +129,16 @@ def resolve_memory_target(
 def audience_of(target: MemoryTarget) -> str:
     """Who may see ``target``: a transcript by the session key its header names (a missing one counts
     as the owner's, so a refusal does not tell whether it exists), a Markdown file by its path."""
-    if target.kind == "session":
-        return transcript_label(header_session_key(target.path))
+    if target.kind == "session" and target.shelf is not None:
+        return transcript_label(shelved_session_key(target.shelf, target.name))
     return markdown_label(target.display)
+
+
+def target_exists(target: MemoryTarget) -> bool:
+    """Whether the file (or the transcript on its shelf) is there now."""
+    if target.shelf is not None and target.shelf.folder is None:
+        return bool(target.shelf.scan([target.name]))
+    return target.path.is_file()
 
 
 def check_visible(target: MemoryTarget, visibility: Visibility) -> MemoryTarget:
@@ -180,19 +202,21 @@ def _require_no_inner_dotdot(original: str, norm: str) -> bool:
     return lead > 0
 
 
-def _resolve_session(original: str, name: str, sessions_dir: Path | None) -> MemoryTarget:
-    if sessions_dir is None:
+def _resolve_session(original: str, name: str, shelf: TranscriptShelf | None) -> MemoryTarget:
+    if shelf is None:
         raise MemoryPathError(original, "session transcripts are not readable here (no sessions directory)")
     if ".." in name or not is_transcript_name(name):
         raise MemoryPathError(
             original, "invalid session transcript name (<id>.jsonl or <id>.jsonl.reset.<time> expected)"
         )
-    root = Path(os.path.normpath(os.path.abspath(sessions_dir)))
+    if shelf.folder is None:  # rows in a database: the shelf resolves the name itself
+        return MemoryTarget(Path(name), f"sessions/{name}", "session", shelf)
+    root = Path(os.path.normpath(os.path.abspath(shelf.folder)))
     target = root / name
     if os.path.islink(target):
         raise MemoryPathError(original, "symlinks are not followed")
     _require_regular_if_present(original, target)
-    return MemoryTarget(target, f"sessions/{name}", "session")
+    return MemoryTarget(target, f"sessions/{name}", "session", shelf)
 
 
 def _relative_inside(candidate: Path, root: Path) -> str | None:

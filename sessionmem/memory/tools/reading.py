@@ -34,8 +34,9 @@ from sessionmem.errors import (
 from sessionmem.memory.search.records import SearchRequest, SearchResponse, SearchResult
 from sessionmem.memory.store.seam import database_errors
 from sessionmem.memory.sync.sources import NotMarkdownError, read_markdown
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf
 from sessionmem.memory.tools.arguments import optional_date, optional_int, optional_number, required_str
-from sessionmem.memory.tools.paths import check_visible, resolve_memory_target
+from sessionmem.memory.tools.paths import MemoryTarget, check_visible, resolve_memory_target
 from sessionmem.memory.tools.recall_prompt import memory_recall_section
 from sessionmem.messages import text_problem
 from sessionmem.privacy import EVERYTHING, Visibility, classify_key, reader_visibility
@@ -284,6 +285,7 @@ def handle_memory_get(
     *,
     extra_paths: Iterable[str | os.PathLike[str]] = (),
     sessions_dir: Path | None = None,
+    transcripts: TranscriptShelf | None = None,
     visibility: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
     """Run ``memory_get``: ``{path, text}``, or ``{path, text: "", disabled: true, error}``; never raises.
@@ -302,10 +304,12 @@ def handle_memory_get(
     start = max(1, start) if start is not None and start > 0 else None
     count = max(1, count) if count is not None and count > 0 else None
     try:
-        target = resolve_memory_target(workspace, path, extra_paths, sessions_dir=sessions_dir)
+        target = resolve_memory_target(
+            workspace, path, extra_paths, sessions_dir=sessions_dir, transcripts=transcripts
+        )
         check_visible(target, visibility)
         if target.kind == "session":
-            lines, numbers = _read_session(target.path, start, count)
+            lines, numbers = _read_session(target, start, count)
         else:
             lines, numbers = _read_markdown(target.path, start, count)
     except (MemoryPathError, NotMarkdownError) as exc:
@@ -374,14 +378,17 @@ def _read_markdown(path: Path, start: int | None, count: int | None) -> tuple[li
     return lines, list(range(start or 1, (start or 1) + len(lines)))
 
 
-def _read_session(path: Path, start: int | None, count: int | None) -> tuple[list[str], list[int]]:
-    if not path.exists():
-        return [], []
+def _read_session(target: MemoryTarget, start: int | None, count: int | None) -> tuple[list[str], list[int]]:
+    """The window's flattened messages, read from the transcript's shelf; nothing for a missing one."""
     try:
-        from sessionmem.memory.sync.session_text import session_window
+        from sessionmem.memory.sync.session_text import shelved_window
     except ImportError as exc:
-        raise MemoryPathError(path.name, f"session transcripts cannot be read ({exc})") from None
-    return session_window(path, start or 1, count)
+        raise MemoryPathError(target.name, f"session transcripts cannot be read ({exc})") from None
+    assert target.shelf is not None
+    try:
+        return shelved_window(target.shelf, target.name, start or 1, count)
+    except FileNotFoundError:
+        return [], []
 
 
 # -- the bundle a session runner plugs in ----------------------------------------------------------------
@@ -407,12 +414,15 @@ class MemoryTools:
         session_key: str | None = None,
         enable_get: bool = True,
         visibility: Visibility = EVERYTHING,
+        transcripts: TranscriptShelf | None = None,
     ) -> None:
         self.index = index
         self.visibility = visibility
         self.workspace = Path(workspace)
         self.extra_paths = tuple(os.fspath(p) for p in extra_paths)
-        self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
+        if transcripts is None and sessions_dir is not None:
+            transcripts = FolderShelf(sessions_dir)
+        self.transcripts = transcripts  # where session hits are read (None: transcripts not searched)
         self.citations = citations
         self.session_key = session_key
         self.enable_get = enable_get
@@ -427,16 +437,20 @@ class MemoryTools:
         workspace: Path,
         sessions_dir: Path | None = None,
         session_key: str | None = None,
+        transcripts: TranscriptShelf | None = None,
     ) -> MemoryTools:
         """The tools as the config asks: none when ``memorySearch.enabled`` is false (as OpenClaw, which
         then registers neither tool); citations from ``memory.citations``; extra paths from the agent;
         session transcripts readable only when they are indexed (``sources`` has "sessions"), so a
         session hit can always be opened (DESIGN 8); what ``session_key`` may see under ``memory.scope``
-        (no key: the owner's view). ``sessions_dir`` defaults to the index's own ``sessions_dir``."""
+        (no key: the owner's view). ``transcripts`` (or the folder ``sessions_dir``) defaults to the index's
+        own shelf."""
         search = config.for_agent(agent_id).memory_search
-        if sessions_dir is None:  # MemoryIndex knows where the agent's transcripts live
-            found = getattr(index, "sessions_dir", None)
-            sessions_dir = Path(found) if isinstance(found, (str, os.PathLike)) else None
+        if transcripts is None and sessions_dir is not None:
+            transcripts = FolderShelf(sessions_dir)
+        if transcripts is None:  # MemoryIndex knows where the agent's transcripts live
+            found = getattr(index, "transcripts", None)
+            transcripts = found if isinstance(found, TranscriptShelf) else None
         from sessionmem.memory.sync.session_delta import sessions_enabled
 
         sessions_on = sessions_enabled(search)
@@ -444,12 +458,17 @@ class MemoryTools:
             index=index if search.enabled else None,
             workspace=workspace,
             extra_paths=search.extra_paths,
-            sessions_dir=sessions_dir if sessions_on else None,
+            transcripts=transcripts if sessions_on else None,
             citations=config.memory.citations,
             session_key=session_key,
             enable_get=search.enabled,
             visibility=reader_visibility(session_key, config.memory.scope),
         )
+
+    @property
+    def sessions_dir(self) -> Path | None:
+        """The folder session hits are read from (None: not searched, or kept as rows, not files)."""
+        return self.transcripts.folder if self.transcripts is not None else None
 
     @property
     def has_search(self) -> bool:
@@ -467,7 +486,7 @@ class MemoryTools:
         return name in self.names
 
     def schemas(self) -> list[dict[str, Any]]:
-        sessions = self.sessions_dir is not None
+        sessions = self.transcripts is not None
         out = []
         if self.has_search:
             out.append(memory_search_schema(include_sessions=sessions))
@@ -481,7 +500,7 @@ class MemoryTools:
             has_search=self.has_search,
             has_get=self.has_get,
             citations=self.citations,
-            include_sessions=self.sessions_dir is not None,
+            include_sessions=self.transcripts is not None,
             prompt_mode=prompt_mode,
         )
 
@@ -523,7 +542,7 @@ class MemoryTools:
                 self.workspace,
                 parsed,
                 extra_paths=self.extra_paths,
-                sessions_dir=self.sessions_dir,
+                transcripts=self.transcripts,
                 visibility=self.visibility,
             )
         return {"error": f"unknown tool {name!r}; available: {', '.join(self.names) or 'none'}"}

@@ -179,7 +179,7 @@ def plan_forget(person: Person, places: Places) -> ForgetPlan:
         for folder in folders
         for path in remove_tree_under(places.workspace, history_folder(folder), dry_run=True)
     )
-    files = [f"sessions/{kept.name}" for kept in transcripts if kept.path is not None]
+    files = [f"sessions/{kept.name}" for kept in transcripts]  # files, or rows the index reads as such
     return ForgetPlan(
         person,
         tuple(session_keys),

@@ -25,6 +25,8 @@ Optional capabilities (separate protocols, so the seam itself stays as it is):
 - :class:`StoredLines` (a transcript) and :class:`TranscriptImport` (a backend): a transcript read and
   written whole, line by line as stored, so ``sessionmem sessions export/import``
   (:mod:`sessionmem.session.stores.copy`) moves a store between backends without changing a byte.
+- :class:`ShelvedStore` (a backend whose transcripts are not files): the shelf the memory index reads them
+  from (:func:`transcript_shelf` gives any backend's).
 - :class:`ErasableStore` (a backend): every transcript it keeps, and their erasure with the entries, so
   ``forget`` (:mod:`sessionmem.session.lifecycle.forget`) removes a person from the store.
 
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any, Protocol, Unpack, runtime_checkable
 
 from sessionmem.errors import UsageError
+from sessionmem.memory.sync.transcript_names import FolderShelf, TranscriptShelf
 from sessionmem.messages import Message, now_ms
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.entry import SessionEntry, aliased_fields
@@ -154,7 +157,7 @@ class TranscriptImport(Protocol):
 class KeptTranscript:
     """One transcript a store keeps, live or archived (:class:`ErasableStore`)."""
 
-    name: str  # the file's name; for database rows, the session id
+    name: str  # as the memory index names it (``sessions/<name>``): the file's, or its name on the shelf
     session_key: str | None  # the key its header names (None: none named)
     session_id: str | None  # the session id its header names
     path: Path | None = None  # the file, where transcripts are files
@@ -179,6 +182,24 @@ class ErasableStore(Protocol):
         still read back (a database's free pages and log included, as far as it can reach them); returns
         what it could not do (e.g. a log another process keeps busy)."""
         ...
+
+
+@runtime_checkable
+class ShelvedStore(Protocol):
+    """Optional capability of a :class:`SessionBackend` whose transcripts are not files in its
+    ``sessions_dir``: the shelf the memory index reads them from (the ``sessions`` source, ``memory_get``)."""
+
+    def transcript_shelf(self) -> TranscriptShelf: ...
+
+
+def transcript_shelf(store: SessionBackend) -> TranscriptShelf | None:
+    """Where the memory index reads ``store``'s transcripts: its sessions folder, or the shelf it offers
+    (:class:`ShelvedStore`); None when it offers neither."""
+    if store.sessions_dir is not None:
+        return FolderShelf(store.sessions_dir)
+    if isinstance(store, ShelvedStore):
+        return store.transcript_shelf()
+    return None
 
 
 def open_entry(store: SessionBackend, key: str) -> tuple[SessionEntry, bool]:

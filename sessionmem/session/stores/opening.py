@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sessionmem.dsn import PostgresUrl, is_postgres_dsn
-from sessionmem.errors import ConfigError, UsageError
+from sessionmem.errors import UsageError
 from sessionmem.session.stores import keys
 
 if TYPE_CHECKING:  # the backends (transcripts, orjson, logging) load only when a store is opened
@@ -103,14 +103,3 @@ def open_session_store(spec: str | None, *, state_dir: Path, agent_id: str) -> S
     from sessionmem.session.stores.sessions_json import SessionStore
 
     return SessionStore(where.path, agent_id=agent_id)
-
-
-def sessions_source_without_files(agent_id: str) -> ConfigError:
-    """The error for a memory index asked to index ``sessions`` when the store keeps transcripts as
-    database rows: the index reads transcript files, so it would silently find none."""
-    return ConfigError(
-        f'memorySearch.sources of agent {agent_id} includes "sessions", but session.store keeps '
-        "transcripts in a database, not in files, and the memory index indexes transcript files "
-        'only: remove "sessions" from memorySearch.sources (the Markdown memory is indexed as '
-        "usual), or use a file store"
-    )

@@ -16,6 +16,14 @@ with a smaller id has (two concurrent appenders could commit out of id order).
 turn lock and reads the transcript again whenever another host appended (:meth:`version` changed), so the
 chain follows the rows' order.
 
+:class:`PostgresShelf` is the same rows as the memory index reads them
+(:class:`~sessionmem.memory.sync.transcript_names.TranscriptShelf`): each transcript named as its file would
+be (``<sessionId>.jsonl``; once archived, ``<sessionId>.jsonl.reset.<archived_at>``, the file store's archive
+name) and read as the bytes of its JSONL form (the header's and each entry's JSON text as stored, one per
+line), from any byte offset: ``bytes`` (each line's length) places a row without reading the rows before
+it. So the ``sessions`` memory source, its delta thresholds, its hits' line numbers and ``memory_get`` work
+on these rows as on files, through the one code path.
+
 Methods are synchronous (the runner calls them inline); statements go through
 :class:`~sessionmem.session.stores.postgres_connections.Connections` (the turn lock's connection while this
 process holds the session's turn).
@@ -23,8 +31,9 @@ process holds the session's turn).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +41,11 @@ import orjson
 
 from sessionmem.dsn import postgres_errors
 from sessionmem.errors import TranscriptError
+from sessionmem.memory.sync.transcript_names import (
+    ShelvedTranscript,
+    is_live_transcript_name,
+    reset_archive_of,
+)
 from sessionmem.messages import Message
 from sessionmem.session.stores.postgres_connections import Connections
 from sessionmem.session.stores.transcript import (
@@ -41,6 +55,7 @@ from sessionmem.session.stores.transcript import (
     entry_from_dict,
     new_header,
 )
+from sessionmem.session.stores.transcript_folder import archive_name
 
 
 def transcript_errors(connections: Connections, session_id: str, what: str) -> AbstractContextManager[None]:
@@ -107,6 +122,11 @@ class PostgresTranscript(EntryChain):
     def path(self) -> Path | None:
         """None: the transcript is rows, not a file (hooks get the transcript object instead)."""
         return None
+
+    @property
+    def name(self) -> str:
+        """Its name on the store's :class:`PostgresShelf` while live (what the memory index is told)."""
+        return live_name(self._session_id)
 
     # --- appending ---
 
@@ -201,3 +221,113 @@ class PostgresTranscript(EntryChain):
         assert row is not None
         grown, compacted = int(row[0]), bool(row[1])
         return grown if compacted else grown + len(orjson.dumps(self.header)) + 1
+
+
+# --- the transcripts as the memory index reads them ---
+
+
+def live_name(session_id: str) -> str:
+    """A live transcript's name on the shelf: its file's name in a file store."""
+    return f"{session_id}.jsonl"
+
+
+def shelf_name(session_id: str, archived_at: datetime | None) -> str:
+    """A transcript's name on the shelf: live, or the file store's archive name for when it was archived."""
+    live = live_name(session_id)
+    return live if archived_at is None else archive_name(Path(live), archived_at).name
+
+
+def _session_of(name: str) -> str | None:
+    """The session id a shelf name stands for (None: not a transcript's name)."""
+    live = name if is_live_transcript_name(name) else reset_archive_of(name)
+    return live.removesuffix(".jsonl") if live is not None else None
+
+
+def _mtime_ns(stamp: str | None, fallback: datetime) -> int:
+    """When a transcript last changed: its last entry's ``timestamp``, else ``fallback``."""
+    when = fallback
+    if stamp:
+        with suppress(ValueError):
+            when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1_000_000_000)
+
+
+_SCAN = """
+SELECT t.session_id, t.archived_at, t.created_at, octet_length(t.header::text) + 1 + coalesce(sized.total, 0),
+       last.stamp
+FROM sessionmem_transcripts t
+LEFT JOIN LATERAL (SELECT sum(e.bytes) AS total FROM sessionmem_transcript_entries e
+                   WHERE e.agent_id = t.agent_id AND e.session_id = t.session_id) sized ON true
+LEFT JOIN LATERAL (SELECT e.entry->>'timestamp' AS stamp FROM sessionmem_transcript_entries e
+                   WHERE e.agent_id = t.agent_id AND e.session_id = t.session_id
+                   ORDER BY e.id DESC LIMIT 1) last ON true
+WHERE t.agent_id = %s AND (%s::text[] IS NULL OR t.session_id = ANY(%s::text[]))
+ORDER BY t.session_id"""
+
+# The entries whose lines reach past byte ``rel`` (counted after the header line), up to ``rel_end``
+_READ = """
+SELECT entry::text, upto - bytes FROM (
+    SELECT id, entry, bytes, sum(bytes) OVER (ORDER BY id) AS upto FROM sessionmem_transcript_entries
+    WHERE agent_id = %s AND session_id = %s) lines
+WHERE upto > %s AND (%s::bigint IS NULL OR upto - bytes < %s::bigint)
+ORDER BY id"""
+
+
+class PostgresShelf:
+    """An agent's transcripts in PostgreSQL as the memory index reads them (see the module docstring)."""
+
+    def __init__(self, connections: Connections, agent_id: str, where: str) -> None:
+        self._connections = connections
+        self.agent_id = agent_id
+        self._where = where
+
+    @property
+    def where(self) -> str:
+        return f"{self._where} (agent {self.agent_id})"
+
+    @property
+    def folder(self) -> Path | None:
+        return None
+
+    def scan(self, only: Collection[str] | None = None) -> list[ShelvedTranscript]:
+        wanted = None if only is None else sorted({sid for sid in map(_session_of, only) if sid is not None})
+
+        def failed(problem: str) -> TranscriptError:
+            return TranscriptError(
+                f"cannot list the transcripts of agent {self.agent_id} in PostgreSQL: {problem}"
+            )
+
+        with postgres_errors(self._connections.url, failed), self._connections.connection() as conn:
+            rows = conn.execute(_SCAN, (self.agent_id, wanted, wanted)).fetchall()
+        out = []
+        for session_id, archived_at, created_at, size, stamp in rows:
+            name = shelf_name(session_id, archived_at)
+            if only is None or name in only:
+                out.append(ShelvedTranscript(name, int(size), _mtime_ns(stamp, archived_at or created_at)))
+        return out
+
+    def read(self, name: str, offset: int = 0, limit: int | None = None) -> bytes:
+        session_id = _session_of(name)
+        if session_id is None:
+            raise FileNotFoundError(f"not a transcript name: {name!r}")
+        offset = max(0, offset)
+        with transcript_errors(self._connections, session_id, "read"), self._connections.connection() as conn:
+            found = conn.execute(
+                "SELECT header::text, archived_at FROM sessionmem_transcripts"
+                " WHERE agent_id = %s AND session_id = %s",
+                (self.agent_id, session_id),
+            ).fetchone()
+            if found is None or shelf_name(session_id, found[1]) != name:
+                raise FileNotFoundError(f"no transcript {name} in {self.where}")
+            header = found[0].encode() + b"\n"
+            end = None if limit is None else offset + max(0, limit)
+            out = bytearray(header[offset:end])
+            rel, rel_end = max(0, offset - len(header)), None if end is None else end - len(header)
+            if rel_end is None or rel_end > 0:
+                rows = conn.execute(_READ, (self.agent_id, session_id, rel, rel_end, rel_end)).fetchall()
+                for text, start in rows:
+                    line = text.encode() + b"\n"
+                    out += line[max(0, rel - int(start)) :]
+        return bytes(out if limit is None else out[: max(0, limit)])

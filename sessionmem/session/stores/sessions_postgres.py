@@ -54,7 +54,7 @@ from sessionmem.session.stores.backend import (
 from sessionmem.session.stores.entry import SessionEntry, entry_from_json
 from sessionmem.session.stores.postgres_connections import Connections
 from sessionmem.session.stores.postgres_schema import ensure_schema
-from sessionmem.session.stores.postgres_transcript import PostgresTranscript
+from sessionmem.session.stores.postgres_transcript import PostgresShelf, PostgresTranscript, shelf_name
 from sessionmem.session.stores.transcript import new_header
 
 try:
@@ -301,6 +301,10 @@ class PostgresSessionStore(SessionBackendABC):
             )
         return None
 
+    def transcript_shelf(self) -> PostgresShelf:
+        """The transcripts as the memory index reads them (the ``sessions`` source, ``memory_get``)."""
+        return PostgresShelf(self._connections, self.agent_id, self.where)
+
     def archived_at(self, session_id: str) -> datetime | None:
         """When the transcript of ``session_id`` was archived (None: live, or unknown)."""
         with self._db(f"read the transcript of session {session_id}") as conn:
@@ -313,14 +317,15 @@ class PostgresSessionStore(SessionBackendABC):
     # --- erasure (backend.ErasableStore) ---
 
     def kept_transcripts(self) -> list[KeptTranscript]:
-        """Every transcript of this agent in the database, live or archived."""
+        """Every transcript of this agent in the database, live or archived, named as on the
+        :meth:`transcript_shelf` (so as the memory index names it)."""
         with self._db("list transcripts") as conn:
             rows = conn.execute(
-                "SELECT session_id, session_key FROM sessionmem_transcripts WHERE agent_id = %s"
+                "SELECT session_id, session_key, archived_at FROM sessionmem_transcripts WHERE agent_id = %s"
                 " ORDER BY session_id",
                 (self.agent_id,),
             ).fetchall()
-        return [KeptTranscript(session_id, key, session_id) for session_id, key in rows]
+        return [KeptTranscript(shelf_name(sid, archived), key, sid) for sid, key, archived in rows]
 
     def transcript_lines(self, kept: KeptTranscript) -> Iterator[bytes]:
         with self._db(f"read the transcript of session {kept.name}") as conn:

@@ -41,6 +41,8 @@ EventKind = Literal[
     "session_start",
     "new",
     "hook_error",
+    "memory_work_start",
+    "memory_work_end",
 ]
 
 
@@ -176,6 +178,29 @@ class HookErrorEvent(Event):
     hook: str = ""  # the hook's name
     hook_event: str = ""  # the hook event it failed on: "compaction:after", "command:new", ...
     error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryWorkStartEvent(Event):
+    """The memory work a turn made due starts, its reply already delivered (replies first): ``work`` is
+    ``flush`` or ``compaction`` (through the gate: the flush first when the cycle has had none), due at a
+    projection of ``tokens``. The session's next turn waits until :class:`MemoryWorkEndEvent`."""
+
+    kind: EventKind = "memory_work_start"
+    work: str = ""  # flush | compaction
+    reason: str = ""  # why it is due: the threshold, or the flush's reason
+    tokens: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryWorkEndEvent(Event):
+    """The memory work after a reply has ended (its ``flush`` and ``compaction`` events came before; the
+    two timestamps say how long it ran); ``error`` when it failed unexpectedly (the next turn of the session
+    reloads its state and does what is still due first)."""
+
+    kind: EventKind = "memory_work_end"
+    work: str = ""
+    error: str | None = None
 
 
 # ---------------------------------------------------------------------------- results

@@ -1,11 +1,14 @@
 """The one compaction gate (DESIGN 1, 2), which drives the turn: the user's model turn, the silent flush
 turn and the compaction.
 
-A user turn (:func:`drive_turn`): :func:`preflight` (at the compaction threshold compact through the
-gate, else at the flush threshold run the flush), the model turn (:func:`model_turn_with_room`), then
-:func:`compact_if_over_threshold`. A turn suspended on the caller's own tools goes on with
-:func:`resume_turn` (:mod:`~sessionmem.session.turn.client_calls`): the model turn and the compaction
-after it, no preflight, since no new user turn began. Every threshold is read from the window's budget
+A user turn (:func:`drive_turn`): :func:`preflight` (the memory work the context's size makes due,
+:func:`memory_work_at`: at the compaction threshold compact through the gate, else at the flush threshold
+run the flush), then the model turn (:func:`model_turn_with_room`). The work the turn itself made due runs
+after its reply (:mod:`~sessionmem.session.turn.after_reply`, replies first), through the same
+:func:`memory_work_at` and :func:`do_memory_work`; preflight then finds nothing due, unless the new message
+itself crosses a threshold or the session arrives past one (after a crash). A turn suspended on the
+caller's own tools goes on with :func:`resume_turn` (:mod:`~sessionmem.session.turn.client_calls`): the
+model turn, no preflight, since no new user turn began. Every threshold is read from the window's budget
 kept on the session's state (``state.budget``, computed once for the window in use, again only when the
 provider states a smaller one).
 
@@ -48,6 +51,7 @@ the transcript shows, so a reconciliation by another process never makes them co
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -91,21 +95,20 @@ async def drive_turn(
     on_partial: PartialCallback | None = None,
     client_tools: dict[str, ClientTool] | None = None,
 ) -> ModelTurn:
-    """One user turn of ``prompt`` through the gate: flush or compact before it when due, the model turn
-    (making room when it overflows), compaction after it when due. With ``client_tools`` the turn may end
-    suspended on the caller's tool calls (``turn.client_calls``; :func:`resume_turn` goes on)."""
+    """One user turn of ``prompt`` through the gate: flush or compact before it when due, then the model
+    turn (making room when it overflows). With ``client_tools`` the turn may end suspended on the caller's
+    tool calls (``turn.client_calls``; :func:`resume_turn` goes on). What the turn made due is run after
+    its reply by the caller (:func:`~sessionmem.session.turn.after_reply.run_memory_work`)."""
     await preflight(state, prompt)
     turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
     return await resume_turn(state, turn)
 
 
 async def resume_turn(state: SessionState, turn: ModelTurn) -> ModelTurn:
-    """The model turn (making room when it overflows), then compaction when due: how :func:`drive_turn`
-    ends, and how a turn suspended on the caller's tools goes on (``turn`` starts from the context, the
-    tool results in it; no preflight, no new user turn began)."""
-    await advance_with_room(state, turn)
-    await compact_if_over_threshold(state)
-    return turn
+    """The model turn (making room when it overflows): how :func:`drive_turn` ends, and how a turn
+    suspended on the caller's tools goes on (``turn`` starts from the context, the tool results in it; no
+    preflight, no new user turn began)."""
+    return await advance_with_room(state, turn)
 
 
 async def model_turn_with_room(
@@ -161,14 +164,24 @@ async def make_room(state: SessionState, turn: ModelTurn, overflow: Overflow) ->
     turn.made_room()
 
 
-async def preflight(state: SessionState, pending: Message) -> None:
-    """Before a user turn, with its message projected: at the compaction threshold compact through the
-    gate (which flushes first); else at the flush threshold (or after enough transcript growth) flush."""
-    projected = state.projection([pending]).tokens
+@dataclass(frozen=True, slots=True)
+class MemoryWork:
+    """What the context's size makes due (:func:`memory_work_at`): a ``compaction`` through the gate (which
+    flushes first when the cycle has had no flush), a ``flush``, or a flush a guardrail forbids
+    (``flush_skipped``), with the reason, at a projection of ``tokens``."""
+
+    what: Literal["compaction", "flush", "flush_skipped"]
+    reason: str
+    tokens: int
+
+
+def memory_work_at(state: SessionState, projected: int, *, compact: bool = True) -> MemoryWork | None:
+    """The memory work due at a projected prompt of ``projected`` tokens: at the compaction threshold a
+    compaction (unless this run may not compact: heartbeats; or ``compact`` is False), else at the flush
+    threshold (or after enough transcript growth) the flush of this cycle, if it has had none."""
     budget = state.budget
-    if state.may_compact() and projected >= budget.compaction_threshold > 0:
-        await compact_through_gate(state, "threshold")
-        return
+    if compact and state.may_compact() and projected >= budget.compaction_threshold > 0:
+        return MemoryWork("compaction", "threshold", projected)
     decision = should_flush(
         projected,
         budget.context_window,
@@ -179,21 +192,28 @@ async def preflight(state: SessionState, pending: Message) -> None:
         **state.guards(),
     )
     if decision.skipped:
-        await emit(state, FlushSkippedEvent(session_key=state.key, reason=decision.reason))
-    elif decision.run:
-        await run_flush(state, decision.reason, projected)
+        return MemoryWork("flush_skipped", decision.reason, projected)
+    if decision.run:
+        return MemoryWork("flush", decision.reason, projected)
+    return None
 
 
-async def compact_if_over_threshold(state: SessionState) -> None:
-    """After a user turn: compact through the gate when the context now reaches the threshold."""
-    # Trigger: a heartbeat turn pushed the context over the threshold. Why: the gate may not flush in
-    # a heartbeat run, so compacting here would summarise the cycle's real turns unsaved.
-    # Outcome: left as is; the next real turn's preflight flushes, then compacts.
-    if not state.may_compact():
-        return
-    threshold = state.budget.compaction_threshold
-    if threshold > 0 and state.projection().tokens >= threshold:
+async def do_memory_work(state: SessionState, work: MemoryWork) -> None:
+    """Run ``work``: the compaction through the gate, the flush, or report the skipped flush."""
+    if work.what == "compaction":
         await compact_through_gate(state, "threshold")
+    elif work.what == "flush":
+        await run_flush(state, work.reason, work.tokens)
+    else:
+        await emit(state, FlushSkippedEvent(session_key=state.key, reason=work.reason))
+
+
+async def preflight(state: SessionState, pending: Message) -> None:
+    """Before a user turn, with its message projected: the memory work due now (:func:`memory_work_at`).
+    Usually none: the turn before did it after its reply."""
+    work = memory_work_at(state, state.projection([pending]).tokens)
+    if work is not None:
+        await do_memory_work(state, work)
 
 
 async def flush_if_unflushed(state: SessionState, reason: str) -> bool:

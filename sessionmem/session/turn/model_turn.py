@@ -194,8 +194,11 @@ def append_message(state: SessionState, message: Message, turn: ModelTurn | None
         meta.setdefault("provenance", flush_provenance(state.flushing, write_failed=unsaved))  # failed
     entry_id = state.transcript.append_message(message, **meta)
     index, path = state.runner.memory_index, state.transcript.path
-    if index is not None and path is not None:  # cheap: the index decides later (debounced) if it grew enough
-        index.notify_transcript_appended(path)
+    where = path if path is not None else getattr(state.transcript, "name", None)  # a file, or rows' name
+    if (
+        index is not None and where is not None
+    ):  # cheap: the index decides later (debounced) if it grew enough
+        index.notify_transcript_appended(where)
     state.context.append((entry_id, message))
     if turn is not None:
         turn.messages.append(message)

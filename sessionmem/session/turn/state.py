@@ -4,7 +4,7 @@ A turn is one pass down a few steps, each a function of :class:`SessionState` in
 
 - :mod:`~sessionmem.session.lifecycle.commands` (``before_turn``): a stale session is rotated, a slash
   command run;
-- :mod:`~sessionmem.session.turn.gate` (``preflight``, ``compact_if_over_threshold``,
+- :mod:`~sessionmem.session.turn.gate` (``preflight``, ``memory_work_at``,
   ``compact_through_gate``):
   the silent flush and compaction, before and after the model turn;
 - :mod:`~sessionmem.session.turn.model_turn` (``run_model_turn``): the model call and tool loop;

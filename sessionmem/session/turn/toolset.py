@@ -80,14 +80,14 @@ class SessionTools:
         from sessionmem.memory.sync.session_delta import sessions_enabled
         from sessionmem.memory.tools.reading import MemoryTools
 
-        sessions_dir = None  # memory_get opens session hits (DESIGN 8) when transcripts are indexed
+        transcripts = None  # memory_get opens session hits (DESIGN 8) when transcripts are indexed
         if sessions_enabled(agent.memory_search) and self.index is not None:
-            sessions_dir = self.index.sessions_dir
+            transcripts = self.index.transcripts
         return MemoryTools(
             index=self.runner.memory_index,
             workspace=self.runner.workspace,
             extra_paths=agent.memory_search.extra_paths,
-            sessions_dir=sessions_dir,
+            transcripts=transcripts,
             citations=self.runner.config.memory.citations,
             session_key=self.session_key,
             visibility=self.visibility,
