@@ -28,25 +28,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import footer, header, parser, stats, table, verdict
+from common import WrappedModel, footer, header, parser, stats, table, verdict
 
 TARGET_RATIO = 1.25
 
 
-class SlowModel:
+class SlowModel(WrappedModel):
     """Delegates to ``inner`` after sleeping ``latency`` seconds: a provider of fixed latency."""
 
     def __init__(self, inner: Any, latency: float) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.latency = latency
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
-
-    @property
-    def provider(self) -> str:
-        return str(self.inner.provider)
 
     async def complete(self, request: Any) -> Any:
         await asyncio.sleep(self.latency)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WORDS, footer, header, parser, stats, table, verdict
+from common import WORDS, WrappedModel, footer, header, parser, stats, table, verdict
 
 HISTORIES = (10, 100, 1_000)
 TARGET_MS_AT_1000 = 2.0
@@ -35,21 +35,13 @@ def cpu_times() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
-class TimedModel:
+class TimedModel(WrappedModel):
     """Delegates to ``inner`` and adds the time spent in its ``complete`` to ``model_s``."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.model_s = 0.0
         self.model_cpu = (0.0, 0.0)  # (user, system) seconds
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
-
-    @property
-    def provider(self) -> str:
-        return str(self.inner.provider)
 
     async def complete(self, request: Any) -> Any:
         start, cpu = time.perf_counter(), cpu_times()

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -307,6 +308,27 @@ def parser(description: str) -> BenchParser:
         "--smoke", action="store_true", help="tiny sizes, seconds, no comparisons with other tools (CI)"
     )
     return p
+
+
+# ---------------------------------------------------------------------------- models
+
+
+class WrappedModel:
+    """A model that delegates to ``inner``; subclasses time or slow down its ``complete``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def provider(self) -> str:
+        return str(self.inner.provider)
+
+    async def complete(self, request: Any) -> Any:
+        return await self.inner.complete(request)
 
 
 # ---------------------------------------------------------------------------- measuring
