@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sessionmem.config import Config, merge
+from sessionmem.memory.sync.transcript_names import FolderShelf
 from sessionmem.model.scripted import ScriptedModel, flush_aware
 from sessionmem.session.stores.sessions_json import SessionStore
 from tests.scenarios.harness import make_runner, small_config
@@ -73,8 +74,8 @@ def test_configured_store_holds_sessions_transcripts_archives_and_rebuilds(
 def test_runner_warns_when_the_index_reads_transcripts_elsewhere(
     tmp_path: Path, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    class Index:  # the one attribute the runner looks at
-        sessions_dir = tmp_path / "state" / "agents" / "ops" / "sessions"
+    class Index:  # the one attribute the runner looks at: where the index reads transcripts
+        transcripts = FolderShelf(tmp_path / "state" / "agents" / "ops" / "sessions")
 
     config = merge(
         config_with_store(str(tmp_path / "custom" / "{agentId}" / "sessions.json")),
@@ -84,9 +85,10 @@ def test_runner_warns_when_the_index_reads_transcripts_elsewhere(
         runner, _ = make_runner(
             ScriptedModel(), tmp_path, workspace, config, agent_id="ops", memory_index=Index()
         )
-    assert "sessions_dir=runner.store.sessions_dir" in caplog.text
+    assert "transcripts=transcript_shelf(runner.store)" in caplog.text
     caplog.clear()
-    Index.sessions_dir = runner.store.sessions_dir
+    assert runner.store.sessions_dir is not None
+    Index.transcripts = FolderShelf(runner.store.sessions_dir)
     with caplog.at_level("WARNING", logger="sessionmem.session.runner"):
         make_runner(ScriptedModel(), tmp_path, workspace, config, agent_id="ops", memory_index=Index())
     assert caplog.text == ""

@@ -199,8 +199,16 @@ function drawChart(timeline, limits) {
     label.textContent = `${name} ${value.toLocaleString("en-US")}`;
     chart.append(label);
   }
+  // Markers after the same turn (a flush and the compaction that followed it, after one reply) stand side
+  // by side, each with its own place to click.
+  const atTurn = new Map();
+  const slot = markers.map((m) => {
+    const k = atTurn.get(m.afterTurn) || 0;
+    atTurn.set(m.afterTurn, k + 1);
+    return k;
+  });
   markers.forEach((m, index) => {
-    const mx = x(m.afterTurn + 0.5);
+    const mx = x(m.afterTurn + 0.5) + (slot[index] - (atTurn.get(m.afterTurn) - 1) / 2) * 14;
     const g = svg("g", { class: `marker marker-${m.kind}`, "data-index": index, tabindex: 0 });
     g.append(svg("rect", { x: mx - 6, y: top - 18, width: 12, height: H - bottom - top + 18, class: "marker-hit" }));
     g.append(svg("line", { x1: mx, x2: mx, y1: top, y2: H - bottom, class: "marker-line" }));
