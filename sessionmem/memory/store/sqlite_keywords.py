@@ -11,16 +11,18 @@ Everything a calibrated keyword score needs (``ranking.keyword_score``) is read 
 the number of chunks holding each phrase (FTS5's own IDF inputs, cached until the next write), and
 the indexed text of chunks, whose context and lines the exact-word coverage reads.
 
-A query whose words are held by many chunks is ranked in two steps (MaxScore). FTS5's ``bm25()`` scores every row its MATCH finds and, for each phrase, counts the rows holding it
-(its IDF) on every query: "one", in two thirds of 1M chunks, took 971 ms alone. So a query whose
-one-token phrases hold many chunks (``common_split``) is ranked as follows, with the
-same result as FTS5 ranking all of it (the same rows, scores equal to 1e-9):
+A query whose words are held by many chunks is ranked in two steps (MaxScore). FTS5's ``bm25()``
+scores every row its MATCH finds and, for each phrase, counts the rows holding it (its IDF) on every
+query: "one", in two thirds of 1M chunks, took 971 ms alone. So a query whose one-token phrases hold
+many chunks (``common_split``) is ranked as follows, with the same result as FTS5 ranking all of it
+(the same rows, scores equal to 1e-9):
 
 1. FTS5 ranks the chunks holding a rare phrase (or one of several tokens) by those phrases alone: its
    IDFs are the whole table's, so that is exactly their share of the full BM25.
-2. In that order, each chunk's common phrases' share is added (their counts in its indexed text, read
-   by the table's tokenizer, ``TermCounts``; its length as FTS5 recorded it; ``bm25_part``), until the
-   next chunk's rare share plus the common phrases' bound (``bound``) falls under the ``limit``-th score.
+2. In that order, the common phrases' share is added to each chunk holding one (their counts in its
+   indexed text, read by the table's tokenizer, ``TermCounts``; its length as FTS5 recorded it;
+   ``bm25_part``), until the next chunk's rare share plus the common phrases' bound (``bound``) falls
+   under the ``limit``-th score.
 3. The chunks holding only common phrases are ranked (FTS5, ``NOT`` the rare ones) only when the
    common phrases' bound reaches that score, or fewer than ``limit`` chunks were found.
 """
@@ -231,11 +233,14 @@ def bm25_part(idf: float, tf: int, length: int, avg: float) -> float:
     return idf * tf * (BM25_K1 + 1) / (tf + norm)
 
 
-BATCH = 64
+BATCH = 64  # chunks whose texts are read and tokenized at a time in step 2
 # The share of the rows a phrase is held by, from which it is ranked in the second step: its BM25 bound is
 # then at most (k1 + 1) * ln(0.7 / 0.3) = 1.9, and ~2e-6 from half the rows (FTS5 floors the IDF).
 # Rarer words bound higher than the scores of most chunks: every chunk would be read in step 2.
-COMMON_SHARE = 0.3  # chunks whose texts are read and tokenized at a time in step 2
+COMMON_SHARE = 0.3
+# Or held by this many times the rows the other phrases hold (``common_split``): "staging", in 11% of 1M
+# chunks (IDF 2.1, bound 4.7), with a word in 0.1% (IDF 6.9).
+COMMON_RATIO = 4
 
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 
@@ -306,10 +311,22 @@ class TermCounts:
 def common_split(
     n_phrases: int, singles: Sequence[int], hits: Sequence[int], rows: int
 ) -> tuple[list[int], list[int]]:
-    """(first, common) phrase indexes: common are the one-token phrases held by at least
-    ``COMMON_SHARE`` of the rows; none (rank in one step) when they hold fewer rows than the others,
-    which FTS5 then ranks anyway, or when every phrase is common."""
-    common = [i for i in singles if hits[i] >= COMMON_SHARE * rows]
+    """(first, common) phrase indexes. Common, most held first: the one-token phrases held by at least
+    ``COMMON_SHARE`` of the rows, then those held by ``COMMON_RATIO`` times the rows the others hold
+    whose bound with the common ones stays under the others' IDFs (a chunk holding one of those
+    once, at the average length, scores its IDF: the second step then rarely runs). None (rank in one
+    step) when the others would hold as many rows, or when every phrase is common."""
+    idfs = [bm25_idf(rows, n) for n in hits]
+    common: list[int] = []
+    for i in sorted(singles, key=lambda i: (-hits[i], i)):
+        others = [j for j in range(n_phrases) if j != i and j not in common]
+        if not others:
+            break
+        if hits[i] >= COMMON_SHARE * rows or (
+            hits[i] >= COMMON_RATIO * sum(hits[j] for j in others)
+            and bound([*common, i], idfs) < min(idfs[j] for j in others)
+        ):
+            common.append(i)
     first = [i for i in range(n_phrases) if i not in common]
     if not common or not first or sum(hits[i] for i in first) >= sum(hits[i] for i in common):
         return list(range(n_phrases)), []
@@ -338,13 +355,17 @@ def ranked_in_two_steps(
     common_match = " OR ".join(phrases[i] for i in common)
     common_bound = bound(common, idfs)
     found = ranks(rare_match, -1)
+    both = {int(r[0]) for r in conn.execute(
+        "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (f"({rare_match}) AND ({common_match})",)
+    )}  # fmt: skip
     best: list[tuple[float, int]] = []  # heap of (score, -rowid): the worst kept first
     while batch := list(itertools.islice(found, BATCH)):
         if len(best) == limit and -batch[0][1] + common_bound < best[0][0]:
             break
-        extra = _common_share(conn, counter, [rowid for rowid, _ in batch], common, common_tokens, idfs, avg)
+        held = [rowid for rowid, _ in batch if rowid in both]
+        extra = _common_share(conn, counter, held, common, common_tokens, idfs, avg)
         for rowid, rank in batch:
-            _keep(best, -rank + extra[rowid], rowid, limit)
+            _keep(best, -rank + extra.get(rowid, 0.0), rowid, limit)
     found.close()  # the rest unread: its statement is reset now
     if len(best) < limit or common_bound >= best[0][0]:
         for rowid, rank in ranks(f"({common_match}) NOT ({rare_match})", limit):
