@@ -19,7 +19,7 @@ from .stores import SQLITE, open_store, store_under_test
 def _workspace(root: Path) -> Path:
     """2,400 one-line notes of several lengths: "harbor" in 2,000 (once or twice), "alder" and "birch" in
     900 each, "cedar" in 480, "zinnia" in 343, "quokka" in 2, "vellum fjord" together in 3. Enough that
-    a query of common words ranks in two steps (``pg_keywords._SPLIT_HITS``)."""
+    a query of common words ranks in two steps (``sqlite_keywords.SPLIT_HITS``)."""
     lines = []
     for i in range(2400):
         words = [f"filler{i % 7}"] * (9 + i % 5)  # over 64 characters: one note, one chunk

@@ -15,37 +15,17 @@ from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_
 from sessionmem.memory.store.fts_view import bm25_idf
 from sessionmem.memory.store.pg_changes import keyword_totals
 from sessionmem.memory.store.seam import KeywordFilters
-from sessionmem.memory.store.sqlite_keywords import KeywordIndex
+from sessionmem.memory.store.sqlite_keywords import BM25_B, BM25_K1, KeywordIndex, bound, split_common
 
 if TYPE_CHECKING:
     from sessionmem.memory.store.fts_tokens import Tokenizer
-
-BM25_K1 = 1.2  # FTS5's bm25() defaults
-BM25_B = 0.75
 
 # ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n
 # (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
 # ``width_bucket`` over the midpoints between those values turns a rank back into tf, in SQL.
 _RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n in range(257)]
-_SPLIT_HITS = 2000  # chunks holding a query's one-token phrases, above which it ranks in two steps
 _MAX_SUBSETS = 8  # common phrases at most whose sets ``_common_match`` weighs one by one
 _TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
-
-
-def _split(singles: Sequence[int], hits: Sequence[int]) -> tuple[list[int], list[int]]:
-    """(rare, common) one-token phrases (indexes): the rarest while they hold at most half the chunks
-    the phrases hold between them; nothing is common when they hold few (``_SPLIT_HITS``)."""
-    total = sum(hits[i] for i in singles)
-    if len(singles) < 2 or total <= _SPLIT_HITS:
-        return list(singles), []
-    order = sorted(singles, key=lambda i: (hits[i], i))
-    rare, held = [order[0]], hits[order[0]]
-    for i in order[1:-1]:
-        if held + hits[i] > total / 2:
-            break
-        rare.append(i)
-        held += hits[i]
-    return rare, order[len(rare) :]  # rare is a prefix of order
 
 
 def _common_match(
@@ -55,22 +35,17 @@ def _common_match(
     score): each holding a set of them whose bound, (k1 + 1) times their IDFs, reaches it ('' none)."""
     minimal: list[tuple[int, ...]] = []
     if floor is None or len(common) > _MAX_SUBSETS:
-        if floor is None or _bound(common, idfs) >= floor:
+        if floor is None or bound(common, idfs) >= floor:
             minimal = [(i,) for i in common]  # single phrases: none holds another
     else:  # at most 2^_MAX_SUBSETS sets, compared pairwise: bounded whatever the query
         sets = [
             subset
             for n in range(1, len(common) + 1)
             for subset in itertools.combinations(common, n)
-            if _bound(subset, idfs) >= floor
+            if bound(subset, idfs) >= floor
         ]
         minimal = [s for s in sets if not any(set(o) < set(s) for o in sets)]
     return " | ".join("(" + " & ".join(quote_lexeme(tokens[i][0]) for i in s) + ")" for s in minimal)
-
-
-def _bound(phrases: Sequence[int], idfs: Sequence[float]) -> float:
-    """More than any chunk scores from ``phrases``: tf / (tf + k1 * (...)) stays under 1."""
-    return sum(idfs[i] for i in phrases) * (BM25_K1 + 1)
 
 
 def _best(ranked: dict[int, float], limit: int) -> dict[int, float]:
@@ -141,7 +116,7 @@ class PgKeywordIndex(KeywordIndex):
         one-token part, which no chunk outside the server's best ``limit`` exceeds.
 
         A query whose one-token phrases are held by many chunks is ranked in two steps (MaxScore):
-        first the chunks holding its rarest ones (``_split``), with every phrase scored; then, of the
+        first the chunks holding its rarest ones (``split_common``), with every phrase scored; then, of the
         chunks holding only its common ones, those holding a set of them whose BM25 bound ((k1 + 1)
         times their IDFs: "on", in two thirds of the chunks, bounds at 2e-6) reaches the ``limit``-th
         score found first: none when it is above every such bound, all when fewer were found."""
@@ -155,7 +130,7 @@ class PgKeywordIndex(KeywordIndex):
         idfs = [bm25_idf(rows_total, n) for n in hits]
         singles = [i for i, t in enumerate(tokens) if len(t) == 1]
         multis = [i for i, t in enumerate(tokens) if len(t) > 1]
-        rare, common = _split(singles, hits)
+        rare, common = split_common(singles, hits)
         if not common:
             return _best(self._ranked(tokens, singles, multis, idfs, avg, query, filters, limit), limit)
         match = tsquery_literal([tokens[i] for i in rare])

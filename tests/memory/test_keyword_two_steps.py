@@ -1,0 +1,121 @@
+"""SQLite's keyword search ranks a query holding common words in two steps (``sqlite_keywords``: the
+rare words by FTS5, the common words' share added where it can still matter); what it returns is what
+one FTS5 query ranking every matching row by its full BM25 returns: the same chunks, order and scores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessionmem.config import MemorySearchConfig
+from sessionmem.memory.index import MemoryIndex
+from sessionmem.memory.search.query_terms import fts_phrases
+from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.seam import IndexStore, KeywordFilters
+from sessionmem.memory.store.sqlite_keywords import common_split, fts_totals, match_expression
+
+from .stores import SQLITE, open_store
+
+
+def _workspace(root: Path) -> Path:
+    """3,000 one-line notes of varied lengths, joined into ~1,800 chunks: "one" in 93% of them,
+    "notes" in 42%, "maple" in 20%, "harbor", "cedar", "zinnia" fewer, "quokka" in 3, "vellum fjord"
+    together in 4, "会议" in 1/50."""
+    lines = []
+    for i in range(3000):
+        words = [f"filler{(i * 7) % 23}", f"pad{i % 11}"] * (3 + (i * 13) % 9)
+        words += ["one"] * (1 + i % 3) if i % 3 else []
+        words += ["notes"] * (1 + (i // 4) % 4) if i % 4 == 0 else []
+        words += ["harbor"] * (1 + i % 2) if i % 6 == 1 else []
+        words += ["maple"] * (1 + i % 3 // 2) if i % 25 < 4 else []
+        words += ["cedar"] if i % 20 == 3 else []
+        words += ["zinnia"] * (1 + i % 4) if i % 37 == 0 else []
+        words += ["quokka"] if i in (3, 40, 2041) else []
+        words += ["vellum", "fjord"] if i in (5, 6, 50, 2900) else []
+        words += ["会议记录"] if i % 50 == 7 else []
+        lines.append(f"- n{i} " + " ".join(words))
+    mem = root / "memory"
+    mem.mkdir(parents=True)
+    (mem / "log.md").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexStore]:
+    root = tmp_path_factory.mktemp("two_steps")
+    ws = _workspace(root / "ws")
+    settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 64, "overlap": 0}})
+    index = MemoryIndex.open("main", ws, SQLITE.settings(settings), state_dir=root / "state")
+    try:
+        index.sync()
+        opened = open_store(index)
+        try:
+            yield opened
+        finally:
+            opened.close()
+    finally:
+        index.close()
+
+
+def _reference(store: IndexStore, phrases: list[str], limit: int) -> list[tuple[int, float]]:
+    """Every chunk matching any phrase ranked by FTS5's full BM25, best first (ties: lower rowid)."""
+    rows = store.execute(
+        "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?",
+        (match_expression(phrases),),
+    ).fetchall()
+    return sorted(((int(r), float(s)) for r, s in rows), key=lambda x: (x[1], x[0]))[:limit]
+
+
+def _two_steps(store: IndexStore, phrases: list[str]) -> bool:
+    """Whether the store ranks ``phrases`` in two steps (else the test of a query proves nothing new)."""
+    keywords = store.keywords()
+    hits = [keywords.hits(p) for p in phrases]
+    singles = [i for i, p in enumerate(phrases) if " " not in p.strip('"')]
+    rows, _ = fts_totals(store)
+    return bool(common_split(len(phrases), singles, hits, rows)[1])
+
+
+@pytest.mark.parametrize(
+    ("query", "limit", "split"),
+    [
+        ("one notes", 6, True),  # only common words, one far more common than the other
+        ("one notes", 900, True),
+        ("quokka zinnia", 6, False),  # only rare words
+        ("cedar zinnia quokka", 50, False),
+        ("one zinnia", 6, True),  # mixed: the rare word's chunks are enough
+        ("one zinnia", 200, True),  # too few: chunks holding only "one" are ranked too
+        ("one notes quokka", 3, True),
+        ("one notes quokka", 40, True),
+        ("harbor one cedar", 10, True),
+        ("harbor one cedar", 1000, True),
+        ("maple notes", 6, True),  # "notes" bounds at 0.9: more than some chunks holding "maple" score
+        ("maple notes", 200, True),  # chunks holding only "notes" outrank some holding "maple"
+        ("maple notes", 340, True),
+        ("maple notes", 400, True),
+        ("maple one", 300, True),
+        ('"vellum fjord" one', 6, True),  # a phrase of two words with a common word
+        ("会议 one", 6, True),  # CJK: a phrase of characters with a common word
+        ("会议 one", 100, True),
+    ],
+)
+def test_two_steps_return_what_full_bm25_ranks(
+    store: IndexStore, query: str, limit: int, split: bool
+) -> None:
+    phrases = fts_phrases(query)
+    assert _two_steps(store, phrases) is split
+    found = list(store.keywords().search(phrases, KeywordFilters(), limit).items())
+    expected = _reference(store, phrases, limit)
+    assert [rowid for rowid, _ in found] == [rowid for rowid, _ in expected]
+    assert [rank for _, rank in found] == pytest.approx([rank for _, rank in expected], abs=1e-9)
+
+
+def test_idfs_are_fts5s(store: IndexStore) -> None:
+    """The row count and average length read from FTS5's record give its own IDFs and document lengths:
+    a chunk holding "one" alone scores what FTS5 gives it."""
+    rows, avg = fts_totals(store)
+    assert rows == store.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    assert avg > 0
+    hits = store.keywords().hits('"one"')
+    assert bm25_idf(rows, hits) == pytest.approx(1e-6)  # held by 2/3: FTS5 floors the IDF
