@@ -55,6 +55,13 @@ def fresh_answers(workspace: Path, state: Path, store: StoreUnderTest) -> Any:
         return answers(fresh)
 
 
+def rows_read_following(b: MemoryIndex, workspace: Path, fresh_state: Path, store: StoreUnderTest) -> int:
+    """Host B's next searches, checked equal to a freshly opened host's; the rows B read for them."""
+    before = b.vector_path().rows_read
+    assert answers(b) == fresh_answers(workspace, fresh_state, store)
+    return b.vector_path().rows_read - before
+
+
 def test_a_hosts_matrix_reads_only_the_rows_another_host_changed(
     workspace: Path, tmp_path: Path, pg: StoreUnderTest
 ) -> None:
@@ -76,29 +83,21 @@ def test_a_hosts_matrix_reads_only_the_rows_another_host_changed(
         for step, rows in steps:
             step()
             a.sync()
-            before = b.vector_path().rows_read
-            seen = answers(b)
-            assert seen == fresh_answers(workspace, tmp_path / "fresh", pg)
-            assert b.vector_path().rows_read - before == rows
+            assert rows_read_following(b, workspace, tmp_path / "fresh", pg) == rows
 
         for i in range(10, 20):  # several writes between two searches
             (memory / f"n{i:02d}.md").unlink()
             a.sync()
         (memory / "late.md").write_text("- renamed otter note, late\n")
         a.sync()
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before == 1  # the deleted notes leave no row to read
+        # the deleted notes leave no row to read
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) == 1
 
         a.sync(force=True)  # a rebuild resets the log: B loads every row once, then follows again
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before >= NOTES - 12
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) >= NOTES - 12
         (memory / "after.md").write_text("- quokka habits after the rebuild\n")
         a.sync()
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before == 1
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) == 1
         assert_counts_kept(a)
 
 
@@ -122,17 +121,13 @@ def test_a_write_outside_a_sync_and_a_trimmed_log_are_followed_too(
         answers(b)
         # Another client changes rows with plain SQL (the audience of one note): logged by the triggers.
         run(a, "UPDATE chunks SET audience = 'owner' WHERE path = 'memory/n07.md'")
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before == 1
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) == 1
         # The log trimmed past what B holds: B loads every row, and is right.
         run(a, "UPDATE meta SET value = (SELECT value::bigint + 1 FROM meta WHERE key = 'write_generation')"
             " WHERE key = 'changes_from'")  # fmt: skip
         (memory / "new.md").write_text("- zebra stripes, a new quokka note\n")
         a.sync()
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before >= NOTES
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) >= NOTES
         assert_counts_kept(a)
 
 
@@ -159,9 +154,7 @@ def test_an_index_made_before_the_log_gains_it_with_its_counts(
         assert_counts_kept(a)
         (memory / "new.md").write_text("- zebra stripes, a new quokka note\n")
         a.sync()
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before == 1
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) == 1
         assert_counts_kept(a)
 
 
@@ -215,6 +208,4 @@ def test_forgetting_leaves_no_id_of_the_forgotten_chunks_in_the_log(
             (memory / "n07.md").unlink()
             assert a.erase([], ["memory/n07.md"]).chunks == 1
         assert rows(a, "SELECT count(*) FROM chunk_changes") == [(0,)]  # no id of n07's chunks
-        before = b.vector_path().rows_read
-        assert answers(b) == fresh_answers(workspace, tmp_path / "fresh", pg)
-        assert b.vector_path().rows_read - before >= NOTES - 1  # every row, once
+        assert rows_read_following(b, workspace, tmp_path / "fresh", pg) >= NOTES - 1  # every row, once
