@@ -14,8 +14,9 @@ session's :class:`~sessionmem.session.turn.state.SessionState`:
 3. ``announce.emit``: the ``turn`` event; the reply goes to the caller now;
 4. ``after_reply``, replies first: the flush or the compaction the turn made due runs after the reply, in
    the same hold of the turn lock (not the compaction in heartbeat runs, which may not flush: the next
-   real turn's preflight does both). The session's next turn waits for what is still running
-   (:meth:`Session.wait_idle` waits for it too); the blocking API returns once it is done (the reply
+   real turn's preflight does both). The session's next turn, arriving meanwhile, sends its first model
+   call at once on the context of the last reply (``early_call``) and is written after the work
+   (:meth:`Session.wait_idle` waits for the work too); the blocking API returns once it is done (the reply
    reaches ``on_partial`` first).
 
 The caller's own tools: ``run_turn(text, tools=[ClientTool(...)])`` offers them to the model; when it calls
@@ -75,7 +76,7 @@ from sessionmem.model.base import Model
 from sessionmem.pathnames import given_path
 from sessionmem.session.cache import SessionCache
 from sessionmem.session.earlier_keys import adopt_earlier_session
-from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, session_status
+from sessionmem.session.lifecycle.commands import SessionStatus, before_turn, ordinary_message, session_status
 from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry, transcript_shelf
 from sessionmem.session.stores.entry import SessionEntry
@@ -83,6 +84,7 @@ from sessionmem.session.stores.opening import open_session_store
 from sessionmem.session.turn.after_reply import MemoryWorkFailed, run_memory_work
 from sessionmem.session.turn.announce import announce_created, emit
 from sessionmem.session.turn.client_calls import continue_turn, pending_calls
+from sessionmem.session.turn.early_call import EarlyCall, ReplyPoint, reply_point, start_early_call
 from sessionmem.session.turn.events import CompactionResult, EventCallback, TurnEvent, TurnResult
 from sessionmem.session.turn.gate import compact_through_gate, drive_turn
 from sessionmem.session.turn.model_turn import ModelTurn
@@ -308,6 +310,10 @@ class Session:
         )
         self._holder: asyncio.Task[Any] | None = None  # the task holding this session's turn
         self._holds: set[asyncio.Task[None]] = set()  # turns of this handle, to their memory work's end
+        # While the memory work after a reply runs: the session at that reply, and the loop it runs on; and
+        # the next turn's first model call, made meanwhile on that point (session.turn.early_call).
+        self._working: tuple[asyncio.AbstractEventLoop, ReplyPoint] | None = None
+        self._early: EarlyCall | None = None
 
     @property
     def key(self) -> str:
@@ -417,7 +423,11 @@ class Session:
                     await taken.wait()
                     if result.command is None:
                         said = next((m for m in result.messages if m.role == "user"), None)
-                        await run_memory_work(state, said)
+                        self._working = (loop, reply_point(state))
+                        try:
+                            await run_memory_work(state, said, next_turn_waits=self._early_waits)
+                        finally:
+                            self._working = None
             except MemoryWorkFailed:
                 pass  # reported (event and log); the state is reloaded before the next turn
             except asyncio.CancelledError:
@@ -440,6 +450,26 @@ class Session:
             raise
         finally:
             taken.set()
+
+    def _early_waits(self) -> bool:
+        return self._early is not None and self._early.in_hand()
+
+    def _start_early(
+        self, text: str, on_partial: PartialCallback | None, tools: Sequence[ClientTool]
+    ) -> EarlyCall | None:
+        """The first model call of a turn of ``text`` that arrives while the memory work after the last reply
+        runs on this loop, sent now (:mod:`~sessionmem.session.turn.early_call`); None when there is no such
+        work, another turn already made one, or the turn must wait as usual."""
+        working = self._working
+        if working is None or self._early is not None or working[0] is not asyncio.get_running_loop():
+            return None
+        state = self.state
+        ordinary = ordinary_message(state, text)
+        if ordinary is None:
+            return None
+        client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
+        self._early = start_early_call(state, working[1], Message.user(ordinary), on_partial, client_tools)
+        return self._early
 
     async def wait_idle(self) -> None:
         """Wait until this handle's turns on this event loop, and the memory work after their replies, have
@@ -467,11 +497,21 @@ class Session:
         (:meth:`wait_idle` waits for it), marked by ``memory_work_start`` / ``memory_work_end`` events; its
         events reach ``on_event`` and the hooks, not this result's ``events``."""
 
+        self.runner.in_memory.check_open()
+        self._refuse_nested()
+        early = self._start_early(text, on_partial, tools)
+
         async def body(state: SessionState) -> TurnResult:
             client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
-            return await self._run_turn(state, text, on_partial, client_tools)
+            return await self._run_turn(state, text, on_partial, client_tools, early)
 
-        return await self._reply_first(body)
+        try:
+            return await self._reply_first(body)
+        finally:
+            if early is not None:
+                early.cancel()
+                if self._early is early:
+                    self._early = None
 
     async def _run_turn(
         self,
@@ -479,6 +519,7 @@ class Session:
         text: str,
         on_partial: PartialCallback | None,
         client_tools: dict[str, ClientTool],
+        early: EarlyCall | None,
     ) -> TurnResult:
         state.events = []
         if self.runner.in_memory.take_start(self.key):  # session:start ("created"), once (see open())
@@ -486,8 +527,9 @@ class Session:
         outcome = await before_turn(state, text)  # stale-session rotation, slash commands
         if isinstance(outcome, TurnResult):  # the message was a command (/new, /compact, ...)
             return outcome
-        # preflight, model, compaction
-        turn = await drive_turn(state, Message.user(outcome), on_partial, client_tools)
+        answered = await early.answered(state) if early is not None else None
+        # preflight (not after an early answer), model, compaction
+        turn = await drive_turn(state, Message.user(outcome), on_partial, client_tools, answered=answered)
         return await self._turn_ended(state, turn)
 
     async def submit_tool_results(

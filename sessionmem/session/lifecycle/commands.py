@@ -260,5 +260,20 @@ async def before_turn(state: SessionState, text: str) -> TurnResult | str:
     return _command_result(state, command, compact_reply(result))
 
 
+def ordinary_message(state: SessionState, text: str) -> str | None:
+    """``text`` as :func:`before_turn` would run it when it is an ordinary message and nothing comes before
+    it (no command, no reset due); None otherwise, or when it is refused."""
+    try:
+        text = check_user_text(text)
+    except UsageError:
+        return None
+    session_cfg = state.runner.config.session
+    if parse_command(text, session_cfg.reset_triggers, session_cfg.commands) is not None:
+        return None
+    if stale_reason(state) is not None:
+        return None
+    return text
+
+
 def _command_result(state: SessionState, command: Command, reply: str) -> TurnResult:
     return TurnResult(reply, (), Usage(), tuple(state.events), command=command.name)

@@ -22,6 +22,7 @@ turn (:func:`run_memory_work` raises :class:`MemoryWorkFailed` for that).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from sessionmem.messages import Message
 from sessionmem.session.turn.announce import emit
@@ -57,13 +58,22 @@ def memory_work_due(state: SessionState, next_like: Message | None = None) -> Me
     return work
 
 
-async def run_memory_work(state: SessionState, next_like: Message | None = None) -> None:
+async def run_memory_work(
+    state: SessionState,
+    next_like: Message | None = None,
+    *,
+    next_turn_waits: Callable[[], bool] = lambda: False,
+) -> None:
     """Run what the turn made due, each piece between ``memory_work_start`` and ``memory_work_end``
     events: a flush, then the compaction when the flush's own messages took the context past its
-    threshold (a small window: better now than in the next turn's preflight, on the user's time). An
+    threshold (a small window: better now than in the next turn's preflight, on the user's time), unless
+    ``next_turn_waits()`` by then: the next turn's first call is being answered on the context before this
+    work (:mod:`~sessionmem.session.turn.early_call`), and that compaction runs after its reply instead. An
     unexpected failure is logged, reported in the end event and raised as :class:`MemoryWorkFailed`."""
     done: set[str] = set()
     while (work := memory_work_due(state, next_like)) is not None and work.what not in done:
+        if done and next_turn_waits():
+            return
         done.add(work.what)
         start = MemoryWorkStartEvent(
             session_key=state.key, work=work.what, reason=work.reason, tokens=work.tokens

@@ -94,11 +94,19 @@ async def drive_turn(
     prompt: Message,
     on_partial: PartialCallback | None = None,
     client_tools: dict[str, ClientTool] | None = None,
+    *,
+    answered: ModelTurn | None = None,
 ) -> ModelTurn:
     """One user turn of ``prompt`` through the gate: flush or compact before it when due, then the model
     turn (making room when it overflows). With ``client_tools`` the turn may end suspended on the caller's
     tool calls (``turn.client_calls``; :func:`resume_turn` goes on). What the turn made due is run after
-    its reply by the caller (:func:`~sessionmem.session.turn.after_reply.run_memory_work`)."""
+    its reply by the caller (:func:`~sessionmem.session.turn.after_reply.run_memory_work`).
+
+    ``answered``: the model turn of ``prompt`` whose first call was answered while the last reply's memory
+    work ran (:mod:`~sessionmem.session.turn.early_call`, its answer in ``ready``): no preflight, since
+    that call was made on a context under the compaction threshold; the turn goes on from its answer."""
+    if answered is not None:
+        return await resume_turn(state, answered)
     await preflight(state, prompt)
     turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
     return await resume_turn(state, turn)

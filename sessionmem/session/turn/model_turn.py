@@ -30,6 +30,7 @@ every later turn overflow), and the error says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,7 @@ from sessionmem.model.routing import model_for
 from sessionmem.session.turn.announce import emit, emit_queued
 from sessionmem.session.turn.compaction import recent_within, repair_tool_pairs
 from sessionmem.session.turn.events import ToolCallEvent
-from sessionmem.session.turn.projection import usage_fields
+from sessionmem.session.turn.projection import ContextItem, usage_fields
 from sessionmem.session.turn.state import SessionState, TurnKind
 from sessionmem.session.turn.streaming import PartialCallback, stream_reply
 from sessionmem.tools.client import ClientTool
@@ -73,6 +74,8 @@ class ModelTurn:
     client_calls: tuple[ToolCall, ...] = ()  # the caller's tools the model called: the turn is suspended
     limit: int = 1  # model calls of the tool loop at most
     steps: int = 0  # model calls of the tool loop answered so far
+    ready: ModelReply | None = None  # the answer to the first call, already had (early_call): not sent
+    foreign: Message | None = None  # that answer: its usage describes a prompt the transcript does not hold
 
     @property
     def reply(self) -> str | None:
@@ -153,8 +156,8 @@ async def advance_model_turn(state: SessionState, turn: ModelTurn) -> Overflow |
         )
         turn.last = reply.message
         last_id = state.context[-1][0]
-        if turn.trim_to is not None and last_id is not None:  # usage of the trimmed prompt only
-            state.stale.add(last_id)
+        if (turn.trim_to is not None or reply.message is turn.foreign) and last_id is not None:
+            state.stale.add(last_id)  # usage of the trimmed prompt, or of the context before memory work
         if not reply.message.tool_calls:
             break
         theirs = tuple(call for call in reply.message.tool_calls if call.name in turn.client_tools)
@@ -178,7 +181,7 @@ async def advance_model_turn(state: SessionState, turn: ModelTurn) -> Overflow |
         if theirs:  # suspended: the caller runs its tools, then the turn goes on (client_calls)
             turn.client_calls = theirs
             break
-    usage_source = turn.last if turn.trim_to is None else None
+    usage_source = turn.last if turn.trim_to is None and turn.last is not turn.foreign else None
     if turn.last is not None and turn.last.tool_calls and not turn.client_calls:  # kept calling tools
         turn.stopped = "max_tool_iterations"
         turn.last = Message.assistant(stop_message(state.runner.agent.max_tool_iterations))
@@ -233,29 +236,31 @@ async def _call_model(state: SessionState, turn: ModelTurn) -> ModelReply | Over
     """One model call; an overflow is reported, after a flush's retry on the newest half (see the module
     docstring)."""
     while True:
-        request = _request(state, turn)
+        if turn.ready is not None:  # answered before the turn held the session (early_call)
+            reply, turn.ready = turn.ready, None
+            turn.foreign = reply.message
+            break
+        request = request_for(state, turn)
         try:
-            reply = await _complete(state, request, turn)
+            reply = await complete(state, request, turn)
         except ContextWindowExceeded as exc:
             if _retry_trimmed(state, turn, exc):
                 continue
             return Overflow(exc)
-        turn.rooms_made = 0  # the next call of the tool loop starts with a clean slate
-        turn.model_calls += 1
-        turn.usage = turn.usage + (reply.message.usage or Usage())
-        if (
-            turn.kind == "turn"
-            and not strip_reasoning(reply.message.content)
-            and not reply.message.tool_calls
-        ):
-            raise ModelError(
-                f"model {reply.model or state.runner.model.name} returned an empty answer (no visible text "
-                "and no tool call); only NO_REPLY means silence"
-            )
-        return reply
+        break
+    turn.rooms_made = 0  # the next call of the tool loop starts with a clean slate
+    turn.model_calls += 1
+    turn.usage = turn.usage + (reply.message.usage or Usage())
+    if turn.kind == "turn" and not strip_reasoning(reply.message.content) and not reply.message.tool_calls:
+        raise ModelError(
+            f"model {reply.model or state.runner.model.name} returned an empty answer (no visible text "
+            "and no tool call); only NO_REPLY means silence"
+        )
+    return reply
 
 
-async def _complete(state: SessionState, request: ModelRequest, turn: ModelTurn) -> ModelReply:
+async def complete(state: SessionState, request: ModelRequest, turn: ModelTurn) -> ModelReply:
+    """``request`` sent to the model of ``turn``'s kind, streamed to ``turn.on_partial`` when it can."""
     model = model_for(state.runner.model, state.runner.agent, turn.kind)  # a flush may have its own
     if turn.on_partial is not None and supports_streaming(model):
         return await stream_reply(model, request, turn.on_partial, turn.silent_tokens)
@@ -286,10 +291,22 @@ def _flush_trim(state: SessionState) -> int:
     return max(1, state.counter.count_all(state.context) // 2)
 
 
-def _request(state: SessionState, turn: ModelTurn) -> ModelRequest:
-    system = state.system_prompt + (f"\n\n{turn.system_extra}" if turn.system_extra else "")
+def request_for(
+    state: SessionState,
+    turn: ModelTurn,
+    *,
+    context: Sequence[ContextItem] | None = None,
+    system_prompt: str | None = None,
+) -> ModelRequest:
+    """The request of ``turn``'s next model call: the session's system prompt and context (or the given
+    ones: the context as it stood at the last reply, early_call), the pending prompt, the turn's tools."""
+    system = state.system_prompt if system_prompt is None else system_prompt
+    system += f"\n\n{turn.system_extra}" if turn.system_extra else ""
+    if context is None:
+        context = state.context
     trim_to = turn.trim_to
-    context = state.context if trim_to is None else recent_within(state.context, state.counter, trim_to)
+    if trim_to is not None:
+        context = recent_within(context, state.counter, trim_to)
     pending = [turn.pending] if turn.pending is not None else []
     messages = repair_tool_pairs([*(m for _, m in context), *pending])
     return ModelRequest(

@@ -114,6 +114,7 @@ class SessionState:
         # The transcript's version (backend.transcript_version) when this state last matched the transcript
         # and the store; None: unknown, reload before the next turn.
         self.settled: Hashable | None = None
+        self.generation = 0  # how many times the state was rebuilt from the transcript (reload)
         self._schemas_counted: tuple[str, int] = ("", 0)  # the tool schemas' JSON and its token count
         self.attach(transcript, entry)
 
@@ -159,6 +160,7 @@ class SessionState:
             self.entry = stored
         self.use_window(session_window(self.configured_window, self.entry, self.runner.model))
         self.settled = version
+        self.generation += 1
 
     @property
     def context_window(self) -> int:

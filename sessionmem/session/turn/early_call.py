@@ -1,0 +1,105 @@
+"""The next turn's first model call, made while the memory work after the last reply still runs.
+
+Replies first (:mod:`~sessionmem.session.turn.after_reply`) runs the flush and the compaction after a
+reply, in the session's turn. A user who answers before that work ends would wait for the rest of it, and
+with a model of 1 s a call the flush alone (two calls) outlasts a quick answer. So a turn that arrives
+while the work runs sends its first model call at once, on the context as it stood at the last reply
+(:class:`ReplyPoint`), and the work goes on meanwhile. Its messages are written after the work's, once the
+turn holds the session, so the transcript reads as before: the flush, the user's message, the answer. The
+user waits for the longer of the two, not for both.
+
+When it is made: the message is an ordinary one (no command, a session that no reset is due for), and the
+context of the last reply with it projects under the compaction threshold, so the call sends nothing the
+gate would not have sent. The turn skips its preflight then (the call is made); what the context's size
+makes due runs after its reply, as after any other. A compaction that a flush of the work would chain (its
+own messages took the context past the threshold) waits for that reply too, since the answer being made
+does not hold the flush's messages.
+
+When it is thrown away, and the turn runs as usual (the call made again): the call failed (an overflow, a
+provider's error; a reply streamed half-way is then streamed again), or the session changed otherwise
+meanwhile: another runner's turn, a reset, or a failed memory work, each of which rebuilds the state from
+the transcript (``SessionState.generation``).
+
+The early answer's usage describes a prompt the transcript does not hold (neither the flush's messages
+nor the compaction), so it never anchors the projection (``ModelTurn.foreign``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from sessionmem.messages import Message
+from sessionmem.model.base import ModelReply
+from sessionmem.session.turn.model_turn import ModelTurn, complete, request_for, start_model_turn
+from sessionmem.session.turn.projection import ContextItem
+from sessionmem.session.turn.state import SessionState
+from sessionmem.session.turn.streaming import PartialCallback
+from sessionmem.tools.client import ClientTool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyPoint:
+    """The session as it stood when a reply was given, before the memory work after it."""
+
+    system_prompt: str
+    context: tuple[ContextItem, ...]
+    tokens: int  # its projected prompt (SessionState.projection)
+    generation: int  # SessionState.generation then
+
+
+def reply_point(state: SessionState) -> ReplyPoint:
+    """The point to answer an early call from: the state as it is now, at a reply."""
+    return ReplyPoint(state.system_prompt, tuple(state.context), state.projection().tokens, state.generation)
+
+
+class EarlyCall:
+    """A turn's first model call, sent before the turn holds the session (see the module docstring)."""
+
+    def __init__(self, point: ReplyPoint, turn: ModelTurn, call: asyncio.Task[ModelReply]) -> None:
+        self.point = point
+        self.turn = turn
+        self._call = call
+
+    async def answered(self, state: SessionState) -> ModelTurn | None:
+        """The model turn with its first answer ready (``turn.ready``), once the turn holds the session; None
+        when the answer cannot stand: the call failed, or the state was rebuilt since the point."""
+        try:
+            reply = await self._call
+        except Exception as exc:  # the usual way makes the call again, and raises what it raises
+            log.debug("session %s: the early call failed (%s); calling again", state.key, exc)
+            return None
+        if state.generation != self.point.generation:
+            return None
+        self.turn.ready = reply
+        return self.turn
+
+    def in_hand(self) -> bool:
+        """Whether the call is still out or has answered (not failed, not cancelled)."""
+        call = self._call
+        return not call.done() or (not call.cancelled() and call.exception() is None)
+
+    def cancel(self) -> None:
+        """Stop the call if it is still running (the turn was cancelled, or it is over)."""
+        self._call.cancel()
+
+
+def start_early_call(
+    state: SessionState,
+    point: ReplyPoint,
+    prompt: Message,
+    on_partial: PartialCallback | None,
+    client_tools: dict[str, ClientTool],
+) -> EarlyCall | None:
+    """Send the first model call of the turn of ``prompt`` (an ordinary message:
+    :func:`~sessionmem.session.lifecycle.commands.ordinary_message`) now, on the context at ``point``, when
+    it projects under the compaction threshold; None when the turn must wait for the session as usual."""
+    if point.tokens + state.counter.count(prompt) >= state.budget.compaction_threshold:
+        return None
+    turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
+    request = request_for(state, turn, context=point.context, system_prompt=point.system_prompt)
+    call = asyncio.get_running_loop().create_task(complete(state, request, turn))
+    return EarlyCall(point, turn, call)
