@@ -45,6 +45,10 @@ def rows(reports: list[CrashLoopReport]) -> list[list[object]]:
         line("compactions", [r.compactions for r in reports]),
         line("flushes completed", [r.flushes_completed for r in reports]),
         line("flushes interrupted by a kill (run again)", [r.flushes_interrupted for r in reports]),
+        line(
+            "turns answered while the memory work before them ran",
+            [r.turns_answered_early for r in reports],
+        ),
         line("kills that left the store behind the transcript", [r.store_behind_at_kill for r in reports]),
         line(
             "kills after a reply, before its memory work wrote a line",

@@ -509,7 +509,7 @@ class Session:
             return await self._reply_first(body)
         finally:
             if early is not None:
-                early.cancel()
+                early.close()
                 if self._early is early:
                     self._early = None
 
@@ -570,6 +570,7 @@ class Session:
                 usage=turn.usage,
                 model_calls=turn.model_calls,
                 stopped=turn.stopped,
+                early=turn.foreign is not None,
             ),
         )
         return TurnResult(

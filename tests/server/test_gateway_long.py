@@ -4,8 +4,10 @@ through the agent's memory_search."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,14 +128,25 @@ def test_the_response_goes_out_before_the_flush_it_made_due(
                 break
         assert flush_asked.is_set(), "no turn reached the flush threshold"
         # The turn that made the flush due has its response; its flush is still out. Another session
-        # is served meanwhile; the same session's next request waits for the flush.
+        # is served meanwhile.
         other = client.chat.completions.create(
             model="main", user="someone-else", messages=[{"role": "user", "content": "hello"}]
         )
         assert other.choices[0].message.content == "echo: hello"
-        flush_free.set()
+        # The same session's next request is sent upstream at once, but answered after the flush.
         history.append({"role": "user", "content": "and now?"})
-        after = client.chat.completions.create(model="main", messages=history)
-        assert after.choices[0].message.content == "echo: and now?"
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            after = pool.submit(client.chat.completions.create, model="main", messages=history)
+            deadline = time.monotonic() + 5
+            while not any(last_user(r.body) == "and now?" for r in openai_server.chat.requests):
+                assert time.monotonic() < deadline, "the next request's model call waited for the flush"
+                time.sleep(0.01)
+            time.sleep(0.05)
+            assert not after.done()  # its messages are written after the flush's
+            flush_free.set()
+            assert after.result(10).choices[0].message.content == "echo: and now?"
     kinds = [kind(r.body) for r in openai_server.chat.requests]
     assert "flush" in kinds
+    (early,) = [r.body for r in openai_server.chat.requests if last_user(r.body) == "and now?"]
+    # made on the conversation as it stood at the reply: the flush's prompt is not in it
+    assert not any(FLUSH_MARKER in str(m.get("content")) for m in early["messages"])

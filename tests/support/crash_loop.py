@@ -191,6 +191,10 @@ class Layout:
         """One line each time the runner's memory work after a reply starts."""
         return self.root / f"work-{runner}.txt"
 
+    def early_marks(self, runner: str) -> Path:
+        """One line each time a turn of the runner was answered while the memory work before it ran."""
+        return self.root / f"early-{runner}.txt"
+
     def store(self) -> SessionBackend:
         """The session store (for PostgreSQL: this process's own connections, made once per process)."""
         if self.dsn is None:
@@ -316,10 +320,14 @@ def run_runner(layout: Layout, runner: str, turns: int | None = None, barrier: A
         n = max(done, default=-1) + 1
         ack = os.open(layout.acks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         marks = os.open(layout.work_marks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        early = os.open(layout.early_marks(runner), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        think = random.Random(f"{runner}-{n}")
 
         def mark_work(event: Any) -> None:
             if event.kind == "memory_work_start":
                 os.write(marks, f"{event.work}\n".encode())
+            elif event.kind == "turn" and event.early:
+                os.write(early, b"early\n")
 
         session = layout.runner(on_event=mark_work).open(KEY)
         if barrier is not None:
@@ -330,6 +338,9 @@ def run_runner(layout: Layout, runner: str, turns: int | None = None, barrier: A
                 await session.run_turn(turn_text(runner, n))  # the reply: its memory work runs after
                 os.write(ack, f"{n}\n".encode())
                 n += 1
+                # The user answers within a few ms: often while that work runs (the next turn's first
+                # model call is then made at once: session.turn.early_call).
+                await asyncio.sleep(think.uniform(0.0, 0.005))
             await session.wait_idle()
 
         asyncio.run(converse(n))
@@ -473,6 +484,7 @@ class CrashLoopReport:
     compactions: int = 0
     flushes_completed: int = 0
     flushes_interrupted: int = 0
+    turns_answered_early: int = 0  # first model call answered while the memory work before them ran
     runner_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -676,6 +688,9 @@ def audit(layout: Layout, report: CrashLoopReport, seen_ids: set[str]) -> None:
     report.compactions = facts.compactions
     report.flushes_completed = facts.flushes_completed
     report.flushes_interrupted = facts.flushes_interrupted
+    report.turns_answered_early = sum(
+        len(path.read_bytes().split()) for path in map(layout.early_marks, RUNNER_NAMES) if path.exists()
+    )
 
 
 def describe(report: CrashLoopReport) -> Iterator[str]:
@@ -686,7 +701,8 @@ def describe(report: CrashLoopReport) -> Iterator[str]:
     yield (
         f"turns acknowledged: {report.turns_acknowledged}; compactions: {report.compactions}; "
         f"flushes completed: {report.flushes_completed}; flushes interrupted (run again): "
-        f"{report.flushes_interrupted}; kills that left the store behind the transcript: "
+        f"{report.flushes_interrupted}; turns answered while the memory work before them ran: "
+        f"{report.turns_answered_early}; kills that left the store behind the transcript: "
         f"{report.store_behind_at_kill}"
     )
     for name, value in report.problems().items():

@@ -82,9 +82,14 @@ class EarlyCall:
         call = self._call
         return not call.done() or (not call.cancelled() and call.exception() is None)
 
-    def cancel(self) -> None:
-        """Stop the call if it is still running (the turn was cancelled, or it is over)."""
-        self._call.cancel()
+    def close(self) -> None:
+        """The turn is over (or cancelled): stop the call if it is still out; a failure it ended with was
+        the turn's to report, and is not left for the loop to log."""
+        call = self._call
+        if not call.done():
+            call.cancel()
+        elif not call.cancelled():
+            call.exception()
 
 
 def start_early_call(

@@ -65,6 +65,7 @@ class TurnEvent(Event):
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
     stopped: str | None = None  # "max_tool_iterations" when the tool loop was cut off
+    early: bool = False  # its first model call was answered while the last reply's memory work ran
 
 
 @dataclass(frozen=True, kw_only=True)
