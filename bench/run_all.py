@@ -46,6 +46,7 @@ SCRIPTS = (
     "huge_file",
     "recall",
     "search",
+    "keyword_postings",
 )
 
 

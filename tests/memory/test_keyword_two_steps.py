@@ -4,7 +4,7 @@ one FTS5 query ranking every matching row by its full BM25 returns: the same chu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,10 +42,28 @@ def _workspace(root: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexStore]:
-    root = tmp_path_factory.mktemp("two_steps")
-    ws = _workspace(root / "ws")
+def _short_common_workspace(root: Path) -> Path:
+    """300 notes, one chunk each: "kettle" four times in 100 short ones (a third of the chunks: a common
+    word), "quince" once in 60 long ones, plain words in the rest. A short chunk saying "kettle" four
+    times outscores a long one saying "quince" once, though "quince" is the rarer word."""
+    mem = root / "memory"
+    mem.mkdir(parents=True)
+    for i in range(300):
+        if i % 5 in (0, 3) and i < 250:
+            text = "kettle " * 4
+        elif i % 5 == 1:
+            text = f"quince {' '.join(f'w{(i + j) % 40}' for j in range(45))}"
+        else:
+            text = " ".join(f"w{(i + j) % 40}" for j in range(20))
+        (mem / f"note{i:03d}.md").write_text(f"- {text.strip()}\n")
+    return root
+
+
+def _open(
+    tmp_path_factory: pytest.TempPathFactory, name: str, write: Callable[[Path], Path]
+) -> Iterator[IndexStore]:
+    root = tmp_path_factory.mktemp(name)
+    ws = write(root / "ws")
     settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 64, "overlap": 0}})
     index = MemoryIndex.open("main", ws, SQLITE.settings(settings), state_dir=root / "state")
     try:
@@ -57,6 +75,16 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexStore]:
             opened.close()
     finally:
         index.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexStore]:
+    yield from _open(tmp_path_factory, "two_steps", _workspace)
+
+
+@pytest.fixture(scope="module")
+def short_common(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexStore]:
+    yield from _open(tmp_path_factory, "short_common", _short_common_workspace)
 
 
 def _reference(store: IndexStore, phrases: list[str], limit: int) -> list[tuple[int, float]]:
@@ -119,3 +147,20 @@ def test_idfs_are_fts5s(store: IndexStore) -> None:
     assert avg > 0
     hits = store.keywords().hits('"one"')
     assert bm25_idf(rows, hits) == pytest.approx(1e-6)  # held by 2/3: FTS5 floors the IDF
+
+
+@pytest.mark.parametrize("limit", [10, 59])
+def test_chunks_holding_only_the_common_word_outrank_the_rare_words_weak_chunks(
+    short_common: IndexStore, limit: int
+) -> None:
+    """Enough chunks hold the rare word to fill the ``limit``, yet chunks holding only the common word
+    score higher than most of them: those are ranked too, as full BM25 ranks them."""
+    phrases = fts_phrases("quince kettle")
+    assert _two_steps(short_common, phrases)
+    assert short_common.keywords().hits('"quince"') > limit  # the rare word's chunks alone fill the limit
+    found = list(short_common.keywords().search(phrases, KeywordFilters(), limit).items())
+    expected = _reference(short_common, phrases, limit)
+    assert [rowid for rowid, _ in found] == [rowid for rowid, _ in expected]
+    assert [rank for _, rank in found] == pytest.approx([rank for _, rank in expected], abs=1e-9)
+    texts = short_common.keywords().texts([found[0][0]])
+    assert "kettle" in texts[found[0][0]] and "quince" not in texts[found[0][0]]

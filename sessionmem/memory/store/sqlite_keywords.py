@@ -256,13 +256,13 @@ def fts_totals(conn: Any) -> tuple[int, float]:
     """FTS5's row count and average row length in tokens, from its averages record (rows, then tokens
     per column), as ``bm25()`` reads them."""
     row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-    values = _varints(bytes(row[0])) if row and row[0] else []
+    values = varints(bytes(row[0])) if row and row[0] else []
     if not values or not values[0]:
         return 0, 0.0
     return values[0], sum(values[1:]) / values[0]
 
 
-def _varints(blob: bytes) -> list[int]:
+def varints(blob: bytes) -> list[int]:
     """The SQLite varints packed in ``blob`` (FTS5's structure records use them)."""
     out, pos = [], 0
     while pos < len(blob):
@@ -396,7 +396,7 @@ def _common_share(
     counts = counter.counts([str(r[1]) for r in rows], tokens)
     out = {}
     for (rowid, _, size), held in zip(rows, counts, strict=True):
-        length = sum(_varints(bytes(size)))
+        length = sum(varints(bytes(size)))
         out[int(rowid)] = sum(
             bm25_part(idfs[i], held.get(token, 0), length, avg)
             for i, token in zip(common, tokens, strict=True)
