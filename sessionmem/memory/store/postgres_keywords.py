@@ -242,6 +242,24 @@ class PgKeywordIndex(KeywordIndex):
             out[rowid] = -score
         return out
 
+    def holders(self, phrases: Sequence[str]) -> dict[str, list[int]]:
+        """Every chunk holding each phrase, in one statement: the chunks matching any of them, each with
+        which it matches (what a search per phrase, as deep as its count, returned)."""
+        wanted = list(dict.fromkeys(phrases))
+        queries = [tsquery_literal([t]) if t else "" for t in self._tokens(wanted)]
+        out: dict[str, list[int]] = {p: [] for p in wanted}
+        asked = [(p, q) for p, q in zip(wanted, queries, strict=True) if q]
+        if not asked:
+            return out
+        flags = "".join(", f.fts @@ %s::tsquery" for _ in asked)
+        sql = f"SELECT f.rowid{flags} FROM chunks_fts f WHERE f.fts @@ %s::tsquery"
+        params = [q for _, q in asked] + [" | ".join(f"({q})" for _, q in asked)]
+        for row in self._conn.execute(sql, params):
+            for (phrase, _), held in zip(asked, row[1:], strict=True):
+                if held:
+                    out[phrase].append(int(row[0]))
+        return out
+
     def texts(self, rowids: Iterable[int]) -> dict[int, str]:
         wanted = list(rowids)
         if not wanted:
