@@ -65,6 +65,9 @@ _LOCK_PREFIX = "sessionmem.memory:"
 # Outcome: the index's connections plan without either; nothing they run needs them (a matrix load
 # reads through a cursor, which never runs in parallel).
 SESSION_SETTINGS = {"max_parallel_workers_per_gather": "0", "jit": "off"}
+_BEGIN_SNAPSHOT = (
+    f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT value FROM meta WHERE key = '{GENERATION_KEY}'"
+)
 _NO_PGVECTOR = "vectors in PostgreSQL bytea rows, served by the in-process matrix (no pgvector path)"
 
 
@@ -307,8 +310,12 @@ class PgStore:
             if self.conn.info.transaction_status != TransactionStatus.IDLE:
                 yield self
                 return
-            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # the write token with the BEGIN, in one round trip: every search asks for it first
+            cur = self.conn.execute(_BEGIN_SNAPSHOT)
+            cur.nextset()
+            row = cur.fetchone()
             self._in_snapshot = True
+            self._snapshot_token = row[0] if row is not None else None
             try:
                 yield self
             finally:
