@@ -344,11 +344,10 @@ class Searcher:
 
     def _chunk_rows(self, rowids: list[int], ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
         """(id, rowid, path, source, start, end, text, date, embedding) of the keyword hits (by rowid)
-        then the vector hits (by id), each once; chunks removed since they were found are left out."""
-        select = (
-            "SELECT id, rowid, path, source, start_line, end_line, text, date,"
-            f" {'embedding' if with_vectors else 'NULL'} FROM chunks WHERE"
-        )
+        then the vector hits (by id), each once; chunks removed since they were found are left out.
+        A vector hit's embedding is not read (None): its cosine came with it."""
+        columns = "SELECT id, rowid, path, source, start_line, end_line, text, date,"
+        select = f"{columns} {'embedding' if with_vectors else 'NULL'} FROM chunks WHERE"
         # Two lookups, not one "rowid IN (...) OR id IN (...)": with either list empty SQLite scans
         # the whole table (145 ms at 100k chunks).
         by_rowid: dict[int, tuple[Any, ...]] = {}
@@ -359,7 +358,7 @@ class Searcher:
         seen = {r[0] for r in ordered}
         wanted = [i for i in ids if i not in seen]
         if wanted:
-            sql = f"{select} id IN ({','.join('?' * len(wanted))})"
+            sql = f"{columns} NULL FROM chunks WHERE id IN ({','.join('?' * len(wanted))})"
             by_id = {r[0]: r for r in self._conn.execute(sql, wanted)}
             ordered += [by_id[i] for i in wanted if i in by_id]
         return ordered
