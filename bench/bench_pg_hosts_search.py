@@ -87,7 +87,7 @@ def time_searches(root: Path, store: str, size: int, n: int, offset: int) -> dic
     finally:
         reader.close()
     mine = queries[offset + 1 : offset + 1 + 2 * n]
-    out: dict[str, Any] = {"after_write": [], "no_write": [], "found": 0}
+    out: dict[str, Any] = {"after_write": [], "no_write": [], "found": 0, "results": {}}
     notes: list[Path] = []
     pid = os.getpid()
     with (
@@ -97,15 +97,16 @@ def time_searches(root: Path, store: str, size: int, n: int, offset: int) -> dic
         try:
             host_b.search(SearchRequest(queries[0]))  # B's matrix loads once
             for i in range(n):
-                note = ws / "memory" / f"bench-host-a-{pid}-{i}.md"
+                note = ws / "memory" / f"bench-host-a-{offset + i}.md"  # the same in every version's run
                 notes.append(note)
-                note.write_text(f"- host A wrote note {i} of run {pid}\n")
+                note.write_text(f"- host A wrote note {offset + i}\n")
                 host_a.sync()
                 for kind, query in (("after_write", mine[2 * i]), ("no_write", mine[2 * i + 1])):
                     start = time.perf_counter()
                     found = host_b.search(SearchRequest(query)).results
                     out[kind].append((time.perf_counter() - start) * 1000)
                     out["found"] += bool(found)
+                    out["results"][query] = [[r.path, r.start_line, round(r.score, 6)] for r in found]
         finally:
             for note in notes:
                 note.unlink(missing_ok=True)
@@ -186,6 +187,7 @@ def main() -> None:
             f"{n} pairs of searches per version in {rounds} rounds; load at start {os.getloadavg()[0]:.2f}.\n"
         )
         results: dict[str, dict[str, list[float]]] = {label: {} for label, _ in versions}
+        answers: dict[str, dict[str, Any]] = {}  # each version's results of each query
         per_round = [n // rounds + (1 if r < n % rounds else 0) for r in range(rounds)]
         offset = 0
         loads = []
@@ -195,6 +197,7 @@ def main() -> None:
                 got = child(["--child", json.dumps(task), *sizes(args)], path)
                 for kind in ("after_write", "no_write"):
                     results[label].setdefault(kind, []).extend(got[kind])
+                answers.setdefault(label, {}).update(got["results"])
                 loads.append(os.getloadavg()[0])
             offset += 2 * count
     rows = []
@@ -211,6 +214,13 @@ def main() -> None:
             )
     print(table(["package", "host B's search", "p50 / p95 (ms)", "p95 target"], rows))
     print(f"\n1-minute load after each child: {', '.join(f'{x:.2f}' for x in loads)}.")
+    if len(versions) > 1:
+        first, *others = (answers[label] for label, _ in versions)
+        differ = sum(1 for other in others for q, hits in other.items() if first.get(q) != hits)
+        print(
+            f"Results (path, line, score to 6 digits) of the {len(first)} queries: "
+            + ("the same in every version." if not differ else f"{differ} differ between versions.")
+        )
     footer()
 
 
