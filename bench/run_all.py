@@ -39,6 +39,7 @@ SCRIPTS = (
     "crash",
     "store_pg",
     "hosts",
+    "pg_hosts_search",
     "cli",
     "hostile",
     "forget",

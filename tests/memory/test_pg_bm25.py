@@ -131,3 +131,27 @@ def test_ranks_stay_equal_after_notes_change_and_on_an_index_made_before_token_c
         finally:
             pg_index.close()
             sqlite_index.close()
+
+
+def test_each_phrases_holders_are_the_chunks_its_search_finds_in_both_stores(
+    both_indexes: dict[str, MemoryIndex],
+) -> None:
+    """``holders`` (what the answer check reads, every term at once) names, for each phrase, the chunks a
+    search of that phrase alone finds as deep as its count; the same lines in both stores."""
+    phrases = fts_phrases("quokka zinnia vellum-fjord nowhereword cedar")
+    found = {}
+    for kind, index in both_indexes.items():
+        store = open_store(index)
+        try:
+            keywords = store.keywords()
+            held = keywords.holders(phrases)
+            for phrase in phrases:
+                count = keywords.hits(phrase)
+                alone = keywords.search([phrase], KeywordFilters(), count) if count else {}
+                assert sorted(held[phrase]) == sorted(alone), (kind, phrase)
+            lines = dict(store.execute("SELECT rowid, start_line FROM chunks").fetchall())
+            found[kind] = {p: sorted(lines[r] for r in held[p]) for p in phrases}
+        finally:
+            store.close()
+    assert found["postgresql"] == found["sqlite"]
+    assert [bool(found["sqlite"][p]) for p in phrases] == [p != '"nowhereword"' for p in phrases]

@@ -174,3 +174,35 @@ def test_a_statement_error_is_not_retried(named: tuple[StoreUnderTest, str]) -> 
         assert pg.conn.info.backend_pid != before
     finally:
         pg.close()
+
+
+def test_the_index_connections_plan_searches_without_parallel_workers_or_jit(
+    named: tuple[StoreUnderTest, str],
+) -> None:
+    """A search ranks a few hundred chunks: starting parallel workers (which a planner without statistics
+    chose for it) cost more than the statement. Every connection of the index, a reconnected one too, says
+    so in its settings."""
+    import psycopg
+
+    from sessionmem.dsn import pg_target
+    from sessionmem.memory.store.index_postgres import PgStore
+
+    store, app = named
+    assert store.path is not None
+    pg = PgStore.connect(pg_target(store.path, "main"), "unicode61", create=True)
+
+    def settings() -> tuple[str, str]:
+        return (
+            pg.execute("SHOW max_parallel_workers_per_gather").fetchone()[0],
+            pg.execute("SHOW jit").fetchone()[0],
+        )
+
+    try:
+        assert settings() == ("0", "off")
+        terminate(app)
+        with pytest.raises(psycopg.OperationalError) as lost:
+            pg.execute("SELECT 1")
+        assert pg.recover(lost.value) is True
+        assert settings() == ("0", "off")
+    finally:
+        pg.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from datetime import UTC, date, datetime
 
 import pytest
@@ -64,6 +65,20 @@ def test_coverage_counts_whole_words_as_written() -> None:
     assert (
         ranking.term_coverage(ranking.coverage_terms(["bill-4821"]), fts_text("Paid BILL-4821 today")) == 1.0
     )
+
+
+def test_a_word_is_held_exactly_when_it_is_one_of_the_texts_words() -> None:
+    """A one-word term counts when it is one of the text's ``\\w+`` words, and only then: inside a longer
+    word (letters, digits, ``_``, accented or CJK characters on either side) it does not."""
+    rng = random.Random(4)
+    alphabet = ["ab", "b", "a", "_", "9", "é", "É", "周", " ", "-", ".", "\n", "ß"]
+    terms = ["ab", "a", "b", "ab_9", "é", "周", "ss", "9"]
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        words = set(re.findall(r"\w+", text.casefold()))
+        for term in terms:
+            expected = 1.0 if term.casefold() in words else 0.0
+            assert ranking.term_coverage(ranking.coverage_terms([term]), text) == expected, (term, text)
 
 
 # ---------------------------------------------------------------------------- merge

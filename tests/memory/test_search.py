@@ -369,6 +369,25 @@ def test_hybrid_explain_figures_add_up(hybrid_db: tuple[Any, VectorSupport, dict
     assert [r.score for r in resp.results] == sorted((r.score for r in resp.results), reverse=True)
 
 
+def test_a_keyword_hit_the_vector_side_did_not_list_has_its_stored_vectors_cosine(tmp_path: Path) -> None:
+    """More chunks near the query's vector than the vector side lists: the keyword hit, far from it,
+    still has the cosine of its own stored vector (read from the in-memory matrix that served)."""
+    conn, support = make_db(tmp_path)
+    m = FixedEmbedder.model
+    for i in range(candidate_count(6, 4) + 20):
+        add_chunk(
+            conn, f"memory/near/{i}.md", f"routine note number {i}", model=m, embedding=axis(0, 0.01 * i)
+        )
+    stored = [0.1, 0.9, 0.3, 0.0, 0.2, 0.0, 0.4, 0.0]
+    add_chunk(conn, "memory/kw.md", "the zeppelin hangar", model=m, embedding=stored)
+    settings = cfg(minScore=0.0, hybrid={"vectorWeight": 0.1, "textWeight": 0.9})
+    searcher = Searcher(conn, FixedEmbedder({"zeppelin hangar": axis(0)}), settings, support)
+    resp = searcher.search(SearchRequest("zeppelin hangar", explain=True, max_results=30))
+    kw = next(r for r in resp.results if r.path == "memory/kw.md").explanation
+    assert kw is not None and kw.bm25 is not None and kw.vector_path == "matrix"
+    assert kw.cosine == pytest.approx(float(unit(stored)[0]), abs=1e-6)
+
+
 def test_calibrated_vector_scores_are_explained_raw_and_calibrated(
     hybrid_db: tuple[Any, VectorSupport, dict[str, str]],
 ) -> None:

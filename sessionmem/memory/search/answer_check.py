@@ -39,7 +39,6 @@ from typing import Any
 from sessionmem.memory.search.query_terms import quoted_phrases
 from sessionmem.memory.search.records import NotFound
 from sessionmem.memory.store.fts_view import bm25_idf
-from sessionmem.memory.store.seam import KeywordFilters
 
 COMMON_SHARE = 0.05  # a term in more of the index's chunks than this is what every note shares
 HOLDER_CAP = 400  # chunks read per term; a term in more is treated as common
@@ -94,7 +93,7 @@ def distinctive_terms(keywords: Any, conn: Any, terms: Sequence[str], total_rows
     if total_rows <= 0:
         return []
     common = min(HOLDER_CAP, COMMON_SHARE * total_rows)
-    out: list[Term] = []
+    picked: list[tuple[str, str, int]] = []  # (term, its phrase, its count of chunks)
     seen: set[str] = set()
     for text in terms:
         phrases = quoted_phrases([text])
@@ -103,18 +102,24 @@ def distinctive_terms(keywords: Any, conn: Any, terms: Sequence[str], total_rows
         phrase = phrases[0]
         seen.add(phrase)
         count = int(keywords.hits(phrase))
-        if count > common:
-            continue
-        rowids = list(keywords.search([phrase], KeywordFilters(), count)) if count else []
-        out.append(Term(text, bm25_idf(total_rows, count), _spans(conn, rowids)))
-    return out
+        if count <= common:
+            picked.append((text, phrase, count))
+    # every term's holders, then their spans, in two reads whatever the number of terms
+    held = keywords.holders([phrase for _, phrase, count in picked if count])
+    spans = _spans(conn, sorted({rowid for rowids in held.values() for rowid in rowids}))
+    return [
+        Term(text, bm25_idf(total_rows, count), tuple(spans[r] for r in held.get(phrase, ()) if r in spans))
+        for text, phrase, count in picked
+    ]
 
 
-def _spans(conn: Any, rowids: list[int]) -> tuple[Span, ...]:
+def _spans(conn: Any, rowids: list[int]) -> dict[int, Span]:
     if not rowids:
-        return ()
-    sql = f"SELECT path, start_line, end_line FROM chunks WHERE rowid IN ({','.join('?' * len(rowids))})"
-    return tuple(Span(str(r[0]), int(r[1]), int(r[2])) for r in conn.execute(sql, rowids))
+        return {}
+    sql = (
+        f"SELECT rowid, path, start_line, end_line FROM chunks WHERE rowid IN ({','.join('?' * len(rowids))})"
+    )
+    return {int(r[0]): Span(str(r[1]), int(r[2]), int(r[3])) for r in conn.execute(sql, rowids)}
 
 
 def check(

@@ -186,6 +186,21 @@ class MatrixState:
         if self.room is not None and self.room.positions is None and self.live is None:
             self.room.positions = {cid: i for i, cid in enumerate(self.ids)}
 
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of each live row of ``ids`` (as the index holds its embedding); an id
+        without a row is left out."""
+        self.prepare_changes()
+        if self.room is None or self.room.positions is None:
+            return {}
+        positions = self.room.positions
+        n = len(self.ids)
+        out = {}
+        for cid in ids:
+            at = positions.get(cid)
+            if at is not None and at < n and (self.live is None or self.live[at]):
+                out[cid] = self.matrix[at].tobytes()
+        return out
+
     def changed(self, token: object, changes: MatrixChanges) -> MatrixState | None:
         """This state with ``changes`` applied, as of ``token``; None when only a full load can say
         (nothing loaded yet, so no dimension; or a changed row of another dimension)."""

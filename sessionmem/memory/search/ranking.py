@@ -118,11 +118,11 @@ def term_coverage(terms: CoverageTerms, indexed_text: str) -> float:
     not inside a longer word on either side, as ``(?<!\\w)term(?!\\w)`` would find them."""
     if not len(terms):
         return 1.0
+    # A word is found where it stands, as a phrase is, rather than in the set of the text's words: the
+    # same answer (a run of word characters with none on either side is one of them), without cutting
+    # every candidate's text into words (120 texts a search: 5 ms at 100k chunks).
     haystack = indexed_text.casefold()
-    words = set(_WORD.findall(haystack)) if terms.words else set()
-    held = sum(1 for t in terms.words if t in words)
-    held += sum(1 for t in terms.phrases if _holds_whole(haystack, t))
-    return held / len(terms)
+    return sum(1 for t in (*terms.words, *terms.phrases) if _holds_whole(haystack, t)) / len(terms)
 
 
 def _holds_whole(haystack: str, term: str) -> bool:

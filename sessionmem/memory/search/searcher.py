@@ -262,7 +262,7 @@ class Searcher:
                 vector_hits = dict(scan())
         if ranks is None:
             ranks = self._keyword_search(q.phrases, limit, sources, request, audiences) if q.phrases else {}
-        cands = self._score(q, ranks, vector_hits)
+        cands = self._score(q, ranks, vector_hits, from_matrix=path_name == "matrix")
         if request.after is not None or request.before is not None:
             cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
         else:
@@ -307,9 +307,26 @@ class Searcher:
 
     # ------------------------------------------------------------------ scores
 
-    def _score(self, q: _Query, ranks: dict[int, float], vector_hits: dict[str, float]) -> list[Candidate]:
-        """Every candidate of either side with both figures, raw and calibrated, and their merge."""
-        rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=q.vector is not None)
+    def _score(
+        self, q: _Query, ranks: dict[int, float], vector_hits: dict[str, float], *, from_matrix: bool = False
+    ) -> list[Candidate]:
+        """Every candidate of either side with both figures, raw and calibrated, and their merge.
+
+        A keyword hit's embedding (for its cosine) comes from the in-memory matrix when that served the
+        vector side (``from_matrix``): the same bytes as the index's, without reading them (in
+        PostgreSQL each is a TOAST row: 120 of them cost 2.5 ms)."""
+        stored = None
+        if from_matrix and q.vector is not None and self._vectors is not None:
+            stored = self._vectors.matrix  # its current state; None-checked below
+        matrix_rows = stored is not None and stored.rows > 0
+        rows = self._chunk_rows(
+            list(ranks), list(vector_hits), with_vectors=q.vector is not None and not matrix_rows
+        )
+        vectors: dict[str, bytes] | None = None
+        if matrix_rows and stored is not None:
+            vectors = stored.stored_vectors([r[0] for r in rows if r[0] not in vector_hits])
+            if vectors is None:  # dropped meanwhile (a write of this process): read them after all
+                rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=True)
         coverage = self._coverage(q.terms, [r[1] for r in rows if r[1] in ranks])
         ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
         cal = self.calibration
@@ -319,7 +336,7 @@ class Searcher:
             rank = ranks.get(rowid)
             cosine = vector_hits.get(cid)
             if cosine is None and q.vector is not None:
-                cosine = _cosine(q.vector, r[8])
+                cosine = _cosine(q.vector, vectors.get(cid) if vectors is not None else r[8])
             text = ranking.keyword_score(rank, ideal, coverage.get(rowid, 0.0)) if rank is not None else None
             vector = None if cosine is None else (cal.score(cosine) if cal is not None else max(0.0, cosine))
             out.append(
@@ -344,11 +361,10 @@ class Searcher:
 
     def _chunk_rows(self, rowids: list[int], ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
         """(id, rowid, path, source, start, end, text, date, embedding) of the keyword hits (by rowid)
-        then the vector hits (by id), each once; chunks removed since they were found are left out."""
-        select = (
-            "SELECT id, rowid, path, source, start_line, end_line, text, date,"
-            f" {'embedding' if with_vectors else 'NULL'} FROM chunks WHERE"
-        )
+        then the vector hits (by id), each once; chunks removed since they were found are left out.
+        A vector hit's embedding is not read (None): its cosine came with it."""
+        columns = "SELECT id, rowid, path, source, start_line, end_line, text, date,"
+        select = f"{columns} {'embedding' if with_vectors else 'NULL'} FROM chunks WHERE"
         # Two lookups, not one "rowid IN (...) OR id IN (...)": with either list empty SQLite scans
         # the whole table (145 ms at 100k chunks).
         by_rowid: dict[int, tuple[Any, ...]] = {}
@@ -359,7 +375,7 @@ class Searcher:
         seen = {r[0] for r in ordered}
         wanted = [i for i in ids if i not in seen]
         if wanted:
-            sql = f"{select} id IN ({','.join('?' * len(wanted))})"
+            sql = f"{columns} NULL FROM chunks WHERE id IN ({','.join('?' * len(wanted))})"
             by_id = {r[0]: r for r in self._conn.execute(sql, wanted)}
             ordered += [by_id[i] for i in wanted if i in by_id]
         return ordered

@@ -199,6 +199,12 @@ class MatrixVectors:
         self._state, self._stale = state, None
         self.rows_read += len(changes.rows)
 
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes] | None:
+        """The embeddings (bytes, as stored) of ``ids`` from the current state, without touching the
+        database; None when no state is loaded (then read them from the index)."""
+        state = self._state
+        return state.stored_vectors(ids) if state is not None else None
+
     def knn(
         self,
         query_vec: np.ndarray,

@@ -58,6 +58,16 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION_KEY = "schema_version"
 GENERATION_KEY = "write_generation"
 _LOCK_PREFIX = "sessionmem.memory:"
+# Trigger: the planner, with no statistics yet (autovacuum off, or not yet run) or few, guessed that a
+# search's keyword statement matched thousands of rows and ran it with parallel workers. Why: a search
+# ranks a few hundred chunks; starting two workers cost 20 ms on a loaded 2-core host (a statement of
+# 4 ms took 25), and JIT compilation (above jit_above_cost) would cost more than the statement.
+# Outcome: the index's connections plan without either; nothing they run needs them (a matrix load
+# reads through a cursor, which never runs in parallel).
+SESSION_SETTINGS = {"max_parallel_workers_per_gather": "0", "jit": "off"}
+_BEGIN_SNAPSHOT = (
+    f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT value FROM meta WHERE key = '{GENERATION_KEY}'"
+)
 _NO_PGVECTOR = "vectors in PostgreSQL bytea rows, served by the in-process matrix (no pgvector path)"
 
 
@@ -164,6 +174,8 @@ def _open_connection(target: PgTarget, *, create: bool = False) -> Any:
                 with contextlib.suppress(psycopg.errors.UniqueViolation):  # created by another host now
                     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
             conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+            for name, value in SESSION_SETTINGS.items():
+                conn.execute(sql.SQL("SET {} TO {}").format(sql.Identifier(name), sql.Literal(value)))
         except BaseException:
             conn.close()
             raise
@@ -298,8 +310,12 @@ class PgStore:
             if self.conn.info.transaction_status != TransactionStatus.IDLE:
                 yield self
                 return
-            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # the write token with the BEGIN, in one round trip: every search asks for it first
+            cur = self.conn.execute(_BEGIN_SNAPSHOT)
+            cur.nextset()
+            row = cur.fetchone()
             self._in_snapshot = True
+            self._snapshot_token = row[0] if row is not None else None
             try:
                 yield self
             finally:

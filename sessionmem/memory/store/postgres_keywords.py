@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 _RANK_OF_TF = [sum(1.0 / (k * k) for k in range(1, n + 1)) / 1.64493406685 for n in range(257)]
 _MAX_SUBSETS = 8  # common phrases at most whose sets ``_common_match`` weighs one by one
 _TF_THRESHOLDS = [(a + b) / 2 for a, b in itertools.pairwise(_RANK_OF_TF)]
+# A phrase's count in a chunk, in SQL (one %s: its lexeme). The thresholds are a constant of the
+# statement, not a parameter: sent and converted as an array of 256 floats per phrase, they cost more
+# than the ranking they feed (5 ms a search on a loaded host).
+_TF_SQL = (
+    "width_bucket(ts_rank('{1,1,1,1}', f.fts, %s::tsquery)::float8, '{"
+    + ",".join(repr(t) for t in _TF_THRESHOLDS)
+    + "}'::float8[])"
+)
 
 
 def _common_match(
@@ -175,12 +183,11 @@ class PgKeywordIndex(KeywordIndex):
         every chunk holding a phrase of several tokens (when ``always`` or any chunk matched) by both."""
         join, join_params = _filter_sql(filters)
         # -(sum over one-token phrases of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg)))
-        tf_sql = "width_bucket(ts_rank('{1,1,1,1}', f.fts, %s::tsquery)::float8, %s::float8[])"
         norm = "%s * (1 - %s + %s * s.fts_len / %s)"
         terms = [f"%s * t{i} * %s / (t{i} + {norm})" for i in singles]
         part = f"-({' + '.join(terms)})" if terms else "0.0"
-        tf_cols = "".join(f", {tf_sql} AS t{i}" for i in singles)
-        tf_params: list[Any] = [v for i in singles for v in (quote_lexeme(tokens[i][0]), _TF_THRESHOLDS)]
+        tf_cols = "".join(f", {_TF_SQL} AS t{i}" for i in singles)
+        tf_params: list[Any] = [quote_lexeme(tokens[i][0]) for i in singles]
         part_params: list[Any] = [
             v for i in singles for v in (idfs[i], BM25_K1 + 1, BM25_K1, BM25_B, BM25_B, avg or 1.0)
         ]
@@ -211,11 +218,7 @@ class PgKeywordIndex(KeywordIndex):
         the server, each such phrase's count from its lexemes' positions."""
         join, join_params = _filter_sql(filters)
         lexemes = sorted({t for i in multis for t in tokens[i]})
-        tf_cols = "".join(
-            f", width_bucket(ts_rank('{{1,1,1,1}}', f.fts, %s::tsquery)::float8, %s::float8[]) AS t{i}"
-            for i, t in enumerate(tokens)
-            if len(t) == 1
-        )
+        tf_cols = "".join(f", {_TF_SQL} AS t{i}" for i, t in enumerate(tokens) if len(t) == 1)
         inner = (
             f"SELECT f.rowid, f.fts_len, f.fts{tf_cols} FROM chunks_fts f{join} WHERE f.fts @@ %s::tsquery"
         )
@@ -237,6 +240,24 @@ class PgKeywordIndex(KeywordIndex):
                 if tf:
                     score += idfs[i] * tf * (BM25_K1 + 1) / (tf + norm)
             out[rowid] = -score
+        return out
+
+    def holders(self, phrases: Sequence[str]) -> dict[str, list[int]]:
+        """Every chunk holding each phrase, in one statement: the chunks matching any of them, each with
+        which it matches (what a search per phrase, as deep as its count, returned)."""
+        wanted = list(dict.fromkeys(phrases))
+        queries = [tsquery_literal([t]) if t else "" for t in self._tokens(wanted)]
+        out: dict[str, list[int]] = {p: [] for p in wanted}
+        asked = [(p, q) for p, q in zip(wanted, queries, strict=True) if q]
+        if not asked:
+            return out
+        flags = "".join(", f.fts @@ %s::tsquery" for _ in asked)
+        sql = f"SELECT f.rowid{flags} FROM chunks_fts f WHERE f.fts @@ %s::tsquery"
+        params = [q for _, q in asked] + [" | ".join(f"({q})" for _, q in asked)]
+        for row in self._conn.execute(sql, params):
+            for (phrase, _), held in zip(asked, row[1:], strict=True):
+                if held:
+                    out[phrase].append(int(row[0]))
         return out
 
     def texts(self, rowids: Iterable[int]) -> dict[int, str]:

@@ -95,6 +95,10 @@ class KeywordSearch(Protocol):
         """The BM25 of an average-length chunk holding each phrase once (the sum of their IDFs)."""
         ...
 
+    def holders(self, phrases: Sequence[str]) -> dict[str, list[int]]:
+        """The rowids of every chunk holding each phrase (unfiltered, in no order)."""
+        ...
+
 
 class IndexStore(Protocol):
     """One agent's index database, as the engine uses it (see the module docstring)."""

@@ -177,6 +177,14 @@ class KeywordIndex:
         computes them (``bm25_idf``)."""
         return sum(bm25_idf(total_rows, self.hits(phrase)) for phrase in phrases)
 
+    def holders(self, phrases: Sequence[str]) -> dict[str, list[int]]:
+        """The rowids of every chunk holding each phrase: its search, as deep as its count of chunks."""
+        out: dict[str, list[int]] = {}
+        for phrase in dict.fromkeys(phrases):
+            count = self.hits(phrase)
+            out[phrase] = list(self.search([phrase], KeywordFilters(), count)) if count else []
+        return out
+
     def hits(self, phrase: str) -> int:
         """How many chunks hold ``phrase`` (cached until ``forget``)."""
         hits = self._hits.get(phrase)
