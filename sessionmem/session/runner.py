@@ -465,7 +465,7 @@ class Session:
             return None
         state = self.state
         ordinary = ordinary_message(state, text)
-        if ordinary is None:
+        if ordinary is None or pending_calls(working[1].context):  # a suspended turn: the usual way
             return None
         client_tools = client_tool_map(tools, state.tools.for_turn("turn"))
         self._early = start_early_call(state, working[1], Message.user(ordinary), on_partial, client_tools)
