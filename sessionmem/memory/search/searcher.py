@@ -195,9 +195,11 @@ class Searcher:
         return self._scan_pool
 
     def warm(self) -> None:
-        """Load the in-memory matrix now rather than on the first query."""
+        """Load the in-memory matrix (and a large index's keyword matrix) now rather than on the first
+        query."""
         if self._vectors is not None:
             self._vectors.warm(self.model)
+        self._keywords.warm()
 
     def search(self, request: SearchRequest) -> SearchResponse:
         sent = request.query.strip()
