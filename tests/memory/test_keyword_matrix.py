@@ -171,3 +171,9 @@ def test_written_and_deleted_notes_are_ranked_after_a_reload(index: MemoryIndex,
     _loaded(keywords, store)
     assert matrix.loads == 3
     _assert_same(keywords, store, KeywordFilters(), [6, 300, 5000])
+    for word in WORDS:  # counted from the postings when held, by FTS5 otherwise: the same
+        phrase = f'"{word}"'
+        (count,) = store.execute(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+        ).fetchone()
+        assert keywords.hits(phrase) == count

@@ -53,7 +53,7 @@ class PostingsState:
     models: np.ndarray  # by rowid: codes into ``names`` (-1: no row)
     sources: np.ndarray
     audiences: np.ndarray
-    dates: np.ndarray  # by rowid: "<U10", "" when undated
+    dates: np.ndarray  # by rowid: "S10" (YYYY-MM-DD in ASCII), b"" when undated
     names: dict[str, int]  # every model, source and audience value -> its code
     masks: dict[tuple[Any, ...], np.ndarray | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,6 +66,10 @@ class PostingsState:
 
     def holds(self, token: str) -> bool:
         return token in self.words
+
+    def held_by(self, token: str) -> int:
+        """How many rows hold a held word (its postings)."""
+        return len(self.words[token][0])
 
     def mask(self, filters: KeywordFilters) -> np.ndarray | None:
         """Rows the filters keep, by rowid (None: no filter), cached per filter."""
@@ -81,7 +85,8 @@ class PostingsState:
             mask = _and(mask, np.isin(self.audiences, self._codes(filters.audiences)))
         if filters.dates is not None:
             after, before = filters.dates
-            dated = (self.dates != "") & (self.dates >= after) & (self.dates <= before)
+            low, high = after.encode(), before.encode()
+            dated = (self.dates != b"") & (self.dates >= low) & (self.dates <= high)
             mask = _and(mask, dated)
         self.masks[key] = mask
         return mask
@@ -163,14 +168,14 @@ def _read(conn: Any, token: object, share: float) -> PostingsState:
     models = np.full(size, -1, dtype=np.int32)
     sources = np.full(size, -1, dtype=np.int32)
     audiences = np.full(size, -1, dtype=np.int32)
-    dates = np.full(size, "", dtype="<U10")
+    dates = np.full(size, b"", dtype="S10")
     cursor = conn.execute("SELECT rowid, model, source, audience, date FROM chunks")
     while batch := cursor.fetchmany(_FILTER_BATCH):
         at = np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))
         models[at] = [names.setdefault(r[1], len(names)) for r in batch]
         sources[at] = [names.setdefault(r[2], len(names)) for r in batch]
         audiences[at] = [names.setdefault(r[3], len(names)) for r in batch]
-        dates[at] = [r[4] or "" for r in batch]
+        dates[at] = [(r[4] or "").encode() for r in batch]
     conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_rows USING fts5vocab(main, chunks_fts, 'row')")
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_instances USING fts5vocab(main, chunks_fts, 'instance')"
