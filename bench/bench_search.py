@@ -217,7 +217,7 @@ def run_one(
             sqlite_keywords.MATRIX_MIN_ROWS = held_from
             if not store:
                 t0 = time.perf_counter()
-                fts.warm()
+                fts.warm_keywords()
                 out["kw_matrix_load_ms"] = (time.perf_counter() - t0) * 1000
                 found[0] = same[0] = 0
                 out["fts_kwmatrix"] = timed_each(fts_search, queries)
@@ -237,7 +237,7 @@ def run_one(
             out["hybrid_fts5"] = timed_each(hybrid, queries)
             sqlite_keywords.MATRIX_MIN_ROWS = held_from
             hits[0] = 0
-        index.vector_path(warm=True)  # the keyword matrix of a large index too, before it is timed
+        index.warm_keywords()  # a large index's keyword matrix, before it is timed
         out["hybrid_matrix"] = timed_each(hybrid, queries)
         out["hybrid_found"] = hits[0]
         assert served_by(index, queries[-1]) == {"matrix"}, served_by(index, queries[-1])
@@ -249,7 +249,7 @@ def run_one(
             group = reader_visibility("agent:bench:discord:group:1")
             conn.execute("UPDATE chunks SET audience = 'owner' WHERE rowid % 2 = 0")
             wait_for_matrix(index, queries[0])
-            index.vector_path(warm=True)  # the keyword matrix reloads after the write
+            index.warm_keywords()  # the keyword matrix reloads after the write
             seen = [0]
 
             def group_hybrid(q: Any) -> None:

@@ -14,6 +14,7 @@ import pytest
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.query_terms import fts_phrases
+from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.store import keyword_postings, sqlite_keywords
 from sessionmem.memory.store.database import connect
 from sessionmem.memory.store.fts_tokens import Tokenizer, phrase_text
@@ -177,3 +178,19 @@ def test_written_and_deleted_notes_are_ranked_after_a_reload(index: MemoryIndex,
             "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
         ).fetchone()
         assert keywords.hits(phrase) == count
+
+
+def test_a_warmed_index_searches_as_before(index: MemoryIndex) -> None:
+    """``MemoryIndex.warm_keywords`` loads the keyword matrix; a search then returns what FTS5 alone
+    returned."""
+    requests = [SearchRequest(q, max_results=20) for q in QUERIES]
+    before = [index.search(q).results for q in requests]
+    index.warm_keywords()
+    after = [index.search(q).results for q in requests]
+    assert [[(r.path, r.start_line) for r in found] for found in after] == [
+        [(r.path, r.start_line) for r in found] for found in before
+    ]
+    assert [r.score for found in after for r in found] == pytest.approx(
+        [r.score for found in before for r in found], abs=1e-9
+    )
+    assert any(before)

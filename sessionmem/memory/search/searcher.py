@@ -195,10 +195,12 @@ class Searcher:
         return self._scan_pool
 
     def warm(self) -> None:
-        """Load the in-memory matrix (and a large index's keyword matrix) now rather than on the first
-        query."""
+        """Load the in-memory matrix now rather than on the first query."""
         if self._vectors is not None:
             self._vectors.warm(self.model)
+
+    def warm_keywords(self) -> None:
+        """Load a large index's keyword matrix now rather than in the background after a query."""
         self._keywords.warm()
 
     def search(self, request: SearchRequest) -> SearchResponse:
