@@ -493,6 +493,11 @@ class MemoryIndex:
         path: VectorPath = searcher.vector_path
         return path
 
+    def warm_keywords(self) -> None:
+        """Load what keyword search keeps in memory now (a large SQLite index's keyword matrix, else
+        nothing), rather than in the background while FTS5 answers alone."""
+        self._get_searcher().warm_keywords()
+
     def _get_searcher(self) -> Any:
         if self._searcher is None:
             try:

@@ -199,6 +199,10 @@ class Searcher:
         if self._vectors is not None:
             self._vectors.warm(self.model)
 
+    def warm_keywords(self) -> None:
+        """Load a large index's keyword matrix now rather than in the background after a query."""
+        self._keywords.warm()
+
     def search(self, request: SearchRequest) -> SearchResponse:
         sent = request.query.strip()
         query = bound_query(sent)  # linear: what a search reads of a query is bounded (query_bounds)

@@ -214,7 +214,7 @@ class SqliteStore:
 
     def keywords(self) -> KeywordIndex:
         if self._keywords is None:
-            self._keywords = KeywordIndex(self.conn)
+            self._keywords = KeywordIndex(self.conn, opener=self.opener())
         return self._keywords
 
     @contextlib.contextmanager

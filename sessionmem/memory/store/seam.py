@@ -82,6 +82,10 @@ class KeywordSearch(Protocol):
 
     def forget(self) -> None: ...
 
+    def warm(self) -> None:
+        """Load what a large index keeps in memory for keyword search now (SQLite: the keyword matrix)."""
+        ...
+
     def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
         """{rowid: BM25 rank (negative, lower is better)} of the best ``limit`` chunks holding any
         phrase (quoted FTS5 phrases from ``keywords.fts_phrases``), best first."""

@@ -34,13 +34,16 @@ import itertools
 import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sessionmem.errors import MemoryIndexError
-from sessionmem.memory.store.database import sqlite_module
+from sessionmem.memory.store.database import sqlite_module, write_token
 from sessionmem.memory.store.fts_tokens import Tokenizer, phrase_text
 from sessionmem.memory.store.fts_view import bm25_idf
 from sessionmem.memory.store.seam import KeywordFilters
+
+if TYPE_CHECKING:
+    from sessionmem.memory.store.keyword_postings import KeywordMatrix, PostingsState
 
 
 def fts_sql(*, with_model: bool, n_sources: int, dated: bool, n_audiences: int = 0) -> str:
@@ -74,10 +77,19 @@ def match_expression(phrases: Sequence[str]) -> str:
 
 
 class KeywordIndex:
-    """Reads of ``chunks_fts`` for one query at a time; ``forget()`` after every index write."""
+    """Reads of ``chunks_fts`` for one query at a time; ``forget()`` after every index write.
 
-    def __init__(self, conn: Any) -> None:
+    ``opener`` (a second connection to the same database): a large index ranks its common words from
+    postings held in memory (``keyword_postings``), loaded through it in the background; without it,
+    or below ``matrix_min_rows`` (None: ``MATRIX_MIN_ROWS``), FTS5 ranks everything."""
+
+    def __init__(
+        self, conn: Any, *, opener: Callable[[], Any] | None = None, matrix_min_rows: int | None = None
+    ) -> None:
         self._conn = conn
+        self._opener = opener
+        self._matrix_min_rows = matrix_min_rows
+        self._matrix: KeywordMatrix | None = None
         self._hits: dict[str, int] = {}  # phrase -> chunks holding it, until the next write
         self._phrase_tokens_read: dict[str, list[str]] = {}  # phrase -> its FTS5 tokens
         self._fts_tokenizer: Tokenizer | None = None
@@ -88,10 +100,45 @@ class KeywordIndex:
     def forget(self) -> None:
         self._hits.clear()
         self._totals_read = None
+        if self._matrix is not None:
+            self._matrix.forget()
+
+    def matrix(self) -> KeywordMatrix | None:
+        """The keyword matrix of this connection (None: no second connection to load it through)."""
+        if self._matrix is None and self._opener is not None:
+            from sessionmem.memory.store.keyword_postings import KeywordMatrix
+
+            conn = self._conn
+            self._matrix = KeywordMatrix(lambda: write_token(conn), self._opener)
+        return self._matrix
+
+    def warm(self) -> None:
+        """Load the keyword matrix of a large index now, rather than in the background after a search."""
+        if self._large():
+            matrix = self.matrix()
+            if matrix is not None and matrix.current() is None:
+                matrix.wait()
+
+    def _large(self) -> bool:
+        least = MATRIX_MIN_ROWS if self._matrix_min_rows is None else self._matrix_min_rows
+        return self._opener is not None and self._totals()[0] >= least
+
+    def _postings(self) -> PostingsState | None:
+        """The keyword matrix's state when the index is large, and it is loaded and current (else a
+        load may start)."""
+        if not self._large():
+            return None
+        matrix = self.matrix()
+        return matrix.current() if matrix is not None else None
 
     def search(self, phrases: Sequence[str], filters: KeywordFilters, limit: int) -> dict[int, float]:
-        """{rowid: bm25 rank} of the best ``limit`` chunks holding any phrase, best first; in two steps
-        when its words are held by many chunks (module docstring), with the same result."""
+        """{rowid: bm25 rank} of the best ``limit`` chunks holding any phrase, best first; from the
+        keyword matrix when it holds a phrase's word, else in two steps when its words are held by many
+        chunks (module docstring), with the same result."""
+        if limit > 0 and phrases and (state := self._postings()) is not None:
+            found = self._search_postings(state, phrases, filters, limit)
+            if found is not None:
+                return found
         if limit > 0 and len(phrases) > 1:
             hits = [self.hits(p) for p in phrases]
             singles = [i for i, p in enumerate(phrases) if len(self._phrase_tokens(p)) == 1]
@@ -111,6 +158,19 @@ class KeywordIndex:
                     limit,
                 )
         return dict(self._ranks(match_expression(phrases), filters, limit))
+
+    def _search_postings(
+        self, state: PostingsState, phrases: Sequence[str], filters: KeywordFilters, limit: int
+    ) -> dict[int, float] | None:
+        """The held words' phrases scored from their postings, FTS5 ranking every row of the others
+        (their bm25() is their share of the full BM25); None when no phrase's word is held."""
+        tokens = [self._phrase_tokens(p) for p in phrases]
+        held = [i for i, t in enumerate(tokens) if len(t) == 1 and state.holds(t[0])]
+        if not held:
+            return None
+        others = [p for i, p in enumerate(phrases) if i not in held]
+        found = list(self._ranks(match_expression(others), filters, -1)) if others else []
+        return state.top([tokens[i][0] for i in held], found, filters, limit)
 
     def _counter(self) -> TermCounts:
         if self._term_counts is None:
@@ -201,12 +261,20 @@ class KeywordIndex:
         self._hits[phrase] = hits
 
     def count_hits(self, phrase: str) -> int:
+        state = self._postings()
+        if state is not None:  # a held word's count is its postings' (count(*) reads ~100k rows at 1M)
+            tokens = self._phrase_tokens(phrase)
+            if len(tokens) == 1 and state.holds(tokens[0]):
+                return state.held_by(tokens[0])
         (count,) = self._conn.execute(
             "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
         ).fetchone()
         return int(count)
 
 
+# FTS5 rows from which the common words' postings are held in memory (``keyword_postings``), as the
+# vector matrix's sign codes start at 200k rows: below, FTS5 ranks a query of common words in ~15 ms.
+MATRIX_MIN_ROWS = 200_000
 BM25_K1 = 1.2  # FTS5's bm25() defaults
 BM25_B = 0.75
 SPLIT_HITS = 2000  # chunks holding a query's one-token phrases, above which it ranks in two steps
