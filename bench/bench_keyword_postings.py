@@ -36,17 +36,9 @@ from common import HashEmbedder, footer, header, parser, stats, table, write_chu
 from sessionmem.memory.search.query_terms import fts_phrases
 from sessionmem.memory.store.database import connect
 from sessionmem.memory.store.fts_tokens import Tokenizer, phrase_text
-from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf, fts_totals, varints
 from sessionmem.memory.store.seam import KeywordFilters
-from sessionmem.memory.store.sqlite_keywords import (
-    BM25_B,
-    BM25_K1,
-    KeywordIndex,
-    fts_totals,
-    match_expression,
-    table_tokenizer,
-    varints,
-)
+from sessionmem.memory.store.sqlite_keywords import KeywordIndex, match_expression, table_tokenizer
 
 Postings = tuple[np.ndarray, np.ndarray]  # sorted row ids, the token's count in each
 

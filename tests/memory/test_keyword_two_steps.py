@@ -12,9 +12,9 @@ import pytest
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.query_terms import fts_phrases
-from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.fts_view import bm25_idf, fts_totals
 from sessionmem.memory.store.seam import IndexStore, KeywordFilters
-from sessionmem.memory.store.sqlite_keywords import common_split, fts_totals, match_expression
+from sessionmem.memory.store.sqlite_keywords import common_split, match_expression
 
 from .stores import SQLITE, open_store
 

@@ -13,12 +13,17 @@ which matches the same units side by side. Other scripts are unchanged.
 re-embedded) instead of waiting for each file to change. Change it whenever ``fts_text`` changes
 what it writes for some text, or what the index passes to it. 1: CJK characters spaced; 2: Thai
 clusters spaced too; 3: each chunk's context (``chunk_context``: heading trail, date in words) first.
+
+And FTS5's ranking as its ``bm25()`` computes it: the IDF, the constants, the row count and average row
+length from FTS5's averages record, and the SQLite varints its records are packed in (shared by the
+keyword search, ``sqlite_keywords``, and the postings held in memory, ``keyword_postings``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 FTS_TEXT_VERSION = 3
 
@@ -51,3 +56,35 @@ def bm25_idf(rows: int, hits: int) -> float:
     """FTS5's IDF of a phrase found in ``hits`` of ``rows`` rows (floored at 1e-6, as FTS5 does)."""
     idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows > 0 else 0.0
     return idf if idf > 0 else 1e-6
+
+
+BM25_K1 = 1.2  # FTS5's bm25() defaults
+BM25_B = 0.75
+
+
+def fts_totals(conn: Any) -> tuple[int, float]:
+    """FTS5's row count and average row length in tokens, from its averages record (rows, then tokens
+    per column), as ``bm25()`` reads them."""
+    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    values = varints(bytes(row[0])) if row and row[0] else []
+    if not values or not values[0]:
+        return 0, 0.0
+    return values[0], sum(values[1:]) / values[0]
+
+
+def varints(blob: bytes) -> list[int]:
+    """The SQLite varints packed in ``blob`` (FTS5's structure records use them)."""
+    out, pos = [], 0
+    while pos < len(blob):
+        value = 0
+        for i in range(9):
+            byte = blob[pos]
+            pos += 1
+            if i == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out

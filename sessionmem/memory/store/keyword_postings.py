@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf, fts_totals, varints
 from sessionmem.memory.store.seam import KeywordFilters
-from sessionmem.memory.store.sqlite_keywords import BM25_B, BM25_K1, fts_totals, varints
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
-from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf
 from sessionmem.memory.store.pg_changes import keyword_totals
 from sessionmem.memory.store.seam import KeywordFilters
-from sessionmem.memory.store.sqlite_keywords import BM25_B, BM25_K1, KeywordIndex, bound, split_common
+from sessionmem.memory.store.sqlite_keywords import KeywordIndex, bound, split_common
 
 if TYPE_CHECKING:
     from sessionmem.memory.store.fts_tokens import Tokenizer

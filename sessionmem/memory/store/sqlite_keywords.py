@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from sessionmem.errors import MemoryIndexError
 from sessionmem.memory.store.database import sqlite_module, write_token
 from sessionmem.memory.store.fts_tokens import Tokenizer, phrase_text
-from sessionmem.memory.store.fts_view import bm25_idf
+from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf, fts_totals, varints
 from sessionmem.memory.store.seam import KeywordFilters
 
 if TYPE_CHECKING:
@@ -275,8 +275,6 @@ class KeywordIndex:
 # FTS5 rows from which the common words' postings are held in memory (``keyword_postings``), as the
 # vector matrix's sign codes start at 200k rows: below, FTS5 ranks a query of common words in ~15 ms.
 MATRIX_MIN_ROWS = 200_000
-BM25_K1 = 1.2  # FTS5's bm25() defaults
-BM25_B = 0.75
 SPLIT_HITS = 2000  # chunks holding a query's one-token phrases, above which it ranks in two steps
 
 
@@ -326,34 +324,6 @@ def table_tokenizer(conn: Any) -> str:
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
     found = _TOKENIZE.search(str(sql))
     return found.group(1).replace("''", "'") if found else "unicode61"
-
-
-def fts_totals(conn: Any) -> tuple[int, float]:
-    """FTS5's row count and average row length in tokens, from its averages record (rows, then tokens
-    per column), as ``bm25()`` reads them."""
-    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-    values = varints(bytes(row[0])) if row and row[0] else []
-    if not values or not values[0]:
-        return 0, 0.0
-    return values[0], sum(values[1:]) / values[0]
-
-
-def varints(blob: bytes) -> list[int]:
-    """The SQLite varints packed in ``blob`` (FTS5's structure records use them)."""
-    out, pos = [], 0
-    while pos < len(blob):
-        value = 0
-        for i in range(9):
-            byte = blob[pos]
-            pos += 1
-            if i == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
 
 
 class TermCounts:
