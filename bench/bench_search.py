@@ -44,7 +44,15 @@ QUICK_SIZES = (1_000, 5_000)
 SMOKE_SIZES = (300,)
 K = 24  # neighbours asked of each vector path alone
 HYBRID_K = 120  # candidates the default request asks each side for (searcher.candidate_count)
-HYBRID_P95_TARGET_MS = 25.0
+HYBRID_P95_TARGET_MS = 25.0  # up to 100k chunks (README)
+HYBRID_P95_TARGET_1M_MS = 60.0  # from 1M chunks (issue 18, with keyword p95 <= 40 ms)
+
+
+def hybrid_target(chunks: int) -> float:
+    """The hybrid search's p95 target at ``chunks``: 25 ms to 100k chunks, 60 ms at 1M."""
+    return HYBRID_P95_TARGET_1M_MS if chunks >= 1_000_000 else HYBRID_P95_TARGET_MS
+
+
 QUESTIONS = (
     "when did we talk about the {a} and the {b}?",
     "what was decided about {a} {b}",
@@ -420,7 +428,7 @@ def print_after_write(results: list[dict[str, Any]]) -> None:
                         label,
                         f"{s.p50:.2f} / {s.p95:.2f} (n={s.n})",
                         f"{read.p50:,.0f}",
-                        f"{verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f}",
+                        f"{verdict(h95, hybrid_target(r['chunks']))} <= {hybrid_target(r['chunks']):.0f}",
                     ]
                 )
     headers = ["chunks", "matrix reads", "search p50 / p95 (ms)", "rows read (median)", "p95 target"]
@@ -585,7 +593,7 @@ def main() -> None:
                     else ""
                 ),
                 f"{r['hybrid_found']}/{len(r['hybrid_matrix'])}",
-                f"{h95:.2f} ({verdict(h95, HYBRID_P95_TARGET_MS)} <= {HYBRID_P95_TARGET_MS:.0f})",
+                f"{h95:.2f} ({verdict(h95, hybrid_target(r['chunks']))} <= {hybrid_target(r['chunks']):.0f})",
                 f"{r['matrix_recall_' + str(K)]:.3f} / {r['matrix_recall_' + str(HYBRID_K)]:.3f}",
             ]
         )
