@@ -22,6 +22,8 @@ from sessionmem.memory.store.index_sqlite import SqliteStore
 from sessionmem.memory.store.seam import KeywordFilters
 from sessionmem.memory.store.sqlite_keywords import KeywordIndex, match_expression, table_tokenizer
 
+from .keyword_corpus import note_words
+
 QUERIES = [
     "one notes",  # two held words
     "one",
@@ -37,16 +39,7 @@ QUERIES = [
 def _note(day: int, lines: range) -> str:
     out = []
     for i in lines:
-        words = [f"filler{(i * 7) % 23}", f"pad{i % 11}"] * (3 + (i * 13) % 9)
-        words += ["one"] * (1 + i % 3) if i % 3 else []
-        words += ["notes"] * (1 + (i // 4) % 4) if i % 4 == 0 else []
-        words += ["harbor"] * (1 + i % 2) if i % 6 == 1 else []
-        words += ["maple"] * (1 + i % 3 // 2) if i % 25 < 4 else []
-        words += ["cedar"] if i % 20 == 3 else []
-        words += ["zinnia"] * (1 + i % 4) if i % 37 == 0 else []
-        words += ["quokka"] if i in (3, 40, 2041) else []
-        words += ["vellum", "fjord"] if i in (5, 6, 50, 2900) else []
-        words += ["会议记录"] if i % 50 == 7 else []
+        words = note_words(i)
         out.append(f"- n{i} d{day} " + " ".join(words))
     return "\n".join(out) + "\n"
 

@@ -16,6 +16,7 @@ from sessionmem.memory.store.fts_view import bm25_idf, fts_totals
 from sessionmem.memory.store.seam import IndexStore, KeywordFilters
 from sessionmem.memory.store.sqlite_keywords import common_split, match_expression
 
+from .keyword_corpus import note_words
 from .stores import SQLITE, open_store
 
 
@@ -25,16 +26,7 @@ def _workspace(root: Path) -> Path:
     together in 4, "会议" in 1/50."""
     lines = []
     for i in range(3000):
-        words = [f"filler{(i * 7) % 23}", f"pad{i % 11}"] * (3 + (i * 13) % 9)
-        words += ["one"] * (1 + i % 3) if i % 3 else []
-        words += ["notes"] * (1 + (i // 4) % 4) if i % 4 == 0 else []
-        words += ["harbor"] * (1 + i % 2) if i % 6 == 1 else []
-        words += ["maple"] * (1 + i % 3 // 2) if i % 25 < 4 else []
-        words += ["cedar"] if i % 20 == 3 else []
-        words += ["zinnia"] * (1 + i % 4) if i % 37 == 0 else []
-        words += ["quokka"] if i in (3, 40, 2041) else []
-        words += ["vellum", "fjord"] if i in (5, 6, 50, 2900) else []
-        words += ["会议记录"] if i % 50 == 7 else []
+        words = note_words(i)
         lines.append(f"- n{i} " + " ".join(words))
     mem = root / "memory"
     mem.mkdir(parents=True)
