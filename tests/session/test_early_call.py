@@ -47,6 +47,14 @@ async def until(condition: Any, what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+async def next_turn_during_flush(session: Any, held: HeldFlush, recorder: Any) -> tuple[Any, str]:
+    """Run turns until one's flush is held by the model, then start the next turn: (its task, its text)."""
+    n = await turns_until_work(session, recorder)
+    await asyncio.wait_for(held.flush_started.wait(), 5)
+    text = chat_line(n)
+    return asyncio.create_task(session.run_turn(text)), text
+
+
 def test_the_next_turn_is_answered_while_the_flush_runs_and_written_after_it(
     tmp_path: Path, workspace: Path
 ) -> None:
@@ -58,10 +66,7 @@ def test_the_next_turn_is_answered_while_the_flush_runs_and_written_after_it(
     async def scenario() -> Any:
         nonlocal text
         session = runner.open()
-        n = await turns_until_work(session, recorder)
-        await asyncio.wait_for(held.flush_started.wait(), 5)
-        text = chat_line(n)
-        following = asyncio.create_task(session.run_turn(text))
+        following, text = await next_turn_during_flush(session, held, recorder)
         # The model is asked for the next turn's answer while the flush still waits for it ...
         await until(lambda: turn_calls_for(model, text), "the next turn's model call")
         assert "flush" not in recorder.kinds()
@@ -94,10 +99,8 @@ def test_the_early_answer_never_anchors_the_projection(tmp_path: Path, workspace
 
     async def scenario() -> Any:
         session = runner.open()
-        n = await turns_until_work(session, recorder)
-        await asyncio.wait_for(held.flush_started.wait(), 5)
-        following = asyncio.create_task(session.run_turn(chat_line(n)))
-        await until(lambda: turn_calls_for(model, chat_line(n)), "the next turn's model call")
+        following, text = await next_turn_during_flush(session, held, recorder)
+        await until(lambda: turn_calls_for(model, text), "the next turn's model call")
         held.release()
         await asyncio.wait_for(following, 5)
         return session
@@ -171,9 +174,7 @@ def test_an_early_call_that_fails_is_made_again_the_usual_way(tmp_path: Path, wo
 
     async def scenario() -> Any:
         session = runner.open()
-        n = await turns_until_work(session, recorder)
-        await asyncio.wait_for(held.flush_started.wait(), 5)
-        following = asyncio.create_task(session.run_turn(chat_line(n)))
+        following, _ = await next_turn_during_flush(session, held, recorder)
         await until(lambda: failed, "the early call")
         held.release()
         result = await asyncio.wait_for(following, 5)
@@ -208,16 +209,14 @@ def test_an_early_answer_is_dropped_when_the_work_failed_and_the_state_was_reloa
 
     async def scenario() -> tuple[Any, str]:
         session = runner.open()
-        n = await turns_until_work(session, recorder)
-        await asyncio.wait_for(held.flush_started.wait(), 5)
-        following = asyncio.create_task(session.run_turn(chat_line(n)))
-        await until(lambda: turn_calls_for(model, chat_line(n)), "the next turn's model call")
+        following, text = await next_turn_during_flush(session, held, recorder)
+        await until(lambda: turn_calls_for(model, text), "the next turn's model call")
         broken["on"] = True  # the flush cannot record itself: the work fails
         held.release()
         result = await asyncio.wait_for(following, 5)
         assert result.reply is not None
         await runner.aclose()
-        return session, chat_line(n)
+        return session, text
 
     session, text = asyncio.run(scenario())
     (end,) = [e for e in recorder.events if e.kind == "memory_work_end"][:1]
