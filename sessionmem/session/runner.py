@@ -81,7 +81,7 @@ from sessionmem.session.stores import keys
 from sessionmem.session.stores.backend import SessionBackend, TranscriptLog, open_entry, transcript_shelf
 from sessionmem.session.stores.entry import SessionEntry
 from sessionmem.session.stores.opening import open_session_store
-from sessionmem.session.turn.after_reply import MemoryWorkFailed, run_memory_work
+from sessionmem.session.turn.after_reply import MemoryWorkFailed, memory_work_due, run_memory_work
 from sessionmem.session.turn.announce import announce_created, emit
 from sessionmem.session.turn.client_calls import continue_turn, pending_calls
 from sessionmem.session.turn.early_call import EarlyCall, ReplyPoint, reply_point, start_early_call
@@ -421,8 +421,9 @@ class Session:
                     result = await body(state)
                     replied.set_result(result)
                     await taken.wait()
-                    if result.command is None:
-                        said = next((m for m in result.messages if m.role == "user"), None)
+                    said = next((m for m in result.messages if m.role == "user"), None)
+                    if result.command is None and memory_work_due(state, said) is not None:
+                        # the point an arriving turn is answered from; taken only when work will run
                         self._working = (loop, reply_point(state))
                         try:
                             await run_memory_work(state, said, next_turn_waits=self._early_waits)
