@@ -189,23 +189,29 @@ def test_an_early_call_that_fails_is_made_again_the_usual_way(tmp_path: Path, wo
     assert roles.count(("user", text[:12])) == 1  # the message written once
 
 
+def fail_the_next_flush_record(runner: SessionRunner) -> dict[str, bool]:
+    """Make the session store fail to record a flush once ``switch["on"]`` is set: the work fails."""
+    switch = {"on": False}
+    store = runner.store
+    real_update = store.update
+
+    def update(key: str, fn: Any) -> Any:
+        if switch["on"] and fn.__qualname__.startswith("record_flush"):
+            switch["on"] = False  # once: the store cannot record the flush
+            raise OSError("the disk went away")
+        return real_update(key, fn)
+
+    store.update = update  # type: ignore[method-assign]
+    return switch
+
+
 def test_an_early_answer_is_dropped_when_the_work_failed_and_the_state_was_reloaded(
     tmp_path: Path, workspace: Path
 ) -> None:
     held = HeldFlush()
     model = ScriptedModel(responder=held)
-    broken = {"on": False}
     runner, recorder = make_runner(model, tmp_path, workspace, CONFIG)
-    store = runner.store
-    real_update = store.update
-
-    def update(key: str, fn: Any) -> Any:
-        if broken["on"] and fn.__qualname__.startswith("record_flush"):
-            broken["on"] = False  # once: the store cannot record the flush
-            raise OSError("the disk went away")
-        return real_update(key, fn)
-
-    store.update = update  # type: ignore[method-assign]
+    broken = fail_the_next_flush_record(runner)
 
     async def scenario() -> tuple[Any, str]:
         session = runner.open()
@@ -225,6 +231,52 @@ def test_an_early_answer_is_dropped_when_the_work_failed_and_the_state_was_reloa
     assert len(turn_calls_for(model, text)) == 2
     roles = transcript_roles(session)
     assert roles.count(("user", text[:12])) == 1
+
+
+def test_an_early_answer_is_streamed_only_once_the_turn_holds_the_session(
+    tmp_path: Path, workspace: Path
+) -> None:
+    held = HeldFlush()
+    model = ScriptedModel(responder=held)
+    runner, recorder = make_runner(model, tmp_path, workspace, CONFIG)
+    shown: list[str] = []
+
+    async def scenario() -> Any:
+        session = runner.open()
+        await turns_until_work(session, recorder)
+        await asyncio.wait_for(held.flush_started.wait(), 5)
+        following = asyncio.create_task(session.run_turn("and the plan for friday?", shown.append))
+        await until(lambda: model.streamed, "the early call, streamed")
+        await asyncio.sleep(0.05)  # its whole answer has come back by now
+        assert shown == []  # not shown while the flush runs: the answer might not stand
+        held.release()
+        return await asyncio.wait_for(following, 5)
+
+    result = asyncio.run(scenario())
+    assert len(model.streamed) == 1  # the early call's answer was the one used
+    assert "".join(shown) == result.reply
+
+
+def test_an_early_answer_that_cannot_stand_is_never_shown(tmp_path: Path, workspace: Path) -> None:
+    held = HeldFlush()
+    model = ScriptedModel(responder=held)
+    runner, recorder = make_runner(model, tmp_path, workspace, CONFIG)
+    broken = fail_the_next_flush_record(runner)
+    shown: list[str] = []
+
+    async def scenario() -> Any:
+        session = runner.open()
+        await turns_until_work(session, recorder)
+        await asyncio.wait_for(held.flush_started.wait(), 5)
+        following = asyncio.create_task(session.run_turn("and the plan for friday?", shown.append))
+        await until(lambda: model.streamed, "the early call, streamed")
+        broken["on"] = True  # the work fails: the state is rebuilt, the early answer is asked again
+        held.release()
+        return await asyncio.wait_for(following, 5)
+
+    result = asyncio.run(scenario())
+    assert len(model.streamed) == 2
+    assert "".join(shown) == result.reply  # the reply streamed once, not the dropped answer before it
 
 
 def test_a_command_arriving_during_the_work_is_not_sent_to_the_model(tmp_path: Path, workspace: Path) -> None:

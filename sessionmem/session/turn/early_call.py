@@ -16,9 +16,11 @@ own messages took the context past the threshold) waits for that reply too, sinc
 does not hold the flush's messages.
 
 When it is thrown away, and the turn runs as usual (the call made again): the call failed (an overflow, a
-provider's error; a reply streamed half-way is then streamed again), or the session changed otherwise
-meanwhile: another runner's turn, a reset, or a failed memory work, each of which rebuilds the state from
-the transcript (``SessionState.generation``).
+provider's error), or the session changed otherwise meanwhile: another runner's turn, a reset, or a failed
+memory work, each of which rebuilds the state from the transcript (``SessionState.generation``). So a
+streaming caller is shown nothing of it before it is known to stand: its text is held
+(:class:`HeldPartials`) until the turn holds the session with the state of the point, then passed on, and
+the rest as it comes; an answer thrown away before then was never seen.
 
 The early answer's usage describes a prompt the transcript does not hold (neither the flush's messages
 nor the compaction), so it never anchors the projection (``ModelTurn.foreign``).
@@ -35,7 +37,7 @@ from sessionmem.model.base import ModelReply
 from sessionmem.session.turn.model_turn import ModelTurn, complete, request_for, start_model_turn
 from sessionmem.session.turn.projection import ContextItem
 from sessionmem.session.turn.state import SessionState
-from sessionmem.session.turn.streaming import PartialCallback
+from sessionmem.session.turn.streaming import PartialCallback, pass_on
 from sessionmem.tools.client import ClientTool
 
 log = logging.getLogger(__name__)
@@ -56,23 +58,48 @@ def reply_point(state: SessionState) -> ReplyPoint:
     return ReplyPoint(state.system_prompt, tuple(state.context), state.projection().tokens, state.generation)
 
 
+class HeldPartials:
+    """A caller's ``on_partial``, held: text is kept until :meth:`release`, then passed on in order."""
+
+    def __init__(self, on_partial: PartialCallback) -> None:
+        self._on_partial = on_partial
+        self._held: list[str] = []
+        self._released = False
+
+    async def __call__(self, text: str) -> None:
+        if self._released:
+            await pass_on(self._on_partial, text)
+        else:
+            self._held.append(text)
+
+    async def release(self) -> None:
+        while self._held:  # text arriving meanwhile joins the queue, so the order holds
+            await pass_on(self._on_partial, self._held.pop(0))
+        self._released = True
+
+
 class EarlyCall:
     """A turn's first model call, sent before the turn holds the session (see the module docstring)."""
 
-    def __init__(self, point: ReplyPoint, turn: ModelTurn, call: asyncio.Task[ModelReply]) -> None:
+    def __init__(
+        self, point: ReplyPoint, turn: ModelTurn, call: asyncio.Task[ModelReply], shown: HeldPartials | None
+    ) -> None:
         self.point = point
         self.turn = turn
         self._call = call
+        self._shown = shown
 
     async def answered(self, state: SessionState) -> ModelTurn | None:
         """The model turn with its first answer ready (``turn.ready``), once the turn holds the session; None
-        when the answer cannot stand: the call failed, or the state was rebuilt since the point."""
+        when the answer cannot stand: the state was rebuilt since the point, or the call failed."""
+        if state.generation != self.point.generation:
+            return None
+        if self._shown is not None:
+            await self._shown.release()
         try:
             reply = await self._call
         except Exception as exc:  # the usual way makes the call again, and raises what it raises
             log.debug("session %s: the early call failed (%s); calling again", state.key, exc)
-            return None
-        if state.generation != self.point.generation:
             return None
         self.turn.ready = reply
         return self.turn
@@ -104,7 +131,8 @@ def start_early_call(
     it projects under the compaction threshold; None when the turn must wait for the session as usual."""
     if point.tokens + state.counter.count(prompt) >= state.budget.compaction_threshold:
         return None
-    turn = start_model_turn(state, prompt, kind="turn", on_partial=on_partial, client_tools=client_tools)
+    shown = HeldPartials(on_partial) if on_partial is not None else None
+    turn = start_model_turn(state, prompt, kind="turn", on_partial=shown, client_tools=client_tools)
     request = request_for(state, turn, context=point.context, system_prompt=point.system_prompt)
     call = asyncio.get_running_loop().create_task(complete(state, request, turn))
-    return EarlyCall(point, turn, call)
+    return EarlyCall(point, turn, call, shown)

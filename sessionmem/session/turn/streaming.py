@@ -36,14 +36,15 @@ async def stream_reply(
         if isinstance(item, ModelReply):
             reply = item
             continue
-        await _call(on_partial, releaser.feed(item))
+        await pass_on(on_partial, releaser.feed(item))
     if reply is None:
         raise ModelError(f"model {type(model).__name__} ended its stream without a final reply")
-    await _call(on_partial, releaser.finish(deliverable_reply(reply.message.content, silent_tokens)))
+    await pass_on(on_partial, releaser.finish(deliverable_reply(reply.message.content, silent_tokens)))
     return reply
 
 
-async def _call(on_partial: PartialCallback, text: str) -> None:
+async def pass_on(on_partial: PartialCallback, text: str) -> None:
+    """Give ``text`` to ``on_partial`` (sync or async), unless it is empty."""
     if not text:
         return
     result = on_partial(text)
