@@ -1,0 +1,190 @@
+"""Second-stage ordering of the best keyword hits: where a hit holds the query's words, not only whether.
+
+Trigger: a search with keyword hits (FTS-only or hybrid). BM25 counts the query's words in a chunk
+whatever their place; the best ``HITS`` keyword hits are read once more, line by line, in the tokens
+the index itself makes of them (the store's FTS5 tokenizer: stems, CJK characters, identifiers' parts).
+
+Why: two things BM25 cannot see decided first places on LoCoMo (a conversation per daily log, a turn
+per line; chunks of one file overlap):
+
+(a) The answer follows the words that ask for it. A hit whose best-matching line (the most query IDF
+    on one line) is its last line ends where the answer starts; when another keyword hit of the same
+    file holds that line and what follows it, that one is the better place to read, and the first is
+    weighted ``TRAILING_WEIGHT``. 19-22 of the development split's questions first found at rank 2 had
+    that overlapping earlier chunk first.
+(b) Query words standing together say what was asked, words scattered over a chunk only its topic.
+    Each pair of consecutive query terms (in the query's order) found within ``PROXIMITY_WINDOW``
+    tokens of each other on one line of the hit counts with the sum of the two terms' IDFs; the hit
+    is weighted ``1 + PROXIMITY_GAIN x`` the share of all pairs' weight found so.
+
+Outcome: ``weights`` gives each of those hits a multiplier of its BM25 rank (the rank is negative, so
+above 1 lifts it), applied before the rank is calibrated into keyword evidence (``ranking.keyword_score``).
+Nothing else changes: vector evidence, the floor and MMR come after. Cost: the searcher tokenizes every
+line of the ``HITS`` hits and the query's phrases in one call (``fts_tokens.Tokenizer``); the rest is
+pure and reads only the query's tokens. Figures: ``bench/README.md``, "Recall II".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from sessionmem.memory.store.database import sqlite_module
+from sessionmem.memory.store.fts_tokens import lexeme
+from sessionmem.memory.store.schema import FTS_TOKENIZERS
+
+HITS = 40  # the best keyword hits the second stage reads
+TRAILING_WEIGHT = 0.8  # (a): a hit whose best line is its last, continued by another hit of its file
+PROXIMITY_GAIN = 0.1  # (b): weight 1 + gain x the IDF-weighted share of query-term pairs found together
+PROXIMITY_WINDOW = 4  # (b): at most this many tokens from one term's start to the next one's
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One keyword hit as the second stage reads it: its place in its file and each line's tokens."""
+
+    key: int
+    path: str
+    start_line: int
+    end_line: int
+    lines: Sequence[Mapping[int, str]]  # each line's query tokens by position, in order; the last is end_line
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where any keyword hit lies (its file and inclusive lines): what may continue a hit."""
+
+    key: int
+    path: str
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One query term: its tokens (a phrase stands token after token) and its IDF in the index."""
+
+    tokens: tuple[str, ...]
+    idf: float
+
+
+def weights(hits: Sequence[Hit], places: Sequence[Place], terms: Sequence[Term]) -> dict[int, float]:
+    """{hit key: multiplier of its BM25 rank} for ``hits``, the query's ``terms`` in its order;
+    ``places``: every keyword hit of the search (those that may continue a hit)."""
+    by_path: dict[str, list[Place]] = {}
+    for place in places:
+        by_path.setdefault(place.path, []).append(place)
+    wanted = {term.tokens[0] for term in terms if term.tokens}
+    out: dict[int, float] = {}
+    for hit in hits:
+        starts: dict[str, list[tuple[int, int]]] = {}  # (line, position) of each query term's first token
+        for n, line in enumerate(hit.lines):
+            for p, token in line.items():
+                if token in wanted:
+                    starts.setdefault(token, []).append((n, p))
+        found = [_occurrences(hit.lines, starts, term.tokens) for term in terms]
+        weight = 1.0
+        if _ends_on_best_line(hit, found, terms) and _continued(hit, by_path.get(hit.path, ())):
+            weight *= TRAILING_WEIGHT
+        weight *= 1.0 + PROXIMITY_GAIN * _pairs_together(found, terms)
+        out[hit.key] = weight
+    return out
+
+
+def _occurrences(
+    lines: Sequence[Mapping[int, str]], starts: dict[str, list[tuple[int, int]]], tokens: Sequence[str]
+) -> list[tuple[int, int]]:
+    """(line, position) of each place ``tokens`` stand side by side on one line (``starts``: where
+    each first token stands)."""
+    if not tokens:
+        return []
+    return [
+        (n, p)
+        for n, p in starts.get(tokens[0], ())
+        if all(lines[n].get(p + i) == t for i, t in enumerate(tokens[1:], 1))
+    ]
+
+
+def _ends_on_best_line(hit: Hit, found: Sequence[list[tuple[int, int]]], terms: Sequence[Term]) -> bool:
+    """Whether the line holding the most query IDF (the first such line) is the hit's last line."""
+    if len(hit.lines) < 2:
+        return False  # a one-line hit: its line is its best whatever it holds
+    held = [0.0] * len(hit.lines)
+    for places, term in zip(found, terms, strict=True):
+        for line in {n for n, _ in places}:
+            held[line] += term.idf
+    best = max(held)
+    return best > 0 and held.index(best) == len(held) - 1
+
+
+def _continued(hit: Hit, others: Sequence[Place]) -> bool:
+    """Whether another hit of the file holds the hit's last line and the line after it."""
+    return any(o.key != hit.key and o.start_line <= hit.end_line < o.end_line for o in others)
+
+
+def _pairs_together(found: Sequence[list[tuple[int, int]]], terms: Sequence[Term]) -> float:
+    """The IDF-weighted share of consecutive term pairs standing within ``PROXIMITY_WINDOW`` tokens of
+    each other on one line (0 for a query of one term)."""
+    total = together = 0.0
+    for i in range(len(terms) - 1):
+        weight = terms[i].idf + terms[i + 1].idf
+        total += weight
+        if _near(found[i], found[i + 1]):
+            together += weight
+    return together / total if total > 0 else 0.0
+
+
+def _near(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> bool:
+    """Whether an occurrence of ``a`` and one of ``b`` start at most ``PROXIMITY_WINDOW`` tokens apart
+    on one line."""
+    if not a or not b:
+        return False
+    starts: dict[int, list[int]] = {}
+    for line, p in b:
+        starts.setdefault(line, []).append(p)
+    return any(abs(p - q) <= PROXIMITY_WINDOW for line, p in a for q in starts.get(line, ()))
+
+
+class LineTokens:
+    """Where a query's tokens stand in lines of text, as FTS5's tokenizer ``spec`` (a ``store.fts.tokenizer``
+    name or raw spec) reads both: the lines go into a private in-memory FTS5 table in one statement and
+    only the places of the query's tokens come back (``fts5vocab``), so the cost follows the query's
+    matches, not the lines' length (every token of 40 hits read back took 27 ms a search)."""
+
+    def __init__(self, spec: str) -> None:
+        module, _ = sqlite_module()
+        self._conn = module.connect(":memory:", check_same_thread=False, isolation_level=None)
+        tokenize = FTS_TOKENIZERS.get(spec, spec).replace("'", "''")
+        self._conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize = '{tokenize}')")
+        self._conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        self._lock = threading.Lock()
+
+    def tokens(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
+        """Each text's tokens in order (for a query's phrases: short texts)."""
+        out: list[list[tuple[int, str]]] = [[] for _ in texts]
+        for doc, term, offset in self._read(texts, "SELECT doc, term, offset FROM v", ()):
+            out[doc].append((offset, term))
+        return [tuple(term for _, term in sorted(row)) for row in out]
+
+    def places(self, lines: Sequence[str], wanted: Collection[str]) -> list[dict[int, str]]:
+        """Each line's tokens among ``wanted``, by their position in the line."""
+        out: list[dict[int, str]] = [{} for _ in lines]
+        if wanted:
+            terms = sorted(wanted)
+            sql = f"SELECT doc, term, offset FROM v WHERE term IN ({','.join('?' * len(terms))})"
+            for doc, term, offset in self._read(lines, sql, terms):
+                out[doc][offset] = term
+        return out
+
+    def _read(self, texts: Sequence[str], sql: str, params: Sequence[str]) -> list[tuple[int, str, int]]:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", enumerate(texts))
+                return [(int(d), lexeme(str(t)), int(o)) for d, t, o in self._conn.execute(sql, params)]
+            finally:
+                self._conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self._conn.close()
