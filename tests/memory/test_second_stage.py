@@ -13,7 +13,7 @@ import pytest
 from sessionmem.config import Config, merge
 from sessionmem.memory.search import second_stage
 from sessionmem.memory.search.records import SearchRequest, SearchResult
-from sessionmem.memory.search.second_stage import Hit, Place, Term
+from sessionmem.memory.search.second_stage import PROXIMITY_GAIN, TRAILING_WEIGHT, Hit, Place, Term, Weight
 from tests.memory.support import index_opener, make_config
 
 LOG = "memory/2026-03-02.md"
@@ -126,14 +126,12 @@ def test_a_hit_ending_on_its_best_line_gives_way_to_the_hit_that_continues_it() 
     ends = hit(1, 1, ["ben hello", "anna how are you", "anna guess what i did today i adopt"])
     after = Place(2, LOG, 3, 5)  # holds line 3 and the answer after it
     elsewhere = Place(3, "memory/2026-03-09.md", 3, 5)  # another file continues nothing
-    assert second_stage.weights([ends], [after], [ANNA, ADOPT])[1] == pytest.approx(
-        second_stage.TRAILING_WEIGHT
-    )
-    assert second_stage.weights([ends], [elsewhere], [ANNA, ADOPT])[1] == 1.0
+    assert second_stage.weights([ends], [after], [ANNA, ADOPT])[1] == Weight(evidence=TRAILING_WEIGHT)
+    assert second_stage.weights([ends], [elsewhere], [ANNA, ADOPT])[1] == Weight()
     # the best line elsewhere in the hit, or a hit that is its own continuation: no weight
     middle = hit(1, 1, ["ben hello", "anna guess what i did today i adopt", "anna bye"])
-    assert second_stage.weights([middle], [Place(2, LOG, 3, 5)], [ANNA, ADOPT])[1] == 1.0
-    assert second_stage.weights([ends], [Place(1, LOG, 1, 3)], [ANNA, ADOPT])[1] == 1.0
+    assert second_stage.weights([middle], [Place(2, LOG, 3, 5)], [ANNA, ADOPT])[1] == Weight()
+    assert second_stage.weights([ends], [Place(1, LOG, 1, 3)], [ANNA, ADOPT])[1] == Weight()
 
 
 def test_query_terms_standing_together_lift_a_hit_by_their_idf_share() -> None:
@@ -142,11 +140,13 @@ def test_query_terms_standing_together_lift_a_hit_by_their_idf_share() -> None:
     apart = hit(2, 1, ["the harbour was calm and the sun set over the whole restaur"])
     other_lines = hit(3, 1, ["the harbour", "restaur"])
     got = second_stage.weights([together, apart, other_lines], [], [harbour, restaurant])
-    assert got == {1: pytest.approx(1 + second_stage.PROXIMITY_GAIN), 2: 1.0, 3: 1.0}
+    assert got == {1: Weight(rank=pytest.approx(1 + PROXIMITY_GAIN)), 2: Weight(), 3: Weight()}
     # three terms: two pairs weighed by their IDFs, (harbour, restaurant) 2 of 2 + 3 = 5
     got = second_stage.weights([together], [], [harbour, restaurant, dinner])
-    assert got[1] == pytest.approx(1 + second_stage.PROXIMITY_GAIN * 2 / 5)
+    assert got[1].rank == pytest.approx(1 + PROXIMITY_GAIN * 2 / 5)
     # a phrase of two tokens stands where its tokens stand side by side
     phrase = Term(("bill", "4821"), 4.0)
     paid = hit(4, 1, ["paid bill 4821 today", "bill paid 4821"])
-    assert second_stage.weights([paid], [], [Term(("paid",), 1.0), phrase])[4] == pytest.approx(1.1)
+    assert second_stage.weights([paid], [], [Term(("paid",), 1.0), phrase])[4].rank == pytest.approx(
+        1 + PROXIMITY_GAIN
+    )

@@ -88,6 +88,7 @@ log = logging.getLogger(__name__)
 MAX_CANDIDATES = 200
 MIN_CANDIDATES = 120  # the pool of every request up to 30 results: their lists start alike
 FTS_ONLY_MODEL = "fts-only"
+_UNWEIGHED = second_stage.Weight()  # a keyword hit the second stage did not read
 
 
 def candidate_count(max_results: int, multiplier: int) -> int:
@@ -338,7 +339,7 @@ class Searcher:
                 rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=True)
         coverage = self._coverage(q.terms, [r[1] for r in rows if r[1] in ranks])
         ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
-        weighed = self._second_stage(q, ranks, rows)  # the ranks keyword evidence is calibrated from
+        second = self._second_stage(q, ranks, rows)  # how the best keyword hits are weighed again
         cal = self.calibration
         out = []
         for r in rows:
@@ -347,11 +348,10 @@ class Searcher:
             cosine = vector_hits.get(cid)
             if cosine is None and q.vector is not None:
                 cosine = _cosine(q.vector, vectors.get(cid) if vectors is not None else r[8])
-            text = (
-                ranking.keyword_score(weighed[rowid], ideal, coverage.get(rowid, 0.0))
-                if rank is not None
-                else None
-            )
+            text = None
+            if rank is not None:
+                w = second.get(rowid, _UNWEIGHED)
+                text = ranking.keyword_score(rank * w.rank, ideal, coverage.get(rowid, 0.0)) * w.evidence
             vector = None if cosine is None else (cal.score(cosine) if cal is not None else max(0.0, cosine))
             out.append(
                 Candidate(
@@ -375,11 +375,11 @@ class Searcher:
 
     def _second_stage(
         self, q: _Query, ranks: dict[int, float], rows: list[tuple[Any, ...]]
-    ) -> dict[int, float]:
-        """``ranks`` with the best ``second_stage.HITS`` keyword hits weighed by where they hold the query's
-        words (``second_stage``), read with the index's tokenizer in two short passes."""
+    ) -> dict[int, second_stage.Weight]:
+        """The best ``second_stage.HITS`` keyword hits' weights by where they hold the query's words
+        (``second_stage``), read with the index's tokenizer in two short passes."""
         if not ranks or not q.phrases or not self._settings.query.hybrid.second_stage.enabled:
-            return ranks
+            return {}
         if self._line_tokens is None:
             self._line_tokens = second_stage.LineTokens(self._settings.store.fts.tokenizer)
         reader = self._line_tokens
@@ -400,8 +400,7 @@ class Searcher:
             hits.append(second_stage.Hit(r[1], r[2], int(r[4]), int(r[5]), places[at : at + len(hit_lines)]))
             at += len(hit_lines)
         spans = [second_stage.Place(r[1], r[2], int(r[4]), int(r[5])) for r in found]
-        weights = second_stage.weights(hits, spans, terms)
-        return {rowid: rank * weights.get(rowid, 1.0) for rowid, rank in ranks.items()}
+        return second_stage.weights(hits, spans, terms)
 
     def _chunk_rows(self, rowids: list[int], ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
         """(id, rowid, path, source, start, end, text, date, embedding) of the keyword hits (by rowid)
