@@ -14,6 +14,7 @@ from sessionmem.config import Config, merge
 from sessionmem.memory.search import second_stage
 from sessionmem.memory.search.records import SearchRequest, SearchResult
 from sessionmem.memory.search.second_stage import PROXIMITY_GAIN, TRAILING_WEIGHT, Hit, Place, Term, Weight
+from tests.memory.stores import StoreUnderTest
 from tests.memory.support import index_opener, make_config
 
 LOG = "memory/2026-03-02.md"
@@ -64,11 +65,12 @@ def write_logs(workspace: Path, logs: dict[str, list[str]]) -> None:
 
 @pytest.fixture
 def searches(
-    tmp_path: Path, state: Path
+    tmp_path: Path, state: Path, index_store: StoreUnderTest
 ) -> Iterator[Callable[[dict[str, list[str]], str], dict[bool, list]]]:
-    """``search(logs, query)``: the query's results on those logs, second stage off and on."""
+    """``search(logs, query)``: the query's results on those logs, second stage off and on (each store:
+    PostgreSQL holds FTS5's tokens too, so the same lines are read the same way)."""
     workspace = tmp_path / "ws"
-    with index_opener(workspace, state) as open_index:
+    with index_opener(workspace, state, index_store) as open_index:
 
         def _search(logs: dict[str, list[str]], query: str) -> dict[bool, list[SearchResult]]:
             write_logs(workspace, logs)
