@@ -97,6 +97,8 @@ def test_the_chunk_that_continues_where_the_question_was_asked_comes_first(searc
     before, after = ({spans([r])[0]: r for r in got[on]} for on in (False, True))
     assert after[answered].score == before[answered].score  # the continuing chunk keeps its score
     assert after[asked].score < before[asked].score
+    explained = after[asked].explanation
+    assert explained is not None and explained.trailing == TRAILING_WEIGHT  # what --explain shows
 
 
 def test_the_query_words_side_by_side_come_before_the_same_words_apart(searches: Any) -> None:
@@ -112,6 +114,8 @@ def test_the_query_words_side_by_side_come_before_the_same_words_apart(searches:
     assert [r.path for r in got[False]] == [apart, together]  # shorter: BM25 puts it first
     assert [r.path for r in got[True]] == [together, apart]
     assert got[True][1].score == got[False][0].score  # words apart: unchanged
+    lifted = got[True][0].explanation
+    assert lifted is not None and lifted.proximity == pytest.approx(1 + PROXIMITY_GAIN)  # one pair, together
 
 
 # ---------------------------------------------------------------------------- the pure weights

@@ -349,8 +349,8 @@ class Searcher:
             if cosine is None and q.vector is not None:
                 cosine = _cosine(q.vector, vectors.get(cid) if vectors is not None else r[8])
             text = None
+            w = second.get(rowid, _UNWEIGHED)
             if rank is not None:
-                w = second.get(rowid, _UNWEIGHED)
                 text = ranking.keyword_score(rank * w.rank, ideal, coverage.get(rowid, 0.0)) * w.evidence
             vector = None if cosine is None else (cal.score(cosine) if cal is not None else max(0.0, cosine))
             out.append(
@@ -366,6 +366,8 @@ class Searcher:
                     vector_score=vector,
                     bm25=rank,
                     cosine=cosine,
+                    proximity=w.rank,
+                    trailing=w.evidence,
                     merged=ranking.combine(
                         text, vector, vector_weight=q.vector_weight, text_weight=q.text_weight
                     ),
@@ -555,6 +557,8 @@ class Searcher:
                 bm25=c.bm25,
                 cosine=c.cosine,
                 date_weight=c.date_weight,
+                proximity=c.proximity,
+                trailing=c.trailing,
             )
         return SearchResult(
             path=c.path,
