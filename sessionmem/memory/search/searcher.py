@@ -387,7 +387,7 @@ class Searcher:
         reader = self._line_tokens
         total = self._index_shape().total_rows
         terms = [
-            second_stage.Term(tokens, self._keywords.ideal([p], total))
+            second_stage.Term(tuple(tokens), self._keywords.ideal([p], total))
             for p, tokens in zip(q.phrases, reader.tokens([phrase_text(p) for p in q.phrases]), strict=True)
             if tokens
         ]

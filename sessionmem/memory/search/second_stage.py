@@ -28,13 +28,10 @@ and only the query's tokens come back; the rest is pure. Figures: ``bench/README
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from sessionmem.memory.store.database import sqlite_module
-from sessionmem.memory.store.fts_tokens import lexeme
-from sessionmem.memory.store.schema import FTS_TOKENIZERS
+from sessionmem.memory.store.fts_tokens import Tokenizer
 
 HITS = 20  # the best keyword hits the second stage reads (40 gave the same figures, at twice the cost)
 TRAILING_WEIGHT = 0.8  # (a): a hit whose best line is its last, continued by another hit of its file
@@ -157,45 +154,26 @@ def _near(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> bool:
     return any(abs(p - q) <= PROXIMITY_WINDOW for line, p in a for q in starts.get(line, ()))
 
 
-class LineTokens:
+class LineTokens(Tokenizer):
     """Where a query's tokens stand in lines of text, as FTS5's tokenizer ``spec`` (a ``store.fts.tokenizer``
-    name or raw spec) reads both: the lines go into a private in-memory FTS5 table in one statement and
-    only the places of the query's tokens come back (``fts5vocab``), so the cost follows the query's
-    matches, not the lines' length (every token of 40 hits read back took 27 ms a search)."""
-
-    def __init__(self, spec: str) -> None:
-        module, _ = sqlite_module()
-        self._conn = module.connect(":memory:", check_same_thread=False, isolation_level=None)
-        tokenize = FTS_TOKENIZERS.get(spec, spec).replace("'", "''")
-        self._conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize = '{tokenize}')")
-        self._conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-        self._lock = threading.Lock()
-
-    def tokens(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
-        """Each text's tokens in order (for a query's phrases: short texts)."""
-        out: list[list[tuple[int, str]]] = [[] for _ in texts]
-        for doc, term, offset in self._read(texts, "SELECT doc, term, offset FROM v", ()):
-            out[doc].append((offset, term))
-        return [tuple(term for _, term in sorted(row)) for row in out]
+    name or raw spec) reads both: ``Tokenizer`` (its private in-memory FTS5 table) for the query's phrases,
+    and ``places`` for the lines: they go into the table in one statement and only the places of the
+    query's tokens come back, so the cost follows the query's matches, not the lines' length (every
+    token of 40 hits read back with ``tokens`` took 27 ms a search)."""
 
     def places(self, lines: Sequence[str], wanted: Collection[str]) -> list[dict[int, str]]:
         """Each line's tokens among ``wanted``, by their position in the line."""
         out: list[dict[int, str]] = [{} for _ in lines]
-        if wanted:
-            terms = sorted(wanted)
-            sql = f"SELECT doc, term, offset FROM v WHERE term IN ({','.join('?' * len(terms))})"
-            for doc, term, offset in self._read(lines, sql, terms):
-                out[doc][offset] = term
-        return out
-
-    def _read(self, texts: Sequence[str], sql: str, params: Sequence[str]) -> list[tuple[int, str, int]]:
+        if not wanted:
+            return out
+        terms = sorted(wanted)
+        sql = f"SELECT doc, term, offset FROM v WHERE term IN ({','.join('?' * len(terms))})"
         with self._lock:
             self._conn.execute("BEGIN")
             try:
-                self._conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", enumerate(texts))
-                return [(int(d), lexeme(str(t)), int(o)) for d, t, o in self._conn.execute(sql, params)]
+                self._conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", enumerate(lines))
+                for doc, term, offset in self._conn.execute(sql, terms):
+                    out[int(doc)][int(offset)] = str(term)
             finally:
                 self._conn.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self._conn.close()
+        return out
