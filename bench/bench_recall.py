@@ -23,6 +23,9 @@ flagged not found (a cost: their answer was there).
     python bench/bench_recall.py --only keyword       # keyword-only, both layouts (about 10 s)
     python bench/bench_recall.py --quick              # 40 questions per conversation
     python bench/bench_recall.py --today last-session # "last week" counted from each conversation's end
+    python bench/bench_recall.py --only keyword --layout memory \
+        --time-against '{"query": {"hybrid": {"secondStage": {"enabled": false}}}}'
+                                                      # search time with and without those settings
 
 R@6 is printed per LoCoMo category too (single-hop, multi-hop, temporal, open-domain, adversarial).
 Dates the questions name ("in August 2023", "last week") weigh hits dated then (``date_boost``).
@@ -46,7 +49,7 @@ from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO_ROOT, find_model, footer, header, parser, table, verdict
+from common import REPO_ROOT, find_model, footer, header, parser, stats, table, verdict
 
 from sessionmem.config import MemorySearchConfig, deep_merge
 from sessionmem.dsn import pg_target
@@ -217,6 +220,42 @@ def no_answer_rates(data: Path, backend: Backend, limit: int | None) -> dict[str
     return {name: (c[0], c[1], c[2]) for name, c in counts.items()}
 
 
+def time_against(
+    data: Path, backend: Backend, against: dict[str, Any], limit: int | None
+) -> tuple[list[float], list[float]]:
+    """Search milliseconds of every question with the backend's settings and with ``against`` merged over
+    them, alternating per question in this process (so load changes fall on both): each conversation's
+    index is copied once synced, and the copy opened with the other settings (nothing to embed again)."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    other_settings = MemorySearchConfig.model_validate(
+        deep_merge(backend.settings.model_dump(by_alias=True, exclude_unset=True), against)
+    )
+    for conv in sorted(p for p in data.iterdir() if (p / "qa.jsonl").is_file()):
+        backend.prepare(str(conv))
+        questions = [json.loads(line)["question"] for line in (conv / "qa.jsonl").read_text().splitlines()]
+        state = backend.state_root / f"{conv.name}-{backend.layout}"
+        copy = backend.state_root / f"{conv.name}-{backend.layout}-against"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(state, copy)
+        other = MemoryIndex.open(
+            "bench", conv, other_settings, state_dir=copy, watch=False, sessions_dir=conv / "sessions"
+        )
+        try:
+            other.sync()
+            for question in questions[:limit]:
+                for index, out in ((backend.index, mine), (other, theirs)):
+                    assert index is not None
+                    started = time.perf_counter()
+                    index.search(SearchRequest(question, max_results=10))
+                    out.append((time.perf_counter() - started) * 1000)
+        finally:
+            other.close()
+            shutil.rmtree(copy, ignore_errors=True)
+    backend.close()
+    return mine, theirs
+
+
 def drop_schemas(dsn: str, schemas: set[str]) -> None:
     """Drop the schemas a ``--store`` run made."""
     import psycopg
@@ -253,6 +292,11 @@ def main() -> None:
     )
     p.add_argument("--state-dir", help="keep the indexes here (their embedding cache serves the next run)")
     p.add_argument("--json", help="also write every figure to this file")
+    p.add_argument(
+        "--time-against",
+        help="JSON merged over the settings: each configuration's searches are also timed with it, "
+        "alternating per question in one process (before / after of a setting)",
+    )
     p.add_argument(
         "--store",
         help="a postgresql:// DSN: index in PostgreSQL (a schema per conversation, dropped afterwards "
@@ -400,6 +444,21 @@ def main() -> None:
                     f"answered with nothing + {flagged} flagged not found, of {total} = {rate:.3f} "
                     f"({verdict(rate, target, lower_is_better=False)} >= {target})",
                 )
+        if args.time_against:
+            against = json.loads(args.time_against)
+            print(
+                f"\nSearch time, every question, alternating (`{json.dumps(against)}` merged: 'against'):\n"
+            )
+            timing_rows = []
+            for config in configs:
+                settings = settings_for(layouts[0], model if config == "minilm" else None, overrides)
+                backend = Backend(layouts[0], settings, state_root, args.store)
+                backends.append(backend)
+                mine, theirs = time_against(data, backend, against, limit)
+                for name, samples in (("as run", mine), ("against", theirs)):
+                    st = stats(samples)
+                    timing_rows.append([config, layouts[0], name, f"{st.p50:.1f}", f"{st.p95:.1f}", st.n])
+            print(table(["search", "layout", "settings", "p50 ms", "p95 ms", "searches"], timing_rows))
         print("\n".join(notes))
     finally:
         if not args.state_dir:

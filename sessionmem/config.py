@@ -119,6 +119,12 @@ class MmrConfig(CamelModel):
     lambda_: float = Field(0.7, ge=0.0, le=1.0, alias="lambda")
 
 
+class SecondStageConfig(CamelModel):
+    # On: the best keyword hits ordered again by where they hold the query's words (search/second_stage.py;
+    # LoCoMo figures in bench/README.md, "Recall II").
+    enabled: bool = True
+
+
 class TemporalDecayConfig(CamelModel):
     enabled: bool = False
     half_life_days: float = Field(30.0, ge=1.0)
@@ -130,6 +136,7 @@ class HybridConfig(CamelModel):
     text_weight: float = Field(0.5, ge=0.0, le=1.0)
     candidate_multiplier: int = Field(4, ge=1, le=20)
     mmr: MmrConfig = MmrConfig()
+    second_stage: SecondStageConfig = SecondStageConfig()
     temporal_decay: TemporalDecayConfig = TemporalDecayConfig()
 
     def normalized_weights(self) -> tuple[float, float]:

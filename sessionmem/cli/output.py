@@ -213,6 +213,7 @@ def format_explanation(result: SearchResult) -> str:
 
     parts = [
         f"fts={num(e.text_score)}" + ("" if e.bm25 is None else f" (bm25 {e.bm25:.3f})"),
+        f"second={num(e.proximity)}/{num(e.trailing)}",
         f"vector={num(e.vector_score)}" + ("" if e.cosine is None else f" (cosine {e.cosine:.3f})"),
         f"merged={num(e.merged)}",
         f"decay={num(e.decay_multiplier)}",

@@ -52,6 +52,8 @@ class ScoreExplanation:
     bm25: float | None = None  # FTS5's raw bm25() rank (lower is better)
     cosine: float | None = None  # raw cosine similarity
     date_weight: float = 1.0  # below 1 when dated outside the time the query names (date_boost)
+    proximity: float = 1.0  # over 1 when the query's words stand together in it (second_stage, (b))
+    trailing: float = 1.0  # below 1 when the hit after it goes on from its best line (second_stage, (a))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,8 @@ class SearchResult:
                 "merged": e.merged,
                 "decay": e.decay_multiplier,
                 "dateWeight": e.date_weight,
+                "proximity": e.proximity,
+                "trailing": e.trailing,
                 "final": e.final,
                 "mmrRank": e.mmr_rank,
                 "vectorPath": e.vector_path,

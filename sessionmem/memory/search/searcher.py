@@ -53,7 +53,7 @@ from sessionmem.clock import date_stamp, user_zone
 from sessionmem.config import MemorySearchConfig
 from sessionmem.errors import EmbeddingError
 from sessionmem.memory.embed.embedder import Embedder
-from sessionmem.memory.search import answer_check, ranking
+from sessionmem.memory.search import answer_check, ranking, second_stage
 from sessionmem.memory.search.calibration import Calibration
 from sessionmem.memory.search.calibration import load as load_calibration
 from sessionmem.memory.search.date_boost import weigh_by_span
@@ -72,6 +72,7 @@ from sessionmem.memory.search.records import (
     VectorPath,
 )
 from sessionmem.memory.store.database import VectorSupport
+from sessionmem.memory.store.fts_tokens import phrase_text
 from sessionmem.memory.store.fts_view import fts_text
 from sessionmem.memory.store.index_sqlite import as_store
 from sessionmem.memory.store.meta import read_meta, stored_width
@@ -87,6 +88,7 @@ log = logging.getLogger(__name__)
 MAX_CANDIDATES = 200
 MIN_CANDIDATES = 120  # the pool of every request up to 30 results: their lists start alike
 FTS_ONLY_MODEL = "fts-only"
+_UNWEIGHED = second_stage.Weight()  # a keyword hit the second stage did not read
 
 
 def candidate_count(max_results: int, multiplier: int) -> int:
@@ -146,6 +148,7 @@ class Searcher:
         self._shape: _IndexShape | None = None
         self._has_fts = False
         self._scan_pool: ThreadPoolExecutor | None = None
+        self._line_tokens: second_stage.LineTokens | None = None  # the index's tokenizer, second stage
         # (index width, query width) once a query embedding did not match the index's vectors
         self.stale_width: tuple[int, int] | None = None
 
@@ -188,6 +191,9 @@ class Searcher:
         if self._scan_pool is not None:
             self._scan_pool.shutdown(wait=True)
             self._scan_pool = None
+        if self._line_tokens is not None:
+            self._line_tokens.close()
+            self._line_tokens = None
 
     def _scan_worker(self) -> ThreadPoolExecutor:
         if self._scan_pool is None:
@@ -333,6 +339,7 @@ class Searcher:
                 rows = self._chunk_rows(list(ranks), list(vector_hits), with_vectors=True)
         coverage = self._coverage(q.terms, [r[1] for r in rows if r[1] in ranks])
         ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
+        second = self._second_stage(q, ranks, rows)  # how the best keyword hits are weighed again
         cal = self.calibration
         out = []
         for r in rows:
@@ -341,7 +348,10 @@ class Searcher:
             cosine = vector_hits.get(cid)
             if cosine is None and q.vector is not None:
                 cosine = _cosine(q.vector, vectors.get(cid) if vectors is not None else r[8])
-            text = ranking.keyword_score(rank, ideal, coverage.get(rowid, 0.0)) if rank is not None else None
+            text = None
+            w = second.get(rowid, _UNWEIGHED)
+            if rank is not None:
+                text = ranking.keyword_score(rank * w.rank, ideal, coverage.get(rowid, 0.0)) * w.evidence
             vector = None if cosine is None else (cal.score(cosine) if cal is not None else max(0.0, cosine))
             out.append(
                 Candidate(
@@ -356,12 +366,43 @@ class Searcher:
                     vector_score=vector,
                     bm25=rank,
                     cosine=cosine,
+                    proximity=w.rank,
+                    trailing=w.evidence,
                     merged=ranking.combine(
                         text, vector, vector_weight=q.vector_weight, text_weight=q.text_weight
                     ),
                 )
             )
         return out
+
+    def _second_stage(
+        self, q: _Query, ranks: dict[int, float], rows: list[tuple[Any, ...]]
+    ) -> dict[int, second_stage.Weight]:
+        """The best ``second_stage.HITS`` keyword hits' weights by where they hold the query's words
+        (``second_stage``), read with the index's tokenizer in two short passes."""
+        if not ranks or not q.phrases or not self._settings.query.hybrid.second_stage.enabled:
+            return {}
+        if self._line_tokens is None:
+            self._line_tokens = second_stage.LineTokens(self._settings.store.fts.tokenizer)
+        reader = self._line_tokens
+        total = self._index_shape().total_rows
+        terms = [
+            second_stage.Term(tuple(tokens), self._keywords.ideal([p], total))
+            for p, tokens in zip(q.phrases, reader.tokens([phrase_text(p) for p in q.phrases]), strict=True)
+            if tokens
+        ]
+        found = [r for r in rows if r[1] in ranks]  # keyword hits come first, in rank order
+        best = found[: second_stage.HITS]
+        lines = [fts_text(str(r[6])).split("\n") for r in best]  # fts_text keeps line breaks as they are
+        places = reader.places(
+            [line for hit_lines in lines for line in hit_lines], {t for m in terms for t in m.tokens}
+        )
+        hits, at = [], 0
+        for r, hit_lines in zip(best, lines, strict=True):
+            hits.append(second_stage.Hit(r[1], r[2], int(r[4]), int(r[5]), places[at : at + len(hit_lines)]))
+            at += len(hit_lines)
+        spans = [second_stage.Place(r[1], r[2], int(r[4]), int(r[5])) for r in found]
+        return second_stage.weights(hits, spans, terms)
 
     def _chunk_rows(self, rowids: list[int], ids: list[str], *, with_vectors: bool) -> list[tuple[Any, ...]]:
         """(id, rowid, path, source, start, end, text, date, embedding) of the keyword hits (by rowid)
@@ -516,6 +557,8 @@ class Searcher:
                 bm25=c.bm25,
                 cosine=c.cosine,
                 date_weight=c.date_weight,
+                proximity=c.proximity,
+                trailing=c.trailing,
             )
         return SearchResult(
             path=c.path,
