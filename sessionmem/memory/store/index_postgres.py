@@ -47,7 +47,7 @@ from sessionmem.memory.store.fts_tokens import (
     tsvector_literal,
 )
 from sessionmem.memory.store.schema import CHUNK_COLUMNS, PG_TABLE_NAMES, PG_TABLES, SCHEMA_VERSION
-from sessionmem.memory.store.seam import MatrixChanges, ScrubNotes
+from sessionmem.memory.store.seam import KeywordChanges, MatrixChanges, ScrubNotes
 
 if TYPE_CHECKING:
     from sessionmem.memory.embed.embedder import Embedder
@@ -335,6 +335,10 @@ class PgStore:
     def matrix_changes(self, model: str, since: object, limit: int) -> MatrixChanges | None:
         return pg_changes.read_changes(self.conn, model, since, limit)
 
+    def keyword_changes(self, since: object, limit: int) -> KeywordChanges | None:
+        """The keyword rows changed since write token ``since`` (``pg_changes.read_keyword_changes``)."""
+        return pg_changes.read_keyword_changes(self.conn, GENERATION_KEY, since, limit)
+
     def chunk_summary(self) -> tuple[int, frozenset[str], frozenset[str]]:
         return pg_changes.chunk_summary(self.conn)
 
@@ -500,7 +504,13 @@ class PgStore:
         if self._keywords is None:
             from sessionmem.memory.store.postgres_keywords import PgKeywordIndex
 
-            self._keywords = PgKeywordIndex(_CurrentConnection(self), self.tokenizer)
+            self._keywords = PgKeywordIndex(
+                _CurrentConnection(self),
+                self.tokenizer,
+                token=self.write_token,
+                changes=self.keyword_changes,
+                opener=self.opener(),
+            )
         return self._keywords
 
     # -- rebuild, lock, second connection -------------------------------------------------------

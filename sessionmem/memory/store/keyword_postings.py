@@ -13,9 +13,15 @@ of several tokens: few rows), whose ``bm25()`` over the whole table is exactly t
 BM25; the two are summed per row, so the result is FTS5's ranking of every matching row: the same rows,
 order (ties: the lower rowid) and scores to float noise.
 
-A state is valid for the write token it was read at. Any write makes it stale (``KeywordIndex.forget``
-or another token): FTS5 answers as before while a background thread, on its own connection, reads the
-index again (~35 s at 1M chunks; not applied row by row yet). A smaller index never loads it.
+A state is valid for the write token it was read at. In SQLite any write makes it stale
+(``KeywordIndex.forget`` or another token): FTS5 answers as before while a background thread, on its own
+connection, reads the index again (~35 s at 1M chunks). A smaller index never loads it.
+
+A store that logs which chunks each write changed (PostgreSQL, ``pg_changes``) keeps its state current
+instead: the search after another host's write reads the changed chunks' keyword rows (``KeywordChanges``)
+and :meth:`PostingsState.changed` applies them: their old rows leave the held words' postings, their
+rows now join them, and the totals, lengths and filter columns follow (``postgres_keywords`` reads the
+first state, ``pg_changes`` the changes).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf, fts_totals, varints
-from sessionmem.memory.store.seam import KeywordFilters
+from sessionmem.memory.store.seam import KeywordChanges, KeywordFilters
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +54,16 @@ class PostingsState:
     rows: int  # FTS5's row count and average length (its averages record), as bm25() reads them
     avg: float
     norm: np.ndarray  # by rowid: k1 * (1 - b + b * length / avg), float64
+    length: np.ndarray  # by rowid: the row's length in tokens, float64 (0: no row)
     words: dict[str, Postings]
     models: np.ndarray  # by rowid: codes into ``names`` (-1: no row)
     sources: np.ndarray
     audiences: np.ndarray
     dates: np.ndarray  # by rowid: "S10" (YYYY-MM-DD in ASCII), b"" when undated
     names: dict[str, int]  # every model, source and audience value -> its code
+    # chunk id -> rowid, for a store that applies changes (``changed``); shared with the state it was
+    # made from and moved on by each change: only the newest state of a line applies changes
+    ids: dict[str, int] | None = None
     masks: dict[tuple[Any, ...], np.ndarray | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     scratch: list[np.ndarray] = field(default_factory=list)
@@ -61,7 +71,7 @@ class PostingsState:
     @property
     def nbytes(self) -> int:
         held = sum(d.nbytes + c.nbytes for d, c in self.words.values())
-        return int(held + self.norm.nbytes + self.models.nbytes * 3 + self.dates.nbytes)
+        return int(held + self.norm.nbytes * 2 + self.models.nbytes * 3 + self.dates.nbytes)
 
     def holds(self, token: str) -> bool:
         return token in self.words
@@ -135,6 +145,78 @@ class PostingsState:
         order = np.lexsort((ids, -scores))[:limit]
         return {int(ids[i]): -float(scores[i]) for i in order}
 
+    def changed(self, changes: KeywordChanges) -> PostingsState:
+        """This state with ``changes`` applied, as of their token: the changed chunks' old rows leave the
+        held words' postings (found through ``ids``), their rows now join them, and the totals, lengths
+        and filter columns follow. Arrays are never written in place: this state stays whole for a
+        search still using it, and the postings of the words no change touched are shared with it."""
+        if self.ids is None:
+            raise ValueError("a state without chunk ids cannot apply changes")
+        ids = self.ids
+        words = dict(self.words)
+        gone = np.array(sorted({ids.pop(cid) for cid in changes.ids if cid in ids}), dtype=np.int64)
+        if len(gone):
+            for term, (docs, counts) in self.words.items():
+                at = np.searchsorted(docs, gone)
+                inside = at < len(docs)
+                at = at[inside][docs[at[inside]] == gone[inside]]
+                if len(at):
+                    words[term] = (np.delete(docs, at), np.delete(counts, at))
+        size = max([len(self.length), *(r.rowid + 1 for r in changes.rows)])
+        length = _resized(self.length, size, 0.0)
+        models, sources, audiences = (
+            _resized(a, size, -1) for a in (self.models, self.sources, self.audiences)
+        )
+        dates = _resized(self.dates, size, b"")
+        names = dict(self.names)
+        added: dict[str, tuple[list[int], list[int]]] = {}
+        for row in changes.rows:
+            at_row = row.rowid
+            ids[row.id] = at_row
+            length[at_row] = row.length
+            models[at_row] = names.setdefault(row.model, len(names))
+            sources[at_row] = names.setdefault(row.source, len(names))
+            audiences[at_row] = names.setdefault(row.audience, len(names))
+            dates[at_row] = (row.date or "").encode()
+            for term, n in row.words.items():
+                if term in words:
+                    held = added.setdefault(term, ([], []))
+                    held[0].append(at_row)
+                    held[1].append(n)
+        for term, (rowids, ns) in added.items():
+            words[term] = _joined(words[term], rowids, ns, size)
+        avg = changes.total_length / changes.total_rows if changes.total_rows else 0.0
+        return PostingsState(
+            changes.token, changes.total_rows, avg, row_norms(length, avg), length, words,
+            models, sources, audiences, dates, names, ids,
+        )  # fmt: skip
+
+
+def row_norms(length: np.ndarray, avg: float) -> np.ndarray:
+    """BM25's length normalisation of each row, k1 * (1 - b + b * length / avg), as FTS5 computes it."""
+    return BM25_K1 * (1 - BM25_B + BM25_B * length / avg) if avg else np.full(len(length), BM25_K1)
+
+
+def _resized(values: np.ndarray, size: int, fill: Any) -> np.ndarray:
+    """A copy of ``values`` ``size`` long, ``fill`` past its end."""
+    out = np.full(size, fill, dtype=values.dtype)
+    out[: len(values)] = values
+    return out
+
+
+def _joined(postings: Postings, rowids: list[int], counts: list[int], size: int) -> Postings:
+    """``postings`` with the rows ``rowids`` (none held yet) and their counts, rowids ascending."""
+    docs, held = postings
+    new_docs = np.asarray(rowids, dtype=np.int64)
+    new_counts = np.asarray(counts, dtype=np.int64)
+    all_docs = np.concatenate([docs.astype(np.int64), new_docs])
+    all_counts = np.concatenate([held.astype(np.int64), new_counts])
+    if np.any(np.diff(new_docs) <= 0) or (len(docs) and new_docs[0] <= docs[-1]):
+        order = np.argsort(all_docs, kind="stable")
+        all_docs, all_counts = all_docs[order], all_counts[order]
+    count_type = np.uint16 if all_counts.max() < 2**16 else np.uint32
+    return all_docs.astype(np.int32 if size < 2**31 else np.int64), all_counts.astype(count_type)
+
 
 def _tuple(values: Sequence[str] | None) -> tuple[str, ...] | None:
     return None if values is None else tuple(values)
@@ -162,7 +244,6 @@ def _read(conn: Any, token: object, share: float) -> PostingsState:
     length = np.zeros(size, dtype=np.float64)
     for rowid, sz in conn.execute("SELECT id, sz FROM chunks_fts_docsize"):
         length[rowid] = sum(varints(bytes(sz)))
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / avg) if avg else np.full(size, BM25_K1)
     names: dict[str, int] = {}
     models = np.full(size, -1, dtype=np.int32)
     sources = np.full(size, -1, dtype=np.int32)
@@ -181,7 +262,8 @@ def _read(conn: Any, token: object, share: float) -> PostingsState:
     )
     held = [str(t) for t, d in conn.execute("SELECT term, doc FROM temp.kw_rows") if d >= share * rows]
     words = {term: _postings(conn, term, size) for term in held}
-    return PostingsState(token, rows, avg, norm, words, models, sources, audiences, dates, names)
+    norm = row_norms(length, avg)
+    return PostingsState(token, rows, avg, norm, length, words, models, sources, audiences, dates, names)
 
 
 def _postings(conn: Any, term: str, size: int) -> Postings:
@@ -197,11 +279,17 @@ def _postings(conn: Any, term: str, size: int) -> Postings:
     return docs[starts].astype(dtype), counts.astype(np.uint16 if counts.max() < 2**16 else np.uint32)
 
 
+Reader = Callable[[Any, object], PostingsState]  # (a second connection, its write token) -> a full load
+Updater = Callable[[PostingsState], "PostingsState | None"]  # a stale state made current, None: reload
+
+
 class KeywordMatrix:
     """The current ``PostingsState`` of one searching connection, loaded in the background.
 
     ``current()``: the state when it is valid for the connection's write token, else None (FTS5
-    answers) after starting a load. ``forget()`` after a write.
+    answers) after starting a load. ``forget()`` after a write. ``read``: how a load reads the index
+    (SQLite's FTS5 tables by default); ``update``: how a stale state is made current from the store's
+    change log, in the search asking (a store without a log: None, a stale state is reloaded whole).
     """
 
     def __init__(
@@ -209,10 +297,14 @@ class KeywordMatrix:
         token: Callable[[], object],
         opener: Callable[[], Any],
         *,
+        read: Reader | None = None,
+        update: Updater | None = None,
         load_hold_s: float = LOAD_HOLD_S,
     ) -> None:
         self._token = token
         self._open = opener
+        self._read = read or read_postings
+        self._update = update
         self._load_hold_s = load_hold_s
         self._state: PostingsState | None = None
         self._generation = 0
@@ -220,15 +312,32 @@ class KeywordMatrix:
         self._load: threading.Thread | None = None
         self.error: str | None = None
         self.loads = 0  # completed loads, for tests and status
+        self.updates = 0  # stale states made current from the change log
 
     def forget(self) -> None:
+        if self._update is not None:
+            return  # the write token tells a stale state, which the change log then updates
         self._generation += 1
         self._state = None
 
     def current(self) -> PostingsState | None:
         state = self._state
-        if state is not None and state.token == self._token():
+        if state is None:
+            self._start()
+            return None
+        token = self._token()
+        if state.token == token:
             return state
+        if self._update is not None:
+            try:
+                fresh = self._update(state)
+            except BaseException:
+                self._state = None  # half applied, perhaps: a load reads it whole
+                raise
+            if fresh is not None:
+                self._state = fresh
+                self.updates += 1
+                return fresh if fresh.token == token else None
         self._state = None
         self._start()
         return None
@@ -261,7 +370,7 @@ class KeywordMatrix:
         try:
             store = self._open()
             try:
-                state = read_postings(store, token)
+                state = self._read(store, token)
             finally:
                 store.close()
         except Exception as exc:  # FTS5 keeps answering; the next search tries again
