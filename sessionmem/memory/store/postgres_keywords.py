@@ -219,6 +219,9 @@ class PgKeywordIndex(KeywordIndex):
         held = [i for i, t in enumerate(tokens) if len(t) == 1 and state.holds(t[0])]
         if not held:
             return None
+        for i in held:  # its count is its postings' (the ideal score asks for it next)
+            if not self.cached(phrases[i]):
+                self.remember(phrases[i], state.held_by(tokens[i][0]))
         others = [i for i, t in enumerate(tokens) if t and i not in held]
         found: dict[int, float] = {}
         if others:
