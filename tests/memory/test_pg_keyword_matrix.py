@@ -15,7 +15,7 @@ import pytest
 from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.query_terms import fts_phrases
-from sessionmem.memory.store import keyword_postings, postgres_keywords
+from sessionmem.memory.store import postgres_keywords
 from sessionmem.memory.store.index_postgres import PgStore
 from sessionmem.memory.store.postgres_keywords import PgKeywordIndex
 from sessionmem.memory.store.seam import KeywordFilters
@@ -51,7 +51,7 @@ def _note(day: int, lines: range) -> str:
 @pytest.fixture
 def pg(monkeypatch: pytest.MonkeyPatch) -> Iterator[StoreUnderTest]:
     monkeypatch.setattr(postgres_keywords, "MATRIX_MIN_ROWS", 100)
-    monkeypatch.setattr(keyword_postings, "HELD_SHARE", 0.05)
+    monkeypatch.setattr(postgres_keywords, "HELD_SHARE", 0.05)
     with store_under_test("postgresql") as store:
         yield store
 

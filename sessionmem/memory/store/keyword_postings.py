@@ -61,9 +61,7 @@ class PostingsState:
     audiences: np.ndarray
     dates: np.ndarray  # by rowid: "S10" (YYYY-MM-DD in ASCII), b"" when undated
     names: dict[str, int]  # every model, source and audience value -> its code
-    # chunk id -> rowid, for a store that applies changes (``changed``); shared with the state it was
-    # made from and moved on by each change: only the newest state of a line applies changes
-    ids: dict[str, int] | None = None
+    rows_index: RowIndex | None = None  # for a store that applies changes (``changed``)
     masks: dict[tuple[Any, ...], np.ndarray | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     scratch: list[np.ndarray] = field(default_factory=list)
@@ -150,18 +148,14 @@ class PostingsState:
         held words' postings (found through ``ids``), their rows now join them, and the totals, lengths
         and filter columns follow. Arrays are never written in place: this state stays whole for a
         search still using it, and the postings of the words no change touched are shared with it."""
-        if self.ids is None:
-            raise ValueError("a state without chunk ids cannot apply changes")
-        ids = self.ids
+        index = self.rows_index
+        if index is None:
+            raise ValueError("a state without a row index cannot apply changes")
         words = dict(self.words)
-        gone = np.array(sorted({ids.pop(cid) for cid in changes.ids if cid in ids}), dtype=np.int64)
-        if len(gone):
-            for term, (docs, counts) in self.words.items():
-                at = np.searchsorted(docs, gone)
-                inside = at < len(docs)
-                at = at[inside][docs[at[inside]] == gone[inside]]
-                if len(at):
-                    words[term] = (np.delete(docs, at), np.delete(counts, at))
+        for term, rowids in index.take(changes.ids).items():
+            docs, counts = words[term]
+            at = np.searchsorted(docs, np.array(sorted(rowids), dtype=np.int64))
+            words[term] = (np.delete(docs, at), np.delete(counts, at))
         size = max([len(self.length), *(r.rowid + 1 for r in changes.rows)])
         length = _resized(self.length, size, 0.0)
         models, sources, audiences = (
@@ -172,7 +166,7 @@ class PostingsState:
         added: dict[str, tuple[list[int], list[int]]] = {}
         for row in changes.rows:
             at_row = row.rowid
-            ids[row.id] = at_row
+            index.put(row.id, at_row, [t for t in row.words if t in words])
             length[at_row] = row.length
             models[at_row] = names.setdefault(row.model, len(names))
             sources[at_row] = names.setdefault(row.source, len(names))
@@ -188,8 +182,51 @@ class PostingsState:
         avg = changes.total_length / changes.total_rows if changes.total_rows else 0.0
         return PostingsState(
             changes.token, changes.total_rows, avg, row_norms(length, avg), length, words,
-            models, sources, audiences, dates, names, ids,
+            models, sources, audiences, dates, names, index,
         )  # fmt: skip
+
+
+class RowIndex:
+    """Where each chunk's row is and which held words each row holds: what applying a change needs to
+    take a changed chunk's old row out of the postings (its keyword row is gone from the store by then).
+    The rows of the load are kept as one array of word indexes sorted by rowid (``starts``: where each
+    row's begin), rows written since in a dict. Shared by the states of one line and moved on by each
+    change: only the newest state of a line applies changes."""
+
+    def __init__(self, ids: dict[str, int], words: dict[str, Postings], size: int) -> None:
+        self.ids = ids  # chunk id -> rowid
+        self.terms = list(words)
+        self._term_index = {t: i for i, t in enumerate(self.terms)}
+        docs = [words[t][0] for t in self.terms]
+        all_docs = np.concatenate(docs).astype(np.int64) if docs else np.zeros(0, dtype=np.int64)
+        which = np.repeat(np.arange(len(docs), dtype=np.int32), [len(d) for d in docs])
+        self._held = which[np.argsort(all_docs, kind="stable")]
+        self._starts = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(all_docs, minlength=size), out=self._starts[1:])
+        self._written: dict[int, list[int]] = {}  # rowid -> word indexes, rows written since the load
+
+    def take(self, chunk_ids: Sequence[str]) -> dict[str, list[int]]:
+        """Forget the rows of ``chunk_ids``; {held word: the rowids among them holding it}."""
+        out: dict[str, list[int]] = {}
+        for cid in chunk_ids:
+            rowid = self.ids.pop(cid, None)
+            if rowid is None:
+                continue
+            held = self._written.pop(rowid, None)
+            if held is None:
+                held = (
+                    self._held[self._starts[rowid] : self._starts[rowid + 1]].tolist()
+                    if rowid < len(self._starts) - 1
+                    else []
+                )
+            for i in held:
+                out.setdefault(self.terms[i], []).append(rowid)
+        return out
+
+    def put(self, chunk_id: str, rowid: int, held: Sequence[str]) -> None:
+        """Chunk ``chunk_id`` is row ``rowid`` now, holding the ``held`` words."""
+        self.ids[chunk_id] = rowid
+        self._written[rowid] = [self._term_index[t] for t in held]
 
 
 def row_norms(length: np.ndarray, avg: float) -> np.ndarray:

@@ -8,7 +8,7 @@ The keyword matrix (``keyword_postings``) serves a large index here too.
 Trigger: ``chunks_fts`` holds at least :data:`MATRIX_MIN_ROWS` rows.
 Why: the keyword statement scores every row holding a query's words; a word held by thousands of rows
 cost 25-50 ms a search at 100k chunks on a loaded 2-core host.
-Outcome: the postings of the words held by ``keyword_postings.HELD_SHARE`` of the rows are read once in
+Outcome: the postings of the words held by :data:`HELD_SHARE` of the rows (0.2%) are read once in
 the background (:func:`read_pg_postings`) and scored in numpy; the statement ranks only the query's
 other phrases (rare words, phrases of several tokens), whose ranks are their share of the full BM25: the
 result is the statement's (the same rows, order and scores). After a write, by this host or another,
@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sessionmem.memory.store import keyword_postings
 from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
 from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf
-from sessionmem.memory.store.keyword_postings import KeywordMatrix, PostingsState, row_norms
+from sessionmem.memory.store.keyword_postings import KeywordMatrix, PostingsState, RowIndex, row_norms
 from sessionmem.memory.store.pg_changes import keyword_totals
 from sessionmem.memory.store.seam import KeywordChanges, KeywordFilters
 from sessionmem.memory.store.sqlite_keywords import KeywordIndex, bound, split_common
@@ -38,6 +37,9 @@ if TYPE_CHECKING:
 # Keyword rows from which the keyword matrix serves (``keyword_postings``): at 100k chunks the statement
 # took 25-50 ms for a common word (bench_pg_hosts_search.py).
 MATRIX_MIN_ROWS = 50_000
+# Words held by this share of the rows keep their postings: the statement then ranks only words of fewer
+# rows (200 at 100k: ~2 ms). At 100k chunks of the bench's index: 4.4k words, 38 MB with the row index.
+HELD_SHARE = 0.002
 CHANGES_AT_LEAST = 1024  # changed chunks the matrix always applies; more than this and an eighth: a load
 _LOAD_BATCH = 8192
 
@@ -359,7 +361,8 @@ class PgKeywordIndex(KeywordIndex):
 def read_pg_postings(store: Any, token: object, *, share: float | None = None) -> PostingsState:
     """A ``PostingsState`` of every keyword row, read through ``store`` (a second ``PgStore``) in one
     snapshot, current for that snapshot's write token (``token``, asked before, may be older): the words
-    held by ``share`` of the rows (None: ``HELD_SHARE``), each row's length, filter columns and chunk id."""
+    held by ``share`` of the rows (None: :data:`HELD_SHARE`), each row's length, filter columns and
+    chunk id."""
     with store.snapshot():
         token = store.write_token()
         conn = store.conn
@@ -385,7 +388,7 @@ def read_pg_postings(store: Any, token: object, *, share: float | None = None) -
             sources[at] = [names.setdefault(r[4], len(names)) for r in batch]
             audiences[at] = [names.setdefault(r[5], len(names)) for r in batch]
             dates[at] = [(r[6] or "").encode() for r in batch]
-        least = (keyword_postings.HELD_SHARE if share is None else share) * rows
+        least = (HELD_SHARE if share is None else share) * rows
         held = [str(r[0]) for r in conn.execute("SELECT lexeme FROM chunks_fts_df WHERE df >= %s", (least,))]
         words = {}
         found = conn.execute(
@@ -402,5 +405,6 @@ def read_pg_postings(store: Any, token: object, *, share: float | None = None) -
                 np.array(str(counts).split(), dtype=np.uint16),
             )
     return PostingsState(
-        token, rows, avg, row_norms(length, avg), length, words, models, sources, audiences, dates, names, ids
-    )
+        token, rows, avg, row_norms(length, avg), length, words, models, sources, audiences, dates, names,
+        RowIndex(ids, words, size),
+    )  # fmt: skip
