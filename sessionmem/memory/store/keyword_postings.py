@@ -350,6 +350,12 @@ class KeywordMatrix:
         self.error: str | None = None
         self.loads = 0  # completed loads, for tests and status
         self.updates = 0  # stale states made current from the change log
+        self._updating = threading.Lock()  # one update at a time: it moves the state's row index on
+
+    @property
+    def loaded(self) -> bool:
+        """Whether a state is held (current or not)."""
+        return self._state is not None
 
     def forget(self) -> None:
         if self._update is not None:
@@ -366,15 +372,19 @@ class KeywordMatrix:
         if state.token == token:
             return state
         if self._update is not None:
-            try:
-                fresh = self._update(state)
-            except BaseException:
-                self._state = None  # half applied, perhaps: a load reads it whole
-                raise
-            if fresh is not None:
-                self._state = fresh
-                self.updates += 1
-                return fresh if fresh.token == token else None
+            with self._updating:
+                state = self._state
+                if state is not None and state.token == token:  # another thread updated it meanwhile
+                    return state
+                try:
+                    fresh = self._update(state) if state is not None else None
+                except BaseException:
+                    self._state = None  # half applied, perhaps: a load reads it whole
+                    raise
+                if fresh is not None:
+                    self._state = fresh
+                    self.updates += 1
+                    return fresh if fresh.token == token else None
         self._state = None
         self._start()
         return None

@@ -42,6 +42,7 @@ MATRIX_MIN_ROWS = 50_000
 HELD_SHARE = 0.002
 CHANGES_AT_LEAST = 1024  # changed chunks the matrix always applies; more than this and an eighth: a load
 _LOAD_BATCH = 8192
+_PHRASES_KEPT = 10_000  # phrases whose tokens are cached
 
 # ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n
 # (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
@@ -147,8 +148,26 @@ class PgKeywordIndex(KeywordIndex):
         changes = self._changes(state.token, max(CHANGES_AT_LEAST, state.rows // 8))
         return state.changed(changes) if changes is not None else None
 
+    def _postings(self) -> PostingsState | None:
+        """The keyword matrix's state, made current for this snapshot when it was loaded (else when the
+        index is large, a load starts); its totals are then the statement's (no round trip for them)."""
+        matrix = self.matrix()
+        if matrix is None or not (matrix.loaded or self._large()):
+            return None
+        state = matrix.current()
+        if state is not None and self._stats is None:
+            self._stats = state.rows, state.avg
+        return state
+
     def _tokens(self, phrases: Sequence[str]) -> list[list[str]]:
-        return self._tokenizer.tokens([phrase_text(p) for p in phrases])
+        """Each phrase's FTS5 tokens (cached: a search asks for them several times, ~0.5 ms a call)."""
+        known = self._phrase_tokens_read
+        missing = [p for p in dict.fromkeys(phrases) if p not in known]
+        if missing:
+            if len(known) > _PHRASES_KEPT:
+                known.clear()
+            known.update(zip(missing, self._tokenizer.tokens([phrase_text(p) for p in missing]), strict=True))
+        return [known[p] for p in phrases]
 
     def count_hits(self, phrase: str) -> int:
         query = tsquery_literal(self._tokens([phrase]))
