@@ -69,7 +69,8 @@ class PostingsState:
     @property
     def nbytes(self) -> int:
         held = sum(d.nbytes + c.nbytes for d, c in self.words.values())
-        return int(held + self.norm.nbytes * 2 + self.models.nbytes * 3 + self.dates.nbytes)
+        index = self.rows_index.nbytes if self.rows_index is not None else 0
+        return int(held + index + self.norm.nbytes * 2 + self.models.nbytes * 3 + self.dates.nbytes)
 
     def holds(self, token: str) -> bool:
         return token in self.words
@@ -199,11 +200,16 @@ class RowIndex:
         self._term_index = {t: i for i, t in enumerate(self.terms)}
         docs = [words[t][0] for t in self.terms]
         all_docs = np.concatenate(docs).astype(np.int64) if docs else np.zeros(0, dtype=np.int64)
-        which = np.repeat(np.arange(len(docs), dtype=np.int32), [len(d) for d in docs])
+        index_type = np.uint16 if len(docs) < 2**16 else np.int32  # half the bytes for most indexes
+        which = np.repeat(np.arange(len(docs), dtype=index_type), [len(d) for d in docs])
         self._held = which[np.argsort(all_docs, kind="stable")]
         self._starts = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(all_docs, minlength=size), out=self._starts[1:])
         self._written: dict[int, list[int]] = {}  # rowid -> word indexes, rows written since the load
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._held.nbytes + self._starts.nbytes)
 
     def take(self, chunk_ids: Sequence[str]) -> dict[str, list[int]]:
         """Forget the rows of ``chunk_ids``; {held word: the rowids among them holding it}."""
@@ -244,15 +250,15 @@ def _resized(values: np.ndarray, size: int, fill: Any) -> np.ndarray:
 def _joined(postings: Postings, rowids: list[int], counts: list[int], size: int) -> Postings:
     """``postings`` with the rows ``rowids`` (none held yet) and their counts, rowids ascending."""
     docs, held = postings
-    new_docs = np.asarray(rowids, dtype=np.int64)
-    new_counts = np.asarray(counts, dtype=np.int64)
-    all_docs = np.concatenate([docs.astype(np.int64), new_docs])
-    all_counts = np.concatenate([held.astype(np.int64), new_counts])
+    row_type = np.int32 if size < 2**31 else np.int64
+    count_type = np.uint16 if max(counts) < 2**16 and held.dtype == np.uint16 else np.uint32
+    new_docs = np.asarray(rowids, dtype=row_type)
+    all_docs = np.concatenate([docs.astype(row_type, copy=False), new_docs])
+    all_counts = np.concatenate([held.astype(count_type, copy=False), np.asarray(counts, dtype=count_type)])
     if np.any(np.diff(new_docs) <= 0) or (len(docs) and new_docs[0] <= docs[-1]):
         order = np.argsort(all_docs, kind="stable")
         all_docs, all_counts = all_docs[order], all_counts[order]
-    count_type = np.uint16 if all_counts.max() < 2**16 else np.uint32
-    return all_docs.astype(np.int32 if size < 2**31 else np.int64), all_counts.astype(count_type)
+    return all_docs, all_counts
 
 
 def _tuple(values: Sequence[str] | None) -> tuple[str, ...] | None:
