@@ -9,11 +9,12 @@ Trigger: ``chunks_fts`` holds at least :data:`MATRIX_MIN_ROWS` rows.
 Why: the keyword statement scores every row holding a query's words; a word held by thousands of rows
 cost 25-50 ms a search at 100k chunks on a loaded 2-core host.
 Outcome: the postings of the words held by :data:`HELD_SHARE` of the rows (0.2%) are read once in
-the background (:func:`read_pg_postings`) and scored in numpy; the statement ranks only the query's
-other phrases (rare words, phrases of several tokens), whose ranks are their share of the full BM25: the
-result is the statement's (the same rows, order and scores). After a write, by this host or another,
-the search reads the changed chunks' keyword rows from the change log (``pg_changes``) and the matrix
-applies them (``PostingsState.changed``) rather than loading again: it stays current.
+the background on a second connection (:func:`read_pg_postings`) and scored in numpy; the statement
+ranks only the query's other phrases (rare words, phrases of several tokens), whose ranks are their
+share of the full BM25: the result is the statement's (the same rows, order and scores). After a
+write, by this host or another, the search reads the changed chunks' keyword rows from the change log
+(``pg_changes``) and the matrix applies them (``PostingsState.changed``) rather than loading again: it
+stays current.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 # took 25-50 ms for a common word (bench_pg_hosts_search.py).
 MATRIX_MIN_ROWS = 50_000
 # Words held by this share of the rows keep their postings: the statement then ranks only words of fewer
-# rows (200 at 100k: ~2 ms). At 100k chunks of the bench's index: 4.4k words, 38 MB with the row index.
+# rows (200 at 100k: ~2 ms). The bench's 100k chunks: 3,571 words, 48 MB with the row index, loaded in
+# 15 s (the statement answers meanwhile); about ten times that at 1M (not measured).
 HELD_SHARE = 0.002
 CHANGES_AT_LEAST = 1024  # changed chunks the matrix always applies; more than this and an eighth: a load
 _LOAD_BATCH = 8192
