@@ -146,7 +146,7 @@ class PostingsState:
 
     def changed(self, changes: KeywordChanges) -> PostingsState:
         """This state with ``changes`` applied, as of their token: the changed chunks' old rows leave the
-        held words' postings (found through ``ids``), their rows now join them, and the totals, lengths
+        held words' postings (found through the row index), their rows now join them, and the totals, lengths
         and filter columns follow. Arrays are never written in place: this state stays whole for a
         search still using it, and the postings of the words no change touched are shared with it."""
         index = self.rows_index
@@ -190,8 +190,8 @@ class PostingsState:
 class RowIndex:
     """Where each chunk's row is and which held words each row holds: what applying a change needs to
     take a changed chunk's old row out of the postings (its keyword row is gone from the store by then).
-    The rows of the load are kept as one array of word indexes sorted by rowid (``starts``: where each
-    row's begin), rows written since in a dict. Shared by the states of one line and moved on by each
+    The rows of the load are kept as one array of word indexes sorted by rowid (``_starts``: where each
+    row's words begin), rows written since in a dict. Shared by the states of one line and moved on by each
     change: only the newest state of a line applies changes."""
 
     def __init__(self, ids: dict[str, int], words: dict[str, Postings], size: int) -> None:
