@@ -2,7 +2,8 @@
 
 Trigger: one host writes (a sync, a forget) while another holds the index's vectors in memory.
 Why: the other host's matrix only knew that the write generation moved, so it read every vector again
-before its next vector query: ~1.2 s at 100k chunks, for a note of a few chunks.
+before its next vector query: ~1.2 s at 100k chunks, for a note of a few chunks. The keyword matrix
+(``keyword_postings``) reads the changed chunks' keyword rows the same way (:func:`read_keyword_changes`).
 Outcome: triggers on ``chunks`` (``schema.PG_CHANGE_FUNCTIONS``) log each changed chunk id with the
 write generation its transaction commits with; a stale matrix holding generation ``g`` reads the ids
 logged after ``g`` and the rows they now have (:func:`read_changes`), and applies them
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessionmem.memory.store.schema import PG_CHANGE_FUNCTIONS, PG_CHANGE_TRIGGERS, PG_FTS_TRIGGERS
-from sessionmem.memory.store.seam import MatrixChanges
+from sessionmem.memory.store.seam import KeywordChanges, KeywordRow, MatrixChanges
 
 # The log holds every change of a generation above this (meta); a matrix older than it loads every row.
 CHANGES_FROM_KEY = "changes_from"
@@ -123,3 +124,52 @@ def read_changes(conn: Any, model: str, since: object, limit: int) -> MatrixChan
     if len(ids) > limit:
         return None
     return MatrixChanges(ids, [tuple(r[1:]) for r in found if r[3] is not None])
+
+
+def read_keyword_changes(conn: Any, generation_key: str, since: object, limit: int) -> KeywordChanges | None:
+    """The chunks changed after write generation ``since`` and the keyword rows of those that have one now
+    (each token's count: its positions in the tsvector, what the keyword statement's ``ts_rank`` counts),
+    with the generation and keyword totals of the same snapshot; None when the log does not reach back to
+    ``since`` or holds more than ``limit`` ids."""
+    try:
+        held = int(str(since))
+    except ValueError:
+        return None
+    # One round trip, one statement (one snapshot even outside a transaction)
+    found = conn.execute(
+        "SELECT f.floor, f.generation, f.rows, f.length, x.id, x.rowid, x.fts_len, x.model, x.source,"
+        " x.audience, x.date, x.lexemes, x.counts"
+        " FROM (SELECT (SELECT value::bigint FROM meta WHERE key = %s) AS floor,"
+        "  (SELECT value FROM meta WHERE key = %s) AS generation,"
+        "  (SELECT rows FROM chunks_fts_totals) AS rows, (SELECT length FROM chunks_fts_totals) AS length) f"
+        " LEFT JOIN ("
+        "  SELECT i.id, c.rowid, k.fts_len, c.model, c.source, c.audience, c.date, w.lexemes, w.counts"
+        "  FROM (SELECT DISTINCT id FROM chunk_changes WHERE generation > %s LIMIT %s) i"
+        "  LEFT JOIN chunks c ON c.id = i.id LEFT JOIN chunks_fts k ON k.rowid = c.rowid"
+        "  LEFT JOIN LATERAL (SELECT array_agg(u.lexeme ORDER BY u.lexeme) AS lexemes,"
+        "   array_agg(cardinality(u.positions) ORDER BY u.lexeme) AS counts FROM unnest(k.fts) u) w ON true"
+        " ) x ON true",
+        (CHANGES_FROM_KEY, generation_key, held, limit + 1),
+    ).fetchall()
+    floor = found[0][0]
+    if floor is None or held < int(floor):
+        return None
+    ids = [r[4] for r in found if r[4] is not None]
+    if len(ids) > limit:
+        return None
+    rows = [
+        KeywordRow(
+            r[4],
+            int(r[5]),
+            int(r[6]),
+            r[7],
+            r[8],
+            r[9],
+            r[10],
+            dict(zip(r[11] or (), r[12] or (), strict=True)),
+        )
+        for r in found
+        if r[6] is not None
+    ]
+    generation, total_rows, total_length = found[0][1:4]
+    return KeywordChanges(generation, int(total_rows or 0), int(total_length or 0), ids, rows)

@@ -77,6 +77,34 @@ class MatrixChanges:
     rows: list[Sequence[Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class KeywordRow:
+    """A chunk's keyword row as the keyword matrix keeps it (``keyword_postings``): its rowid and chunk id,
+    its length in tokens (BM25's), the columns the keyword filters read, and each of its tokens' count."""
+
+    id: str
+    rowid: int
+    length: int
+    model: str
+    source: str
+    audience: str
+    date: str | None
+    words: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordChanges:
+    """What a store's change log says was written since a keyword matrix's write token: the token it
+    was read at, the keyword table's row count and total length then, every chunk id inserted, updated or
+    deleted (``ids``), and the keyword rows of those that have one now (``rows``)."""
+
+    token: object
+    total_rows: int
+    total_length: int
+    ids: list[str]
+    rows: list[KeywordRow]
+
+
 class KeywordSearch(Protocol):
     """Keyword reads for one query at a time; ``forget()`` after every index write."""
 

@@ -106,11 +106,19 @@ class KeywordIndex:
     def matrix(self) -> KeywordMatrix | None:
         """The keyword matrix of this connection (None: no second connection to load it through)."""
         if self._matrix is None and self._opener is not None:
-            from sessionmem.memory.store.keyword_postings import KeywordMatrix
-
-            conn = self._conn
-            self._matrix = KeywordMatrix(lambda: write_token(conn), self._opener)
+            self._matrix = self._new_matrix(self._opener)
         return self._matrix
+
+    def _new_matrix(self, opener: Callable[[], Any]) -> KeywordMatrix:
+        """A keyword matrix for this connection, loaded through ``opener``'s connections."""
+        from sessionmem.memory.store.keyword_postings import KeywordMatrix
+
+        conn = self._conn
+        return KeywordMatrix(lambda: write_token(conn), opener)
+
+    def _min_rows(self) -> int:
+        """The rows from which the keyword matrix serves."""
+        return MATRIX_MIN_ROWS if self._matrix_min_rows is None else self._matrix_min_rows
 
     def warm(self) -> None:
         """Load the keyword matrix of a large index now, rather than in the background after a search."""
@@ -120,8 +128,7 @@ class KeywordIndex:
                 matrix.wait()
 
     def _large(self) -> bool:
-        least = MATRIX_MIN_ROWS if self._matrix_min_rows is None else self._matrix_min_rows
-        return self._opener is not None and self._totals()[0] >= least
+        return self._opener is not None and self._totals()[0] >= self._min_rows()
 
     def _postings(self) -> PostingsState | None:
         """The keyword matrix's state when the index is large, and it is loaded and current (else a
