@@ -245,7 +245,8 @@ class MatrixVectors:
             state.codes is not None and not exact
         ):  # a large matrix: exact scores for the rows its sign bits choose
             rows = state.codes.candidates(q, candidate_count(state.rows, k), mask)
-            return _top_k([state.ids[i] for i in rows.tolist()], dot_rows(state.matrix[rows], q), k)
+            scores = dot_rows(np.take(state.matrix, rows, axis=0), q)  # take: ~1 ms less than [rows]
+            return _top_k([state.ids[i] for i in rows.tolist()], scores, k)
         scores = dot_rows(state.matrix, q)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
