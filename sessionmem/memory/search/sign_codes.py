@@ -20,8 +20,8 @@ candidates lost a top-6 row at 100k and at 300k, so the count stays. Counting ev
 worse (98.0% at 300k), and so did centring the bits on the mean vector (tests/memory/test_sign_codes.py
 checks vectors shaped like these). The pass costs ~1 ms at 100k and the rescoring ~3: measured there,
 every row scored 9.5 / 17.4 ms and the sign-bit path 6.3 / 12.1 (p50 / p95, the same 999 questions
-alternating, with the same top 6 for all), while at 50k it is no faster (4.9 against 5.7 ms): so it
-starts at 100k rows.
+alternating, with the same top 6 for all; 11.9 / 24.2 against 8.5 / 16.9 in a busier run), while at 50k
+it is no faster (4.9 against 5.7 ms): so it starts at 100k rows.
 
 A smaller index is scanned whole, as before: exact. So is a query whose filters (sources, audience,
 dates) leave no more rows than the candidate count.
