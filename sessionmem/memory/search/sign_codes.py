@@ -35,7 +35,7 @@ COARSE_MIN_ROWS = 100_000
 # Rows rescored exactly: CANDIDATE_FACTOR times k, and at least CANDIDATE_SHARE of the rows.
 CANDIDATE_FACTOR = 80
 CANDIDATE_SHARE = 1 / 100
-_BUILD_ROWS = 65_536  # rows encoded at a time: the temporaries stay a few tens of MB
+_BUILD_ROWS = 16_384  # rows encoded at a time: the temporaries stay a few MB
 
 
 def candidate_count(rows: int, k: int) -> int:
