@@ -48,6 +48,7 @@ SCRIPTS = (
     "recall",
     "search",
     "keyword_postings",
+    "sign_codes",
 )
 
 

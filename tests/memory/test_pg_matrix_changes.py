@@ -17,7 +17,7 @@ from sessionmem.config import MemorySearchConfig
 from sessionmem.memory.embed.embedder import EmbedderSelection
 from sessionmem.memory.index import MemoryIndex
 from sessionmem.memory.search.records import SearchRequest
-from tests.memory.stores import StoreUnderTest, rows, run, store_under_test
+from tests.memory.stores import StoreUnderTest, open_store, rows, run, store_under_test
 from tests.memory.support import HashEmbedder
 
 NOTES = 60
@@ -162,6 +162,7 @@ def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_loa
     import numpy as np
 
     from sessionmem.memory.search.matrix_rows import MatrixState
+    from sessionmem.memory.search.sign_codes import SignCodes
     from sessionmem.memory.store.seam import MatrixChanges
 
     rng = np.random.default_rng(3)
@@ -190,7 +191,93 @@ def test_changes_that_outgrow_the_room_or_delete_a_quarter_compact_to_what_a_loa
         assert state.rows == len(live) == len(rows)
         assert {state.ids[i]: state.matrix[i].tobytes() for i in live} == {c: r[2] for c, r in rows.items()}
         assert state.codes is not None and state.codes.rows == len(state.ids)  # the new rows' bits too
+        assert np.array_equal(state.codes.codes, SignCodes(state.matrix).codes)  # each row's own bits
     assert state.dead * 4 <= len(state.ids)  # compacted on the way
+
+
+class RotatedHashEmbedder(HashEmbedder):
+    """HashEmbedder's vectors turned by one fixed rotation: the same cosines, but signs on every dimension
+    (a bag of words has none below zero), as a sentence model's vectors have."""
+
+    def __init__(self) -> None:
+        super().__init__(model="hash-rotated")
+        import numpy as np
+
+        self.rotation = np.linalg.qr(np.random.default_rng(7).normal(size=(64, 64)))[0].astype(np.float32)
+
+    def embed_query(self, text: str) -> Any:
+        return super().embed_query(text) @ self.rotation
+
+    def embed_documents(self, texts: Any, progress: Any = None) -> Any:
+        return super().embed_documents(texts, progress) @ self.rotation
+
+
+def test_a_matrix_past_the_coarse_threshold_follows_writes_and_answers_as_a_fresh_load(
+    workspace: Path, tmp_path: Path, pg: StoreUnderTest
+) -> None:
+    """The sign-bit path (sign_codes.py) on a matrix that follows another host's writes: new, edited and
+    deleted notes; each question's nearest notes are those a matrix loaded afresh finds (it reads every
+    row), and a new or edited note is found by its own words."""
+    from sessionmem.memory.search.vectors import MatrixVectors
+
+    memory = workspace / "memory"
+    words = ("quokka", "zebra", "otter", "heron", "marmot", "badger", "lynx", "ibis")
+    for i in range(300):  # more rows than the 160 candidates of a top 2: the sign bits choose
+        picked = " ".join(words[(i * j) % len(words)] for j in (1, 3, 5))
+        (memory / f"n{i:03d}.md").write_text(f"- note {i} about {picked}, topic{i % 37}.\n")
+    embedder = RotatedHashEmbedder()
+    written = {  # the notes host A writes, each after the last, and the deletions among them
+        "new.md": "- quokka zebra otter, a new note about lynx\n",
+        "n003.md": "- heron marmot lynx, edited with ibis\n",
+        "n005.md": None,
+        "n1xx": None,  # n100-n179: past a quarter of the rows, so the matrix is compacted
+        "late.md": "- ibis badger heron, late note on otter\n",
+    }
+    questions = [f"{a} {b} topic{t}" for a, b, t in zip(words[:5], words[3:], range(5), strict=True)]
+    questions += [text[2:-1] for text in written.values() if text]
+    vectors = {q: embedder.embed_query(q) for q in questions}
+    selection = EmbedderSelection(embedder, "test")
+    with MemoryIndex.open(
+        "main", workspace, config(pg), state_dir=tmp_path / "a", selection=selection, watch=False
+    ) as a:
+        a.sync()
+        ((model,),) = rows(a, "SELECT DISTINCT model FROM chunks")
+        follower = open_store(a)
+        try:
+            matrix = MatrixVectors(follower, coarse_min_rows=100)
+
+            def nearest() -> dict[str, list[tuple[str, float]]]:
+                """Each question's two nearest rows on the following matrix, checked against a fresh load."""
+                fresh_store = open_store(a)
+                try:
+                    fresh = MatrixVectors(fresh_store, coarse_min_rows=100)
+                    out = {}
+                    for q, vec in vectors.items():
+                        out[q] = matrix.knn(vec, 2, model=model, sources=("memory",))
+                        assert out[q] == fresh.knn(vec, 2, model=model, sources=("memory",)), q
+                        assert len(out[q]) == 2
+                    return out
+                finally:
+                    fresh_store.close()
+
+            nearest()
+            loaded = matrix.rows_read
+            for name, text in written.items():
+                if name == "n1xx":
+                    for i in range(100, 180):
+                        (memory / f"n{i:03d}.md").unlink()
+                elif text is None:
+                    (memory / name).unlink()
+                else:
+                    (memory / name).write_text(text)
+                a.sync()
+                found = nearest()
+                if text:
+                    ((path,),) = rows(a, "SELECT path FROM chunks WHERE id = ?", found[text[2:-1]][0][0])
+                    assert path == f"memory/{name}"  # the note just written, by its own words
+            assert matrix.rows_read - loaded == 3  # the changed rows only, never a full load
+        finally:
+            follower.close()
 
 
 def test_forgetting_leaves_no_id_of_the_forgotten_chunks_in_the_log(

@@ -3,7 +3,7 @@
 The vectors here are shaped like a sentence model's: a common direction every vector shares (MiniLM's
 mean vector has norm ~0.6), topics, and notes scattered around their topic; a question is a note
 reworded (its vector moved). ``coarse_min_rows`` is lowered so that a few thousand rows take the
-path a 200k-row index takes.
+path a 100k-row index takes.
 """
 
 from __future__ import annotations

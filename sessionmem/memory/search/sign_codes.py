@@ -1,8 +1,9 @@
 """A coarse first pass for the in-memory matrix of a large index: sign bits, then exact rescoring.
 
 Trigger: a matrix of at least ``COARSE_MIN_ROWS`` rows. Why: one float32 matrix-vector product
-reads the whole matrix (1.5 GB at 1M chunks of 384 dimensions) and is bound by memory bandwidth:
-108 ms at 1M on a 2-core server, more than a whole hybrid search may take there (60 ms).
+reads the whole matrix (150 MB at 100k chunks of 384 dimensions, 1.5 GB at 1M) and is bound by memory
+bandwidth: ~10 ms at 100k and 108 ms at 1M on a 2-core server, where a whole hybrid search may take
+25 ms (to 100k chunks) or 60 ms (at 1M).
 Outcome: each row also keeps its sign bits, one per dimension (48 bytes a row at 384 dimensions:
 48 MB at 1M, 1/32 of the matrix), stored word by word (word ``j`` of every row is one contiguous
 array). A query counts, for every row, the dimensions whose signs differ from its own (XOR and
@@ -11,24 +12,30 @@ twice; the ``candidate_count`` rows differing least are then scored exactly with
 and the best ``k`` of those are the answer. Scores are exact cosines; only which rows get scored is
 approximate.
 
-Measured on MiniLM vectors (LoCoMo's 2,886 lines and 999 questions, among 300k vectors drawn from
-their mean and covariance): of the exact top 120 a query's 9,600 candidates held 99.6% and every one
-of the top 6; counting every dimension once, 98.0%, or 99.4% with twice the candidates. Centring the
-bits on the mean vector did worse (tests/memory/test_sign_codes.py checks the real vectors).
+Measured on MiniLM vectors (LoCoMo's 2,888 daily-log lines and 999 questions, among vectors drawn
+from their mean and covariance; ``bench/bench_sign_codes.py``): of each question's exact top 120 (the
+hybrid search's vector pool), the 9,600 candidates held 99.99% at 100k rows (the worst question
+99.2%), 99.97% at 200k and 99.92% at 300k, and every one of the top 6 at each size; half as many
+candidates lost a top-6 row at 100k and at 300k, so the count stays. Counting every dimension once did
+worse (98.0% at 300k), and so did centring the bits on the mean vector (tests/memory/test_sign_codes.py
+checks vectors shaped like these). The pass costs ~1 ms at 100k and the rescoring ~3: measured there,
+every row scored 9.5 / 17.4 ms and the sign-bit path 6.3 / 12.1 (p50 / p95, the same 999 questions
+alternating, with the same top 6 for all; 11.9 / 24.2 against 8.5 / 16.9 in a busier run), while at 50k
+it is no faster (4.9 against 5.7 ms): so it starts at 100k rows.
 
-A smaller index is scanned whole, as before: exact, and a 100k product costs ~10 ms. So is a query
-whose filters (sources, audience, dates) leave no more rows than the candidate count.
+A smaller index is scanned whole, as before: exact. So is a query whose filters (sources, audience,
+dates) leave no more rows than the candidate count.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-COARSE_MIN_ROWS = 200_000
+COARSE_MIN_ROWS = 100_000
 # Rows rescored exactly: CANDIDATE_FACTOR times k, and at least CANDIDATE_SHARE of the rows.
 CANDIDATE_FACTOR = 80
 CANDIDATE_SHARE = 1 / 100
-_BUILD_ROWS = 65_536  # rows encoded at a time: the temporaries stay a few tens of MB
+_BUILD_ROWS = 16_384  # rows encoded at a time: the temporaries stay a few MB
 
 
 def candidate_count(rows: int, k: int) -> int:

@@ -98,6 +98,24 @@ def dot_rows(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, q)
 
 
+TAKEN_ROWS = 2048  # rows gathered at a time by ``dot_taken`` (3 MB at 384 dims)
+
+
+def dot_taken(matrix: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``matrix[rows] @ q``, the rows gathered ``TAKEN_ROWS`` at a time with ``np.take``.
+
+    Trigger: the exact rescoring of the sign-bit candidates (9,600 rows of 100k for a hybrid search).
+    Why: gathering them at once copies 15 MB per query, which the allocator keeps (+32 MB peak RSS with
+    two searching threads), and fancy indexing (``matrix[rows]``) is ~1 ms slower than ``np.take`` there.
+    Outcome: the same scores from a few MB of copies, no slower.
+    """
+    out = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), TAKEN_ROWS):
+        part = rows[start : start + TAKEN_ROWS]
+        out[start : start + len(part)] = dot_rows(np.take(matrix, part, axis=0), q)
+    return out
+
+
 def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
@@ -245,7 +263,7 @@ class MatrixVectors:
             state.codes is not None and not exact
         ):  # a large matrix: exact scores for the rows its sign bits choose
             rows = state.codes.candidates(q, candidate_count(state.rows, k), mask)
-            return _top_k([state.ids[i] for i in rows.tolist()], dot_rows(state.matrix[rows], q), k)
+            return _top_k([state.ids[i] for i in rows.tolist()], dot_taken(state.matrix, rows, q), k)
         scores = dot_rows(state.matrix, q)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)

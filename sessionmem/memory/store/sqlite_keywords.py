@@ -279,8 +279,8 @@ class KeywordIndex:
         return int(count)
 
 
-# FTS5 rows from which the common words' postings are held in memory (``keyword_postings``), as the
-# vector matrix's sign codes start at 200k rows: below, FTS5 ranks a query of common words in ~15 ms.
+# FTS5 rows from which the common words' postings are held in memory (``keyword_postings``): below,
+# FTS5 ranks a query of common words in ~15 ms.
 MATRIX_MIN_ROWS = 200_000
 SPLIT_HITS = 2000  # chunks holding a query's one-token phrases, above which it ranks in two steps
 
