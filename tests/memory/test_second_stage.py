@@ -1,6 +1,6 @@
 """The second stage (``second_stage``): the best keyword hits ordered again by where they hold the
 query's words, on small hand-made daily logs searched through the real index (keyword-only), each
-mechanism shown against the same search with the second stage off."""
+mechanism shown against the same search without it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,16 @@ import pytest
 from sessionmem.config import Config, merge
 from sessionmem.memory.search import second_stage
 from sessionmem.memory.search.records import SearchRequest, SearchResult
-from sessionmem.memory.search.second_stage import PROXIMITY_GAIN, TRAILING_WEIGHT, Hit, Place, Term, Weight
+from sessionmem.memory.search.second_stage import (
+    COVER_GAIN,
+    FOCUS_WEIGHT,
+    PROXIMITY_GAIN,
+    TRAILING_WEIGHT,
+    Hit,
+    Place,
+    Term,
+    Weight,
+)
 from tests.memory.stores import StoreUnderTest
 from tests.memory.support import index_opener, make_config
 
@@ -85,11 +94,20 @@ def searches(
         yield _search
 
 
+@pytest.fixture
+def without_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(a) and (b) alone: (c)'s weights off (each mechanism is shown on its own)."""
+    monkeypatch.setattr(second_stage, "COVER_GAIN", 0.0)
+    monkeypatch.setattr(second_stage, "FOCUS_WEIGHT", 0.0)
+
+
 def spans(results: list[SearchResult]) -> list[tuple[str, int, int]]:
     return [(r.path, r.start_line, r.end_line) for r in results]
 
 
-def test_the_chunk_that_continues_where_the_question_was_asked_comes_first(searches: Any) -> None:
+def test_the_chunk_that_continues_where_the_question_was_asked_comes_first(
+    searches: Any, without_c: None
+) -> None:
     got = searches({LOG: CHAT}, "What did Anna adopt?")
     asked, answered = (LOG, 4, 8), (LOG, 8, 11)  # the chunk ending on the question, the one after
     assert spans(got[False])[:2] == [asked, answered]  # BM25 alone: the question's chunk first
@@ -101,7 +119,9 @@ def test_the_chunk_that_continues_where_the_question_was_asked_comes_first(searc
     assert explained is not None and explained.trailing == TRAILING_WEIGHT  # what --explain shows
 
 
-def test_the_query_words_side_by_side_come_before_the_same_words_apart(searches: Any) -> None:
+def test_the_query_words_side_by_side_come_before_the_same_words_apart(
+    searches: Any, without_c: None
+) -> None:
     together = "memory/2026-05-01.md"
     apart = "memory/2026-05-02.md"
     logs = {
@@ -128,7 +148,7 @@ def hit(key: int, start: int, lines: list[str]) -> Hit:
     return Hit(key, LOG, start, start + len(lines) - 1, [dict(enumerate(line.split())) for line in lines])
 
 
-def test_a_hit_ending_on_its_best_line_gives_way_to_the_hit_that_continues_it() -> None:
+def test_a_hit_ending_on_its_best_line_gives_way_to_the_hit_that_continues_it(without_c: None) -> None:
     ends = hit(1, 1, ["ben hello", "anna how are you", "anna guess what i did today i adopt"])
     after = Place(2, LOG, 3, 5)  # holds line 3 and the answer after it
     elsewhere = Place(3, "memory/2026-03-09.md", 3, 5)  # another file continues nothing
@@ -140,7 +160,7 @@ def test_a_hit_ending_on_its_best_line_gives_way_to_the_hit_that_continues_it() 
     assert second_stage.weights([ends], [Place(1, LOG, 1, 3)], [ANNA, ADOPT])[1] == Weight()
 
 
-def test_query_terms_standing_together_lift_a_hit_by_their_idf_share() -> None:
+def test_query_terms_standing_together_lift_a_hit_by_their_idf_share(without_c: None) -> None:
     harbour, restaurant, dinner = Term(("harbour",), 1.0), Term(("restaur",), 1.0), Term(("dinner",), 2.0)
     together = hit(1, 1, ["we ate at the harbour restaur on friday"])
     apart = hit(2, 1, ["the harbour was calm and the sun set over the whole restaur"])
@@ -157,3 +177,51 @@ def test_query_terms_standing_together_lift_a_hit_by_their_idf_share() -> None:
     assert second_stage.weights([paid], [], [Term(("paid",), 1.0), phrase])[4].rank == pytest.approx(
         1 + PROXIMITY_GAIN
     )
+
+
+def test_a_hit_holding_the_query_in_a_few_lines_comes_before_one_gathering_it_from_all_over(
+    searches: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    together = "memory/2026-05-03.md"
+    scattered = "memory/2026-05-04.md"
+    logs = {
+        together: [
+            "- Ben: How was the market this morning?",
+            "- Anna: Crowded. I went there to buy a blue bicycle for my son, second hand.",
+            "- Ben: Did he like it?",
+            "- Anna: He rode it all afternoon.",
+        ],
+        scattered: [
+            "- Anna: I need to buy paint for the kitchen, and buy brushes.",
+            "- Ben: Which colour?",
+            "- Anna: Not sure yet.",
+            "- Ben: The bicycle shop sells paint too, bicycle paint.",
+            "- Anna: Good idea.",
+            "- Ben: Mine was red.",
+            "- Anna: Then blue, I think.",
+        ],
+    }
+    with monkeypatch.context() as off:
+        off.setattr(second_stage, "COVER_GAIN", 0.0)
+        off.setattr(second_stage, "FOCUS_WEIGHT", 0.0)
+        before = searches(logs, "Where did Anna buy the blue bicycle?")[True]
+    after = searches(logs, "Where did Anna buy the blue bicycle?")[True]
+    assert [r.path for r in before] == [scattered, together]  # more of the words, more often: BM25 first
+    assert [r.path for r in after] == [together, scattered]
+    apart, near = after[1].explanation, after[0].explanation
+    assert apart is not None and apart.trailing < 1.0  # its words lie further apart than 3 lines
+    assert near is not None and near.trailing == 1.0 and near.proximity > apart.proximity
+
+
+def test_the_best_window_of_lines_weighs_rank_and_evidence_by_what_it_holds() -> None:
+    buy, blue, bicycle = Term(("buy",), 1.0), Term(("blue",), 2.0), Term(("bicycl",), 2.0)
+    query = [buy, blue, bicycle]
+    near = hit(1, 1, ["hello", "i buy a blue bicycl", "ok"])  # every term in one window of 3 lines
+    apart = hit(2, 1, ["i buy paint", "hm", "ok", "a bicycl shop", "fine", "red", "then blue"])
+    got = second_stage.weights([near, apart], [], query)
+    # near: rank x (1 + (b) 2 pairs of 2, of weights 3 + 4, together) x (1 + cover 5 / 5), evidence x 1
+    assert got[1].rank == pytest.approx((1 + PROXIMITY_GAIN) * (1 + COVER_GAIN))
+    assert got[1].evidence == 1.0
+    # apart: its best 3 lines hold bicycle alone (2 of the 5 it holds)
+    assert got[2].rank == pytest.approx(1 + COVER_GAIN * 2 / 5)
+    assert got[2].evidence == pytest.approx(1 - FOCUS_WEIGHT + FOCUS_WEIGHT * 2 / 5)

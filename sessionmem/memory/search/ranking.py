@@ -60,8 +60,8 @@ class Candidate:
     decay: float = 1.0
     date_weight: float = 1.0  # below 1 when dated outside the time the query names (date_boost)
     mmr_rank: int | None = None
-    proximity: float = 1.0  # the second stage's weight of the BM25 rank, (b) (second_stage)
-    trailing: float = 1.0  # the second stage's weight of the keyword evidence, (a) (second_stage)
+    proximity: float = 1.0  # the second stage's weight of the BM25 rank, (b) and (c) (second_stage)
+    trailing: float = 1.0  # the second stage's weight of the keyword evidence, (a) and (c) (second_stage)
 
     @property
     def final(self) -> float:

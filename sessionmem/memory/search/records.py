@@ -52,8 +52,9 @@ class ScoreExplanation:
     bm25: float | None = None  # FTS5's raw bm25() rank (lower is better)
     cosine: float | None = None  # raw cosine similarity
     date_weight: float = 1.0  # below 1 when dated outside the time the query names (date_boost)
-    proximity: float = 1.0  # over 1 when the query's words stand together in it (second_stage, (b))
-    trailing: float = 1.0  # below 1 when the hit after it goes on from its best line (second_stage, (a))
+    proximity: float = 1.0  # over 1 when the query's words stand together in it (second_stage, (b), (c))
+    trailing: float = 1.0  # below 1 when the next hit goes on from its best line, or its words lie apart
+    # (second_stage, (a), (c))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,18 @@ per line; chunks of one file overlap):
     Each pair of consecutive query terms (in the query's order) found within ``PROXIMITY_WINDOW``
     tokens of each other on one line of the hit counts with the sum of the two terms' IDFs; the hit
     is weighted ``1 + PROXIMITY_GAIN x`` the share of all pairs' weight found so.
+(c) An answer is told in a few lines; BM25 scores a chunk's words wherever they stand, so a chunk
+    gathering the question's words from all over (an overlapping earlier chunk often holds more of
+    them, lines before the answer) outranked the one holding them together. The hit's best window
+    of ``FOCUS_LINES`` lines (the most query IDF, each term once) is set against the query and against
+    the whole hit: its rank is weighted ``1 + COVER_GAIN x`` the window's share of the query's IDF, its
+    evidence ``1 - FOCUS_WEIGHT + FOCUS_WEIGHT x`` the window's share of what the whole hit holds.
 
-Outcome: ``weights`` gives each of those hits a ``Weight``: (b) multiplies its BM25 rank (negative, so
-above 1 lifts it) before the rank is calibrated into keyword evidence (``ranking.keyword_score``), (a)
-multiplies that evidence (measured against (a) on the rank too: keyword R@6 0.925 -> 0.926, MiniLM 0.936
--> 0.937). Nothing else changes: vector evidence, the merge, the floor and MMR come after.
+Outcome: ``weights`` gives each of those hits a ``Weight``: (b) and (c)'s cover multiply its BM25 rank
+(negative, so above 1 lifts it) before the rank is calibrated into keyword evidence
+(``ranking.keyword_score``), (a) and (c)'s focus multiply that evidence (measured against (a) on the rank
+too: keyword R@6 0.925 -> 0.926, MiniLM 0.936 -> 0.937). Nothing else changes: vector evidence, the
+merge, the floor and MMR come after.
 
 Cost: every line of the ``HITS`` hits goes through the index's tokenizer in one statement (``LineTokens``)
 and only the query's tokens come back; the rest is pure. Figures: ``bench/README.md``, "Recall II".
@@ -37,6 +44,9 @@ HITS = 20  # the best keyword hits the second stage reads (40 gave the same figu
 TRAILING_WEIGHT = 0.8  # (a): a hit whose best line is its last, continued by another hit of its file
 PROXIMITY_GAIN = 0.2  # (b): rank x 1 + gain x the IDF-weighted share of query-term pairs found together
 PROXIMITY_WINDOW = 4  # (b): at most this many tokens from one term's start to the next one's
+FOCUS_LINES = 3  # (c): the window of lines a hit is read in (its best line and one either side)
+COVER_GAIN = 0.1  # (c): rank x 1 + gain x the window's share of the query's IDF
+FOCUS_WEIGHT = 0.2  # (c): evidence x 1 - weight + weight x the window's share of the hit's query IDF
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +72,8 @@ class Place:
 
 @dataclass(frozen=True, slots=True)
 class Weight:
-    """What the second stage makes of one hit: its BM25 rank's multiplier (``rank``, (b)) and its keyword
-    evidence's (``evidence``, (a))."""
+    """What the second stage makes of one hit: its BM25 rank's multiplier (``rank``, (b) and (c)) and its
+    keyword evidence's (``evidence``, (a) and (c))."""
 
     rank: float = 1.0
     evidence: float = 1.0
@@ -93,11 +103,34 @@ def weights(hits: Sequence[Hit], places: Sequence[Place], terms: Sequence[Term])
                     starts.setdefault(token, []).append((n, p))
         found = [_occurrences(hit.lines, starts, term.tokens) for term in terms]
         trailing = _ends_on_best_line(hit, found, terms) and _continued(hit, by_path.get(hit.path, ()))
+        window, whole = _best_window(len(hit.lines), found, terms)
+        query = sum(term.idf for term in terms)
+        cover = window / query if query > 0 else 0.0
+        focus = window / whole if whole > 0 else 1.0
         out[hit.key] = Weight(
-            rank=1.0 + PROXIMITY_GAIN * _pairs_together(found, terms),
-            evidence=TRAILING_WEIGHT if trailing else 1.0,
+            rank=(1.0 + PROXIMITY_GAIN * _pairs_together(found, terms)) * (1.0 + COVER_GAIN * cover),
+            evidence=(TRAILING_WEIGHT if trailing else 1.0) * (1.0 - FOCUS_WEIGHT + FOCUS_WEIGHT * focus),
         )
     return out
+
+
+def _best_window(
+    n_lines: int, found: Sequence[list[tuple[int, int]]], terms: Sequence[Term]
+) -> tuple[float, float]:
+    """(the most query IDF any ``FOCUS_LINES`` consecutive lines hold, what the whole hit holds), each
+    term counted once."""
+    on_line: list[set[int]] = [set() for _ in range(n_lines)]
+    whole = 0.0
+    for i, (places, term) in enumerate(zip(found, terms, strict=True)):
+        if places:
+            whole += term.idf
+        for line, _ in places:
+            on_line[line].add(i)
+    best = 0.0
+    for start in range(max(1, n_lines - FOCUS_LINES + 1)):
+        held = set().union(*on_line[start : start + FOCUS_LINES])
+        best = max(best, sum(terms[i].idf for i in held))
+    return best, whole
 
 
 def _occurrences(
