@@ -251,3 +251,32 @@ def test_a_schema_another_agent_wrote_is_refused(workspace: Path, tmp_path: Path
         index.sync()
     with pytest.raises(ConfigError, match="belongs to agent 'main'"):
         MemoryIndex.open("ops", workspace, settings, state_dir=tmp_path, selection=FTS_ONLY)
+
+
+def test_a_statement_of_another_thread_waits_for_a_searchs_snapshot_to_end(pg: StoreUnderTest) -> None:
+    """A search reads in one snapshot (a transaction) on the searches' connection; a background check of
+    this process (the transcripts' delta check, status) reads on that connection too. Run inside the
+    search's transaction, such a statement read the search's old state, and two threads driving one
+    connection at once tore its protocol (a search then hung). It now waits for the snapshot's end."""
+    from sessionmem.memory.store.index_postgres import PgStore
+
+    assert pg.path is not None
+    store = PgStore.connect(pg_target(pg.path, "main"), "unicode61", create=True)
+    store.apply_schema("unicode61")
+    answered = threading.Event()
+    seen: list[str] = []
+
+    def check() -> None:
+        seen.append(str(store.execute("SELECT current_setting('transaction_read_only')").fetchone()[0]))
+        answered.set()
+
+    try:
+        with store.snapshot():
+            other = threading.Thread(target=check)
+            other.start()
+            assert not answered.wait(0.3)  # not inside the search's transaction
+        assert answered.wait(10)
+        other.join(10)
+        assert seen == ["off"]  # run on its own, not in the search's read-only snapshot
+    finally:
+        store.close()

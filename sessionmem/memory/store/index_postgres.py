@@ -259,14 +259,17 @@ class PgStore:
     # -- row SQL --------------------------------------------------------------------------------
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        if not params:
-            return self.conn.execute(sql)
-        return self.conn.execute(_pg_sql(sql), tuple(params))
+        # Another thread's snapshot (a search) ends first: a background check of this process (the
+        # transcripts' delta check, status) neither reads inside it nor drives the connection beside it.
+        with self._snapshot_lock:
+            if not params:
+                return self.conn.execute(sql)
+            return self.conn.execute(_pg_sql(sql), tuple(params))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
-            with self.conn.cursor() as cur:
+            with self._snapshot_lock, self.conn.cursor() as cur:
                 cur.executemany(_pg_sql(sql), rows)
 
     def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
@@ -305,7 +308,7 @@ class PgStore:
     def snapshot(self) -> Iterator[PgStore]:
         """One REPEATABLE READ, READ ONLY transaction: a search straddling another host's commit reads
         the rows its keyword ranks named (a rebuild gives every chunk a new rowid). Searches through
-        this connection take turns (its statements did already)."""
+        this connection take turns, and so do the statements of other threads (``execute``)."""
         from psycopg.pq import TransactionStatus
 
         with self._snapshot_lock:
