@@ -22,26 +22,7 @@ from sessionmem.memory.store.index_sqlite import SqliteStore
 from sessionmem.memory.store.seam import KeywordFilters
 from sessionmem.memory.store.sqlite_keywords import KeywordIndex, match_expression, table_tokenizer
 
-from .keyword_corpus import note_words
-
-QUERIES = [
-    "one notes",  # two held words
-    "one",
-    "maple zinnia",  # a held word and a rare one
-    "harbor one cedar",
-    "notes maple harbor one quokka",
-    '"vellum fjord" one',  # a phrase of two words with a held word
-    "会议 one",  # CJK: a phrase of characters with a held word
-    "quokka zinnia",  # no held word: FTS5 alone
-]
-
-
-def _note(day: int, lines: range) -> str:
-    out = []
-    for i in lines:
-        words = note_words(i)
-        out.append(f"- n{i} d{day} " + " ".join(words))
-    return "\n".join(out) + "\n"
+from .keyword_corpus import QUERIES, note, write_dated_notes
 
 
 @pytest.fixture
@@ -49,10 +30,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryInd
     """~1,800 chunks in six dated notes; words in 5% of the chunks or more are held."""
     monkeypatch.setattr(sqlite_keywords, "MATRIX_MIN_ROWS", 100)
     monkeypatch.setattr(keyword_postings, "HELD_SHARE", 0.05)
-    mem = tmp_path / "ws" / "memory"
-    mem.mkdir(parents=True)
-    for day in range(6):
-        (mem / f"2026-01-0{day + 1}-log.md").write_text(_note(day, range(day * 500, day * 500 + 500)))
+    write_dated_notes(tmp_path / "ws" / "memory")
     settings = MemorySearchConfig.model_validate({"chunking": {"tokens": 64, "overlap": 0}})
     opened = MemoryIndex.open("main", tmp_path / "ws", settings, state_dir=tmp_path / "state")
     opened.sync()
@@ -151,7 +129,7 @@ def test_written_and_deleted_notes_are_ranked_after_a_reload(index: MemoryIndex,
     matrix = keywords.matrix()
     assert matrix is not None
     mem = Path(index.workspace) / "memory"
-    (mem / "2026-01-09-more.md").write_text(_note(9, range(3000, 3400)))
+    (mem / "2026-01-09-more.md").write_text(note(9, range(3000, 3400)))
     index.sync()
     assert matrix.current() is None  # another connection wrote: stale
     keywords.forget()  # as the searcher does when the write token moves

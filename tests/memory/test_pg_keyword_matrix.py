@@ -20,19 +20,9 @@ from sessionmem.memory.store.index_postgres import PgStore
 from sessionmem.memory.store.postgres_keywords import PgKeywordIndex
 from sessionmem.memory.store.seam import KeywordFilters
 
-from .keyword_corpus import note_words
+from .keyword_corpus import QUERIES, note, write_dated_notes
 from .stores import StoreUnderTest, open_store, store_under_test
 
-QUERIES = [
-    "one notes",  # two held words
-    "one",
-    "maple zinnia",  # a held word and a rare one
-    "harbor one cedar",
-    "notes maple harbor one quokka",
-    '"vellum fjord" one',  # a phrase of two words with a held word
-    "会议 one",  # CJK: a phrase of characters with a held word
-    "quokka zinnia",  # no held word: the statement alone
-]
 FILTERS = [
     KeywordFilters(),
     KeywordFilters(audiences=["shared"]),
@@ -42,10 +32,6 @@ FILTERS = [
     KeywordFilters(model="another-model"),
 ]
 HELD = {"one": True, "notes": True, "maple": True, "harbor": True, "zinnia": False, "quokka": False}
-
-
-def _note(day: int, lines: range) -> str:
-    return "".join(f"- n{i} d{day} " + " ".join(note_words(i)) + "\n" for i in lines)
 
 
 @pytest.fixture
@@ -59,10 +45,7 @@ def pg(monkeypatch: pytest.MonkeyPatch) -> Iterator[StoreUnderTest]:
 @pytest.fixture
 def host_a(tmp_path: Path, pg: StoreUnderTest) -> Iterator[MemoryIndex]:
     """The writing host: ~1,800 chunks in six dated notes (words in 5% of the chunks or more are held)."""
-    mem = tmp_path / "ws" / "memory"
-    mem.mkdir(parents=True)
-    for day in range(6):
-        (mem / f"2026-01-0{day + 1}-log.md").write_text(_note(day, range(day * 500, day * 500 + 500)))
+    write_dated_notes(tmp_path / "ws" / "memory")
     base = {"sync": {"watch": False, "onSearch": False}, "chunking": {"tokens": 64, "overlap": 0}}
     settings = pg.settings(MemorySearchConfig.model_validate(base))
     opened = MemoryIndex.open("main", tmp_path / "ws", settings, state_dir=tmp_path / "a", watch=False)
@@ -142,8 +125,8 @@ def test_another_hosts_writes_are_applied_not_loaded_again(host_a: MemoryIndex, 
     mem = Path(host_a.workspace) / "memory"
     relabel = "UPDATE chunks SET audience = 'shared' WHERE rowid % 3 = 0"
     writes = [
-        lambda: (mem / "2026-01-09-more.md").write_text(_note(9, range(3000, 3400))),  # insert
-        lambda: (mem / "2026-01-03-log.md").write_text(_note(2, range(1000, 1300)) + "- one quokka harbor\n"),
+        lambda: (mem / "2026-01-09-more.md").write_text(note(9, range(3000, 3400))),  # insert
+        lambda: (mem / "2026-01-03-log.md").write_text(note(2, range(1000, 1300)) + "- one quokka harbor\n"),
         lambda: (mem / "2026-01-02-log.md").unlink(),  # delete
     ]
     for step, write in enumerate(writes):
