@@ -47,12 +47,15 @@ async def until(condition: Any, what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
-async def next_turn_during_flush(session: Any, held: HeldFlush, recorder: Any) -> tuple[Any, str]:
-    """Run turns until one's flush is held by the model, then start the next turn: (its task, its text)."""
+async def next_turn_during_flush(
+    session: Any, held: HeldFlush, recorder: Any, on_partial: Any = None
+) -> tuple[Any, str]:
+    """Run turns until one's flush is held by the model, then start the next turn (streamed to
+    ``on_partial`` when given): (its task, its text)."""
     n = await turns_until_work(session, recorder)
     await asyncio.wait_for(held.flush_started.wait(), 5)
     text = chat_line(n)
-    return asyncio.create_task(session.run_turn(text)), text
+    return asyncio.create_task(session.run_turn(text, on_partial)), text
 
 
 def test_the_next_turn_is_answered_while_the_flush_runs_and_written_after_it(
@@ -242,10 +245,7 @@ def test_an_early_answer_is_streamed_only_once_the_turn_holds_the_session(
     shown: list[str] = []
 
     async def scenario() -> Any:
-        session = runner.open()
-        await turns_until_work(session, recorder)
-        await asyncio.wait_for(held.flush_started.wait(), 5)
-        following = asyncio.create_task(session.run_turn("and the plan for friday?", shown.append))
+        following, _ = await next_turn_during_flush(runner.open(), held, recorder, shown.append)
         await until(lambda: model.streamed, "the early call, streamed")
         await asyncio.sleep(0.05)  # its whole answer has come back by now
         assert shown == []  # not shown while the flush runs: the answer might not stand
@@ -265,10 +265,7 @@ def test_an_early_answer_that_cannot_stand_is_never_shown(tmp_path: Path, worksp
     shown: list[str] = []
 
     async def scenario() -> Any:
-        session = runner.open()
-        await turns_until_work(session, recorder)
-        await asyncio.wait_for(held.flush_started.wait(), 5)
-        following = asyncio.create_task(session.run_turn("and the plan for friday?", shown.append))
+        following, _ = await next_turn_during_flush(runner.open(), held, recorder, shown.append)
         await until(lambda: model.streamed, "the early call, streamed")
         broken["on"] = True  # the work fails: the state is rebuilt, the early answer is asked again
         held.release()
