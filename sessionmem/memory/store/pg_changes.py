@@ -102,9 +102,8 @@ def reset(conn: Any) -> None:
 def read_changes(conn: Any, model: str, since: object, limit: int) -> MatrixChanges | None:
     """The chunks changed after write generation ``since`` and the rows of those holding a vector of
     ``model`` now; None when the log does not reach back to ``since`` or holds more than ``limit`` ids."""
-    try:
-        held = int(str(since))
-    except ValueError:
+    held = _generation(since)
+    if held is None:
         return None
     # One round trip (a search after a write waits for it): the log's floor, each changed id, and its
     # row when it holds a vector of the model (NULLs: deleted, or not the model's)
@@ -117,11 +116,8 @@ def read_changes(conn: Any, model: str, since: object, limit: int) -> MatrixChan
         " ) x ON true",
         (CHANGES_FROM_KEY, held, limit + 1, model),
     ).fetchall()
-    floor = found[0][0]
-    if floor is None or held < int(floor):
-        return None
-    ids = [r[1] for r in found if r[1] is not None]
-    if len(ids) > limit:
+    ids = _changed_ids(found, held, 1, limit)
+    if ids is None:
         return None
     return MatrixChanges(ids, [tuple(r[1:]) for r in found if r[3] is not None])
 
@@ -131,9 +127,8 @@ def read_keyword_changes(conn: Any, generation_key: str, since: object, limit: i
     (each token's count: its positions in the tsvector, what the keyword statement's ``ts_rank`` counts),
     with the generation and keyword totals of the same snapshot; None when the log does not reach back to
     ``since`` or holds more than ``limit`` ids."""
-    try:
-        held = int(str(since))
-    except ValueError:
+    held = _generation(since)
+    if held is None:
         return None
     # One round trip, one statement (one snapshot even outside a transaction)
     found = conn.execute(
@@ -151,11 +146,8 @@ def read_keyword_changes(conn: Any, generation_key: str, since: object, limit: i
         " ) x ON true",
         (CHANGES_FROM_KEY, generation_key, held, limit + 1),
     ).fetchall()
-    floor = found[0][0]
-    if floor is None or held < int(floor):
-        return None
-    ids = [r[4] for r in found if r[4] is not None]
-    if len(ids) > limit:
+    ids = _changed_ids(found, held, 4, limit)
+    if ids is None:
         return None
     rows = [
         KeywordRow(
@@ -173,3 +165,21 @@ def read_keyword_changes(conn: Any, generation_key: str, since: object, limit: i
     ]
     generation, total_rows, total_length = found[0][1:4]
     return KeywordChanges(generation, int(total_rows or 0), int(total_length or 0), ids, rows)
+
+
+def _generation(since: object) -> int | None:
+    """The write generation a matrix holds, as the log counts it (None: not a generation of the log)."""
+    try:
+        return int(str(since))
+    except ValueError:
+        return None
+
+
+def _changed_ids(found: list[Any], held: int, at: int, limit: int) -> list[Any] | None:
+    """The changed ids of a change-log read (column ``at``; its first column the log's floor); None when
+    the log does not reach back to generation ``held`` or holds more than ``limit`` ids."""
+    floor = found[0][0]
+    if floor is None or held < int(floor):
+        return None
+    ids = [r[at] for r in found if r[at] is not None]
+    return ids if len(ids) <= limit else None
