@@ -72,7 +72,7 @@ from sessionmem.memory.search.records import (
     VectorPath,
 )
 from sessionmem.memory.store.database import VectorSupport
-from sessionmem.memory.store.fts_tokens import phrase_text
+from sessionmem.memory.store.fts_tokens import Tokenizer, phrase_text
 from sessionmem.memory.store.fts_view import fts_text
 from sessionmem.memory.store.index_sqlite import as_store
 from sessionmem.memory.store.meta import read_meta, stored_width
@@ -148,7 +148,7 @@ class Searcher:
         self._shape: _IndexShape | None = None
         self._has_fts = False
         self._scan_pool: ThreadPoolExecutor | None = None
-        self._line_tokens: second_stage.LineTokens | None = None  # the index's tokenizer, second stage
+        self._line_tokens: Tokenizer | None = None  # the index's tokenizer, second stage
         # (index width, query width) once a query embedding did not match the index's vectors
         self.stale_width: tuple[int, int] | None = None
 
@@ -383,7 +383,7 @@ class Searcher:
         if not ranks or not q.phrases or not self._settings.query.hybrid.second_stage.enabled:
             return {}
         if self._line_tokens is None:
-            self._line_tokens = second_stage.LineTokens(self._settings.store.fts.tokenizer)
+            self._line_tokens = Tokenizer(self._settings.store.fts.tokenizer)
         reader = self._line_tokens
         total = self._index_shape().total_rows
         terms = [

@@ -29,16 +29,15 @@ Outcome: ``weights`` gives each of those hits a ``Weight``: (b) and (c)'s cover 
 too: keyword R@6 0.925 -> 0.926, MiniLM 0.936 -> 0.937). Nothing else changes: vector evidence, the
 merge, the floor and MMR come after.
 
-Cost: every line of the ``HITS`` hits goes through the index's tokenizer in one statement (``LineTokens``)
-and only the query's tokens come back; the rest is pure. Figures: ``bench/README.md``, "Recall II".
+Cost: every line of the ``HITS`` hits goes through the index's tokenizer in one statement
+(``fts_tokens.Tokenizer.places``) and only the query's tokens come back; the rest is pure. Figures:
+``bench/README.md``, "Recall II".
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from sessionmem.memory.store.fts_tokens import Tokenizer
 
 HITS = 20  # the best keyword hits the second stage reads (40 gave the same figures, at twice the cost)
 TRAILING_WEIGHT = 0.8  # (a): a hit whose best line is its last, continued by another hit of its file
@@ -185,28 +184,3 @@ def _near(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> bool:
     for line, p in b:
         starts.setdefault(line, []).append(p)
     return any(abs(p - q) <= PROXIMITY_WINDOW for line, p in a for q in starts.get(line, ()))
-
-
-class LineTokens(Tokenizer):
-    """Where a query's tokens stand in lines of text, as FTS5's tokenizer ``spec`` (a ``store.fts.tokenizer``
-    name or raw spec) reads both: ``Tokenizer`` (its private in-memory FTS5 table) for the query's phrases,
-    and ``places`` for the lines: they go into the table in one statement and only the places of the
-    query's tokens come back, so the cost follows the query's matches, not the lines' length (every
-    token of 40 hits read back with ``tokens`` took 27 ms a search)."""
-
-    def places(self, lines: Sequence[str], wanted: Collection[str]) -> list[dict[int, str]]:
-        """Each line's tokens among ``wanted``, by their position in the line."""
-        out: list[dict[int, str]] = [{} for _ in lines]
-        if not wanted:
-            return out
-        terms = sorted(wanted)
-        sql = f"SELECT doc, term, offset FROM v WHERE term IN ({','.join('?' * len(terms))})"
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", enumerate(lines))
-                for doc, term, offset in self._conn.execute(sql, terms):
-                    out[int(doc)][int(offset)] = str(term)
-            finally:
-                self._conn.execute("ROLLBACK")
-        return out

@@ -12,7 +12,7 @@ query's phrase is the same token sequence, and BM25 counts the same document len
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from sessionmem.memory.store.database import sqlite_module
 from sessionmem.memory.store.schema import FTS_TOKENIZERS
@@ -37,15 +37,32 @@ class Tokenizer:
     def tokens(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's tokens in order, as FTS5 indexes them."""
         out: list[list[tuple[int, str]]] = [[] for _ in texts]
+        for doc, term, offset in self._instances(texts, "SELECT doc, term, offset FROM v", ()):
+            out[doc].append((offset, term))
+        return [[lexeme(term) for _, term in sorted(row)] for row in out]
+
+    def places(self, texts: Sequence[str], wanted: Collection[str]) -> list[dict[int, str]]:
+        """Each text's tokens among ``wanted``, by their position in the text: only those come back, so
+        the cost follows the matches, not the texts' length (``tokens`` of 40 search hits: 27 ms)."""
+        out: list[dict[int, str]] = [{} for _ in texts]
+        if not wanted:
+            return out
+        terms = sorted(wanted)
+        sql = f"SELECT doc, term, offset FROM v WHERE term IN ({','.join('?' * len(terms))})"
+        for doc, term, offset in self._instances(texts, sql, terms):
+            out[doc][offset] = term
+        return out
+
+    def _instances(self, texts: Sequence[str], sql: str, params: Sequence[str]) -> list[tuple[int, str, int]]:
+        """(text's index, token, position) of ``sql`` over the instance table, the texts put in the
+        private table for that one statement."""
         with self._lock:
             self._conn.execute("BEGIN")
             try:
                 self._conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", enumerate(texts))
-                for doc, term, offset in self._conn.execute("SELECT doc, term, offset FROM v"):
-                    out[int(doc)].append((int(offset), str(term)))
+                return [(int(d), str(t), int(o)) for d, t, o in self._conn.execute(sql, params)]
             finally:
                 self._conn.execute("ROLLBACK")
-        return [[lexeme(term) for _, term in sorted(row)] for row in out]
 
     def close(self) -> None:
         self._conn.close()
