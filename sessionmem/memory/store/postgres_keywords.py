@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sessionmem.memory.store.fts_tokens import phrase_count, phrase_text, quote_lexeme, tsquery_literal
+from sessionmem.memory.store.fts_tokens import phrase_count, quote_lexeme, tsquery_literal
 from sessionmem.memory.store.fts_view import BM25_B, BM25_K1, bm25_idf
 from sessionmem.memory.store.keyword_postings import KeywordMatrix, PostingsState, RowIndex, row_norms
 from sessionmem.memory.store.pg_changes import keyword_totals
@@ -44,7 +44,6 @@ MATRIX_MIN_ROWS = 50_000
 HELD_SHARE = 0.002
 CHANGES_AT_LEAST = 1024  # changed chunks the matrix always applies; more than this and an eighth: a load
 _LOAD_BATCH = 8192
-_PHRASES_KEPT = 10_000  # phrases whose tokens are cached
 
 # ts_rank(weights {1,1,1,1}, doc, one lexeme) is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n
 # (PostgreSQL's calc_rank_or with equal weights; a tsvector keeps at most 256 positions per lexeme).
@@ -161,15 +160,8 @@ class PgKeywordIndex(KeywordIndex):
             self._stats = state.rows, state.avg
         return state
 
-    def _tokens(self, phrases: Sequence[str]) -> list[list[str]]:
-        """Each phrase's FTS5 tokens (cached: a search asks for them several times, ~0.5 ms a call)."""
-        known = self._phrase_tokens_read
-        missing = [p for p in dict.fromkeys(phrases) if p not in known]
-        if missing:
-            if len(known) > _PHRASES_KEPT:
-                known.clear()
-            known.update(zip(missing, self._tokenizer.tokens([phrase_text(p) for p in missing]), strict=True))
-        return [known[p] for p in phrases]
+    def _tokenizer_of_table(self) -> Tokenizer:
+        return self._tokenizer  # the store's: the one its rows' tokens were made with
 
     def count_hits(self, phrase: str) -> int:
         query = tsquery_literal(self._tokens([phrase]))
