@@ -5,13 +5,16 @@ and ``memory_search`` tells the model in a line it reads. A question the notes a
 from __future__ import annotations
 
 import json
+from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 from sessionmem.config import Config, MemorySearchConfig
-from sessionmem.memory.search.answer_check import Span, Term, judge
+from sessionmem.memory.search.answer_check import NEIGHBOUR_LINES, Span, Term, distinctive_terms, judge
+from sessionmem.memory.search.query_terms import fts_terms
 from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.tools.reading import MemoryTools
-from tests.memory.stores import StoreUnderTest
+from tests.memory.stores import StoreUnderTest, open_store, rows
 from tests.memory.test_relevance import local_settings, open_index, write_notes
 
 # Every note names Maya, as every line of a diary names its people.
@@ -79,3 +82,53 @@ def test_a_word_in_the_lines_beside_a_result_counts_and_strong_vector_evidence_i
     assert flagged is not None and flagged.missing == ("heron",)
     assert judge([elsewhere], [hit], 0.9) is None
     assert judge([elsewhere], [hit], 0.1) is not None
+
+
+class _Reads:
+    """The store, counting the statements run through it."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.statements = store, 0
+
+    def one_of(self, column: str, values: Any) -> Any:
+        return self.store.one_of(column, values)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        self.statements += 1
+        return self.store.execute(sql, params)
+
+
+def test_the_check_reads_only_where_terms_no_candidate_holds_lie_and_judges_alike(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> None:
+    none = index_store.settings(MemorySearchConfig(provider="none"))
+    questions = [NEVER_SAID, ANSWERED, "Did Tom see a heron at the primary school in Leeds?", "Tom teaching"]
+    # enough notes that a word held by two of them is rare (COMMON_SHARE)
+    days = [date(2026, 4, 1) + timedelta(days=d) for d in range(50)]
+    market = {f"memory/{d}.md": f"# {d}\n\n- Maya walked to the market.\n" for d in days}
+    with open_index(write_notes(workspace, {**NOTES, **market}), state, none, store=index_store) as index:
+        found = {q: [Span(r.path, r.start_line, r.end_line) for r in index.search(SearchRequest(q)).results]
+                 for q in questions}  # fmt: skip
+        chunks = rows(index, "SELECT rowid, path, start_line, end_line FROM chunks")
+        store = open_store(index)
+    known = {int(r[0]): Span(str(r[1]), int(r[2]), int(r[3])) for r in chunks}
+    try:
+        keywords = store.keywords()
+        for question in questions:
+            hits, terms = found[question][:1], fts_terms(question)  # the best only: other holders lie apart
+            every = distinctive_terms(keywords, store, terms, len(chunks), hits)  # reads every holder
+            reads = _Reads(store)
+            quick = distinctive_terms(keywords, reads, terms, len(chunks), hits, known)
+            assert judge(quick, hits, None) == judge(every, hits, None), question
+            assert reads.statements == 0, "every chunk's place was known: nothing to read"
+            assert any(t.holders for t in every) or question == NEVER_SAID
+            for slow, fast in zip(every, quick, strict=True):
+                near = [s for s in slow.holders if any(h.near(s, NEIGHBOUR_LINES) for h in hits)]
+                assert (fast.holders == (near[0],)) if near else (fast.holders == slow.holders), slow.text
+        assert judge(distinctive_terms(keywords, store, fts_terms(NEVER_SAID), len(chunks), found[NEVER_SAID]),
+                     found[NEVER_SAID], None) is not None  # fmt: skip
+        reads = _Reads(store)  # nothing known: the holders' places are read, in one statement
+        distinctive_terms(keywords, reads, fts_terms(ANSWERED), len(chunks), found[ANSWERED], {})
+        assert reads.statements == 1
+    finally:
+        store.close()

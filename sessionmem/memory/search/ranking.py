@@ -52,6 +52,7 @@ class Candidate:
     end_line: int
     text: str
     date: str | None = None  # YYYY-MM-DD of the file or first message
+    rowid: int | None = None  # its row in the index (None: made without one)
     text_score: float | None = None  # keyword evidence in [0, 1]; None when no query term matched
     vector_score: float | None = None  # calibrated vector evidence in [0, 1]; None without a vector
     bm25: float | None = None  # FTS5's bm25() rank (negative; lower is better)

@@ -72,7 +72,6 @@ from sessionmem.memory.search.records import (
     VectorPath,
 )
 from sessionmem.memory.store.database import VectorSupport
-from sessionmem.memory.store.fts_tokens import Tokenizer, phrase_text
 from sessionmem.memory.store.fts_view import fts_text
 from sessionmem.memory.store.index_sqlite import as_store
 from sessionmem.memory.store.meta import read_meta, stored_width
@@ -148,7 +147,6 @@ class Searcher:
         self._shape: _IndexShape | None = None
         self._has_fts = False
         self._scan_pool: ThreadPoolExecutor | None = None
-        self._line_tokens: Tokenizer | None = None  # the index's tokenizer, second stage
         # (index width, query width) once a query embedding did not match the index's vectors
         self.stale_width: tuple[int, int] | None = None
 
@@ -191,9 +189,6 @@ class Searcher:
         if self._scan_pool is not None:
             self._scan_pool.shutdown(wait=True)
             self._scan_pool = None
-        if self._line_tokens is not None:
-            self._line_tokens.close()
-            self._line_tokens = None
 
     def _scan_worker(self) -> ThreadPoolExecutor:
         if self._scan_pool is None:
@@ -272,7 +267,7 @@ class Searcher:
                 vector_hits = dict(scan())
         if ranks is None:
             ranks = self._keyword_search(q.phrases, limit, sources, request, audiences) if q.phrases else {}
-        cands = self._score(q, ranks, vector_hits, from_matrix=path_name == "matrix")
+        cands = scored = self._score(q, ranks, vector_hits, from_matrix=path_name == "matrix")
         if request.after is not None or request.before is not None:
             cands = [c for c in cands if ranking.in_date_range(c.date, request.after, request.before)]
         else:
@@ -294,7 +289,7 @@ class Searcher:
         top = ranked[:max_results]
         # step 7: do the results hold what was asked, or only its topic? (answer_check)
         not_found = answer_check.check(
-            self._keywords, self._conn, q.terms, self._index_shape().total_rows, top
+            self._keywords, self._conn, q.terms, self._index_shape().total_rows, top, scored
         )
         return [self._result(c, request.explain, path_name) for c in top], held_back, not_found
 
@@ -341,13 +336,14 @@ class Searcher:
         ideal = self._keywords.ideal(q.phrases, self._index_shape().total_rows) if q.phrases else 0.0
         second = self._second_stage(q, ranks, rows)  # how the best keyword hits are weighed again
         cal = self.calibration
+        query_norm = _norm(q.vector) if q.vector is not None else 0.0
         out = []
         for r in rows:
             cid, rowid = r[0], r[1]
             rank = ranks.get(rowid)
             cosine = vector_hits.get(cid)
             if cosine is None and q.vector is not None:
-                cosine = _cosine(q.vector, vectors.get(cid) if vectors is not None else r[8])
+                cosine = _cosine(q.vector, query_norm, vectors.get(cid) if vectors is not None else r[8])
             text = None
             w = second.get(rowid, _UNWEIGHED)
             if rank is not None:
@@ -362,6 +358,7 @@ class Searcher:
                     end_line=int(r[5]),
                     text=r[6],
                     date=r[7],
+                    rowid=rowid,
                     text_score=text,
                     vector_score=vector,
                     bm25=rank,
@@ -382,13 +379,11 @@ class Searcher:
         (``second_stage``), read with the index's tokenizer in two short passes."""
         if not ranks or not q.phrases or not self._settings.query.hybrid.second_stage.enabled:
             return {}
-        if self._line_tokens is None:
-            self._line_tokens = Tokenizer(self._settings.store.fts.tokenizer)
-        reader = self._line_tokens
+        reader = self._keywords.tokenizer()  # the tokens the keyword side matched: phrases' and lines'
         total = self._index_shape().total_rows
         terms = [
             second_stage.Term(tuple(tokens), self._keywords.ideal([p], total))
-            for p, tokens in zip(q.phrases, reader.tokens([phrase_text(p) for p in q.phrases]), strict=True)
+            for p, tokens in zip(q.phrases, self._keywords.phrase_tokens(q.phrases), strict=True)
             if tokens
         ]
         found = [r for r in rows if r[1] in ranks]  # keyword hits come first, in rank order
@@ -414,14 +409,14 @@ class Searcher:
         # the whole table (145 ms at 100k chunks).
         by_rowid: dict[int, tuple[Any, ...]] = {}
         if rowids:
-            sql = f"{select} rowid IN ({','.join('?' * len(rowids))})"
-            by_rowid = {r[1]: r for r in self._conn.execute(sql, rowids)}
+            where, params = self._conn.one_of("rowid", rowids)
+            by_rowid = {r[1]: r for r in self._conn.execute(f"{select} {where}", params)}
         ordered = [by_rowid[i] for i in rowids if i in by_rowid]
         seen = {r[0] for r in ordered}
         wanted = [i for i in ids if i not in seen]
         if wanted:
-            sql = f"{columns} NULL FROM chunks WHERE id IN ({','.join('?' * len(wanted))})"
-            by_id = {r[0]: r for r in self._conn.execute(sql, wanted)}
+            where, params = self._conn.one_of("id", wanted)
+            by_id = {r[0]: r for r in self._conn.execute(f"{columns} NULL FROM chunks WHERE {where}", params)}
             ordered += [by_id[i] for i in wanted if i in by_id]
         return ordered
 
@@ -584,12 +579,17 @@ def _date_bounds(request: SearchRequest) -> tuple[str, str] | None:
     return (request.after or date.min).isoformat(), (request.before or date.max).isoformat()
 
 
-def _cosine(query: np.ndarray, blob: bytes | None) -> float | None:
-    """The cosine of a stored (L2-normalised) vector and the query; None without one of its width."""
+def _norm(query: np.ndarray) -> float:
     import numpy as np
 
-    if blob is None or len(blob) != query.size * 4:
+    return float(np.linalg.norm(query))
+
+
+def _cosine(query: np.ndarray, norm: float, blob: bytes | None) -> float | None:
+    """The cosine of a stored (L2-normalised) vector and the query of L2 norm ``norm``; None without
+    one of its width."""
+    import numpy as np
+
+    if blob is None or len(blob) != query.size * 4 or norm <= 0:
         return None
-    row = np.frombuffer(blob, dtype="<f4")
-    norm = float(np.linalg.norm(query))
-    return float(row @ query) / norm if norm > 0 else None
+    return float(np.frombuffer(blob, dtype="<f4") @ query) / norm

@@ -79,6 +79,9 @@ class SqliteStore:
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
+    def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
     def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
         cur = self.conn.execute(sql, params)
         while batch := cur.fetchmany(size):

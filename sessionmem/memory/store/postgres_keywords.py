@@ -160,11 +160,11 @@ class PgKeywordIndex(KeywordIndex):
             self._stats = state.rows, state.avg
         return state
 
-    def _tokenizer_of_table(self) -> Tokenizer:
+    def tokenizer(self) -> Tokenizer:
         return self._tokenizer  # the store's: the one its rows' tokens were made with
 
     def count_hits(self, phrase: str) -> int:
-        query = tsquery_literal(self._tokens([phrase]))
+        query = tsquery_literal(self.phrase_tokens([phrase]))
         if not query:
             return 0
         (count,) = self._conn.execute(
@@ -193,7 +193,7 @@ class PgKeywordIndex(KeywordIndex):
         chunks holding only its common ones, those holding a set of them whose BM25 bound ((k1 + 1)
         times their IDFs: "on", in two thirds of the chunks, bounds at 2e-6) reaches the ``limit``-th
         score found first: none when it is above every such bound, all when fewer were found."""
-        tokens = self._tokens(phrases)
+        tokens = self.phrase_tokens(phrases)
         query = tsquery_literal(tokens)
         if not query or limit <= 0:
             return {}
@@ -254,7 +254,7 @@ class PgKeywordIndex(KeywordIndex):
         ``chunks_fts_df`` (the store keeps it with every write), all in one statement; a longer
         phrase's is counted on its matches (``count_hits``)."""
         missing = [p for p in dict.fromkeys(phrases) if not self.cached(p)]
-        singles = {p: t[0] for p, t in zip(missing, self._tokens(missing), strict=True) if len(t) == 1}
+        singles = {p: t[0] for p, t in zip(missing, self.phrase_tokens(missing), strict=True) if len(t) == 1}
         if not singles:
             return
         rows = self._conn.execute(
@@ -349,7 +349,7 @@ class PgKeywordIndex(KeywordIndex):
         """Every chunk holding each phrase, in one statement: the chunks matching any of them, each with
         which it matches (what a search per phrase, as deep as its count, returned)."""
         wanted = list(dict.fromkeys(phrases))
-        queries = [tsquery_literal([t]) if t else "" for t in self._tokens(wanted)]
+        queries = [tsquery_literal([t]) if t else "" for t in self.phrase_tokens(wanted)]
         out: dict[str, list[int]] = {p: [] for p in wanted}
         asked = [(p, q) for p, q in zip(wanted, queries, strict=True) if q]
         if not asked:

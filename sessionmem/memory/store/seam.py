@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sessionmem.memory.embed.embedder import Embedder
     from sessionmem.memory.store.database import VectorSupport
+    from sessionmem.memory.store.fts_tokens import Tokenizer
 
 
 def database_errors() -> tuple[type[BaseException], ...]:
@@ -131,6 +132,14 @@ class KeywordSearch(Protocol):
         """The rowids of every chunk holding each phrase (unfiltered, in no order)."""
         ...
 
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the index's keyword rows were made with (FTS5's, in a private database)."""
+        ...
+
+    def phrase_tokens(self, phrases: Sequence[str]) -> list[list[str]]:
+        """Each phrase's tokens as the index's own tokenizer makes them (kept for the next queries)."""
+        ...
+
 
 class IndexStore(Protocol):
     """One agent's index database, as the engine uses it (see the module docstring)."""
@@ -148,6 +157,12 @@ class IndexStore(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The condition "``column`` is one of ``values``" and its parameters, in the form the database
+        plans best (SQLite: ``IN (?, ...)``; PostgreSQL: ``= ANY(?)`` with one array, a statement text
+        that does not change with the count)."""
+        ...
 
     def batches(self, sql: str, params: Sequence[Any], size: int) -> Iterator[list[Any]]:
         """The rows of ``sql`` ``size`` at a time, never all in memory at once (vector loads and scans)."""

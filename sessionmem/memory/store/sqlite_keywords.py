@@ -189,15 +189,16 @@ class KeywordIndex:
             self._fts_spec = table_tokenizer(self._conn)
         return self._fts_spec
 
-    def _tokenizer_of_table(self) -> Tokenizer:
+    def tokenizer(self) -> Tokenizer:
+        """The index's own tokenizer (its FTS5 table's, in a private in-memory database)."""
         if self._fts_tokenizer is None:
             self._fts_tokenizer = Tokenizer(self._spec())
         return self._fts_tokenizer
 
     def _phrase_tokens(self, phrase: str) -> list[str]:
-        return self._tokens([phrase])[0]
+        return self.phrase_tokens([phrase])[0]
 
-    def _tokens(self, phrases: Sequence[str]) -> list[list[str]]:
+    def phrase_tokens(self, phrases: Sequence[str]) -> list[list[str]]:
         """Each phrase's FTS5 tokens, those not yet known read in one call (cached, up to
         ``_PHRASES_KEPT`` phrases: a search asks for them several times, ~0.5 ms a call)."""
         known = self._phrase_tokens_read
@@ -205,7 +206,7 @@ class KeywordIndex:
         if missing:
             if len(known) > _PHRASES_KEPT:
                 known.clear()
-            read = self._tokenizer_of_table().tokens([phrase_text(p) for p in missing])
+            read = self.tokenizer().tokens([phrase_text(p) for p in missing])
             known.update(zip(missing, read, strict=True))
         return [known[p] for p in phrases]
 
