@@ -125,8 +125,8 @@ def test_the_check_reads_only_where_terms_no_candidate_holds_lie_and_judges_alik
             for slow, fast in zip(every, quick, strict=True):
                 near = [s for s in slow.holders if any(h.near(s, NEIGHBOUR_LINES) for h in hits)]
                 assert (fast.holders == (near[0],)) if near else (fast.holders == slow.holders), slow.text
-        assert judge(distinctive_terms(keywords, store, fts_terms(NEVER_SAID), len(chunks), found[NEVER_SAID]),
-                     found[NEVER_SAID], None) is not None  # fmt: skip
+        never = distinctive_terms(keywords, store, fts_terms(NEVER_SAID), len(chunks), found[NEVER_SAID])
+        assert judge(never, found[NEVER_SAID], None) is not None
         reads = _Reads(store)  # nothing known: the holders' places are read, in one statement
         distinctive_terms(keywords, reads, fts_terms(ANSWERED), len(chunks), found[ANSWERED], {})
         assert reads.statements == 1
