@@ -17,6 +17,8 @@ answered by its hits, and a model reading them can judge; dropping them would lo
 A term is looked for with the index's own matching (stems, CJK phrases): the chunks holding it are
 read from the keyword search, at most ``HOLDER_CAP`` of them. A term held by more chunks than that,
 or by more than ``COMMON_SHARE`` of the index, is common: it cannot tell whether the answer is there.
+Where those chunks lie is known for the search's own candidates; it is read only for the terms none of
+them holds near a result.
 
 Measured on LoCoMo's development split (``bench/bench_recall.py``; never-said = the 250 questions of
 ``never_said_questions.tsv`` answered with nothing or flagged; cost = answerable questions flagged):
