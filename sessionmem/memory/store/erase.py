@@ -73,9 +73,11 @@ def erase_rows(
         for part in _batches(rowids):
             store.delete_chunks(part)
         for part in _batches(sorted(found.paths)):
-            store.execute(f"DELETE FROM files WHERE path IN ({_marks(part)})", part)
+            among, params = store.one_of("path", part)
+            store.execute(f"DELETE FROM files WHERE {among}", params)
         for part in _batches(orphaned):
-            store.execute(f"DELETE FROM embedding_cache WHERE hash IN ({_marks(part)})", part)
+            among, params = store.one_of("hash", part)
+            store.execute(f"DELETE FROM embedding_cache WHERE {among}", params)
         for key in (FILE_ISSUES_KEY, VECTOR_ISSUES_KEY):
             issues = read_json(store, key)
             if isinstance(issues, dict) and found.paths & set(issues):
@@ -93,12 +95,10 @@ def _find(store: IndexStore, audiences: list[str], paths: list[str]) -> _Found:
     found = _Found()
     for column, values in (("audience", audiences), ("path", paths)):
         for part in _batches(values):
-            marks = _marks(part)
-            rows = store.execute(f"SELECT path FROM files WHERE {column} IN ({marks})", part).fetchall()
+            among, params = store.one_of(column, part)
+            rows = store.execute(f"SELECT path FROM files WHERE {among}", params).fetchall()
             found.paths.update(str(r[0]) for r in rows)
-            rows = store.execute(
-                f"SELECT rowid, id, hash, path FROM chunks WHERE {column} IN ({marks})", part
-            ).fetchall()
+            rows = store.execute(f"SELECT rowid, id, hash, path FROM chunks WHERE {among}", params).fetchall()
             for rowid, cid, digest, path in rows:
                 found.chunks[int(rowid)] = (str(cid), str(digest))
                 found.paths.add(str(path))  # a chunk whose files row is gone still goes
@@ -109,7 +109,8 @@ def _still_used(store: IndexStore, hashes: Sequence[str], going: set[int]) -> se
     """The hashes a chunk that stays still has."""
     used: set[str] = set()
     for part in _batches(hashes):
-        rows = store.execute(f"SELECT rowid, hash FROM chunks WHERE hash IN ({_marks(part)})", part)
+        among, params = store.one_of("hash", part)
+        rows = store.execute(f"SELECT rowid, hash FROM chunks WHERE {among}", params)
         used.update(str(digest) for rowid, digest in rows.fetchall() if int(rowid) not in going)
     return used
 
@@ -117,15 +118,11 @@ def _still_used(store: IndexStore, hashes: Sequence[str], going: set[int]) -> se
 def _count(store: IndexStore, table: str, column: str, values: Sequence[str]) -> int:
     total = 0
     for part in _batches(values):
-        sql = f"SELECT COUNT(*) FROM {table} WHERE {column} IN ({_marks(part)})"
-        total += int(store.execute(sql, part).fetchone()[0])
+        among, params = store.one_of(column, part)
+        total += int(store.execute(f"SELECT COUNT(*) FROM {table} WHERE {among}", params).fetchone()[0])
     return total
 
 
 def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
     for start in range(0, len(values), BATCH):
         yield list(values[start : start + BATCH])
-
-
-def _marks(part: Sequence[Any]) -> str:
-    return ",".join("?" * len(part))

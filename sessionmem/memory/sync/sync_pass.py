@@ -464,20 +464,20 @@ class Indexer:
         size = -1 if width is None else width * 4  # -1: any width
         for start in range(0, len(hashes), 400):
             part = hashes[start : start + 400]
-            marks = ",".join("?" * len(part))
+            among, params = self.conn.one_of("hash", part)
             rows = self.conn.execute(
                 f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
-                f"AND provider_key = ? AND hash IN ({marks}) AND (? < 0 OR length(embedding) = ?)",
-                (embedder.provider, embedder.model, embedder.provider_key, *part, size, size),
+                f"AND provider_key = ? AND {among} AND (? < 0 OR length(embedding) = ?)",
+                (embedder.provider, embedder.model, embedder.provider_key, *params, size, size),
             )
             found.update((h, bytes(b)) for h, b in rows)
             rest = [h for h in part if h not in found]
             if rest:
-                marks = ",".join("?" * len(rest))
+                among, params = self.conn.one_of("hash", rest)
                 rows = self.conn.execute(
                     f"SELECT hash, embedding FROM chunks WHERE model = ? AND embedding IS NOT NULL "
-                    f"AND hash IN ({marks}) AND (? < 0 OR length(embedding) = ?)",
-                    (embedder.model, *rest, size, size),
+                    f"AND {among} AND (? < 0 OR length(embedding) = ?)",
+                    (embedder.model, *params, size, size),
                 )
                 found.update((h, bytes(b)) for h, b in rows)
         return found
