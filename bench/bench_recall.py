@@ -429,9 +429,12 @@ def main() -> None:
             backends.append(backend)
             rates = no_answer_rates(data, backend, 2 if args.smoke else None)
             for name, (empty, flagged, total) in rates.items():
-                rate = (empty + flagged) / max(total, 1)
-                target = NO_ANSWER_TARGET if name == "generic" else NEVER_SAID_TARGET
                 file = NO_ANSWER_FILE.name if name == "generic" else NEVER_SAID_FILE.name
+                if not total:  # the set names the development split's people: none of these conversations
+                    notes.insert(0, f"- {file}: no question for these conversations ({config}), not asked")
+                    continue
+                rate = (empty + flagged) / total
+                target = NO_ANSWER_TARGET if name == "generic" else NEVER_SAID_TARGET
                 figures[f"{config}/{name}"] = {
                     "rate": round(rate, 4),
                     "empty": empty,
