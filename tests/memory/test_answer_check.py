@@ -5,12 +5,21 @@ and ``memory_search`` tells the model in a line it reads. A question the notes a
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 from sessionmem.config import Config, MemorySearchConfig
-from sessionmem.memory.search.answer_check import NEIGHBOUR_LINES, Span, Term, distinctive_terms, judge
+from sessionmem.memory.search.answer_check import (
+    NEIGHBOUR_LINES,
+    Span,
+    Term,
+    check,
+    distinctive_terms,
+    judge,
+    neighbourhoods,
+)
 from sessionmem.memory.search.query_terms import fts_terms
 from sessionmem.memory.search.records import SearchRequest
 from sessionmem.memory.tools.reading import MemoryTools
@@ -32,6 +41,10 @@ NOTES = {
 }
 NEVER_SAID = "What is the name of Maya's parrot?"
 ANSWERED = "What bread does Maya bake at the bakery?"
+MARKET = {
+    f"memory/{d}.md": f"# {d}\n\n- Maya walked to the market.\n"
+    for d in (date(2026, 4, 1) + timedelta(days=n) for n in range(50))
+}
 
 
 def test_a_question_about_a_pet_never_mentioned_is_flagged_not_found(
@@ -45,6 +58,28 @@ def test_a_question_about_a_pet_never_mentioned_is_flagged_not_found(
     assert never.not_found is not None and "parrot" in never.not_found.missing
     assert answered.results[0].path == "memory/2026-03-09.md"
     assert answered.not_found is None
+
+
+def test_a_question_whose_rare_words_are_scattered_over_unrelated_notes_is_flagged(
+    workspace: Path, state: Path, index_store: StoreUnderTest
+) -> None:
+    """Off topic, yet two of its rare words each stand in a note of their own: counted over all the
+    results together they passed the check; no one note holds what was asked."""
+    none = index_store.settings(MemorySearchConfig(provider="none"))
+    scattered = {
+        **NOTES,
+        **MARKET,  # enough notes that a word held by one of them is rare (COMMON_SHARE)
+        "memory/2026-03-20.md": "# 2026-03-20\n\n- Maya lost her wallet on the bus and got it back.\n",
+        "memory/2026-03-22.md": "# 2026-03-22\n\n- Maya's company party was at the bowling alley.\n",
+    }
+    question = "Which cryptocurrency wallet holds the company's bitcoin?"
+    with open_index(write_notes(workspace, scattered), state, none, store=index_store) as index:
+        off_topic = index.search(SearchRequest(question))
+        lost = index.search(SearchRequest("Where was Maya's wallet lost?"))
+    assert {"memory/2026-03-20.md", "memory/2026-03-22.md"} <= {r.path for r in off_topic.results}
+    assert off_topic.not_found is not None
+    assert {"cryptocurrency", "bitcoin"} <= set(off_topic.not_found.missing)
+    assert lost.results[0].path == "memory/2026-03-20.md" and lost.not_found is None
 
 
 def test_with_the_local_model_a_never_said_question_is_empty_or_flagged_and_a_paraphrase_is_not(
@@ -68,20 +103,29 @@ def test_memory_search_tells_the_model_the_results_do_not_hold_what_was_asked(
         never = tools.call_dict("memory_search", {"query": NEVER_SAID})
         answered = tools.call_dict("memory_search", {"query": ANSWERED})
     assert never["results"] and never["notFound"]["missingWords"] >= 1
-    assert "no result mentions" in never["note"] and "Say you checked" in never["note"]
+    assert "does not mention" in never["note"] and "Say you checked" in never["note"]
     assert "parrot" not in json.dumps(never)  # the reply never repeats the question (see NotFound)
     assert answered["results"] and "notFound" not in answered and "note" not in answered
 
 
 def test_a_word_in_the_lines_beside_a_result_counts_and_strong_vector_evidence_is_never_flagged() -> None:
-    hit = Span("memory/d.md", 20, 30)
-    beside = Term("heron", 3.0, (Span("memory/d.md", 33, 40),))
-    elsewhere = Term("heron", 3.0, (Span("memory/other.md", 20, 30),))
-    assert judge([beside], [hit], None) is None
-    flagged = judge([elsewhere], [hit], None)
+    around_hit = frozenset({7, 8})  # the hit (7) and a chunk within NEIGHBOUR_LINES of it (8)
+    beside = Term("heron", 3.0, frozenset({8}))
+    elsewhere = Term("heron", 3.0, frozenset({40}))
+    assert judge([beside], [around_hit], None) is None
+    flagged = judge([elsewhere], [around_hit], None)
     assert flagged is not None and flagged.missing == ("heron",)
-    assert judge([elsewhere], [hit], 0.9) is None
-    assert judge([elsewhere], [hit], 0.1) is not None
+    assert judge([elsewhere], [around_hit], 0.9) is None
+    assert judge([elsewhere], [around_hit], 0.1) is not None
+
+
+def test_the_share_is_the_best_results_not_the_results_together() -> None:
+    words = (("crypto", set()), ("wallet", {1}), ("company", {2}), ("bitcoin", set()))
+    terms = [Term(word, 3.0, frozenset(holders)) for word, holders in words]
+    apart = judge(terms, [frozenset({1}), frozenset({2})], None)  # a quarter each, half together
+    assert apart is not None and apart.held_share == 0.25
+    assert apart.missing == ("crypto", "company", "bitcoin")  # what the closest result lacks
+    assert judge(terms, [frozenset({1, 2})], None) is None  # one result (and its neighbours) holds both
 
 
 class _Reads:
@@ -98,37 +142,53 @@ class _Reads:
         return self.store.execute(sql, params)
 
 
-def test_the_check_reads_only_where_terms_no_candidate_holds_lie_and_judges_alike(
+def test_neighbourhoods_are_read_only_when_the_candidates_around_the_results_would_flag(
     workspace: Path, state: Path, index_store: StoreUnderTest
 ) -> None:
+    """The judgement is the one every chunk around the results gives, read or not; it is read (one
+    statement) only when the search's own candidates around the results do not hold enough."""
     none = index_store.settings(MemorySearchConfig(provider="none"))
-    questions = [NEVER_SAID, ANSWERED, "Did Tom see a heron at the primary school in Leeds?", "Tom teaching"]
-    # enough notes that a word held by two of them is rare (COMMON_SHARE)
-    days = [date(2026, 4, 1) + timedelta(days=d) for d in range(50)]
-    market = {f"memory/{d}.md": f"# {d}\n\n- Maya walked to the market.\n" for d in days}
-    with open_index(write_notes(workspace, {**NOTES, **market}), state, none, store=index_store) as index:
-        found = {q: [Span(r.path, r.start_line, r.end_line) for r in index.search(SearchRequest(q)).results]
-                 for q in questions}  # fmt: skip
+    # one long note, cut into chunks: a word two chunks away from a hit is beside it or not by its lines
+    diary = "# 2026-05-01\n\n" + "".join(f"- Maya noted line {n} of the long day.\n" for n in range(1, 120))
+    diary = diary.replace("line 60 of", "line 60 of the heron and").replace(
+        "line 75 of", "line 75 of the otter and"
+    )
+    notes = {**NOTES, **MARKET, "memory/2026-05-01.md": diary}
+    questions = [NEVER_SAID, ANSWERED, "Did Tom see a heron at the primary school in Leeds?", "heron otter"]
+    with open_index(write_notes(workspace, notes), state, none, store=index_store) as index:
+        found = {q: index.search(SearchRequest(q, max_results=1)) for q in questions}
         chunks = rows(index, "SELECT rowid, path, start_line, end_line FROM chunks")
         store = open_store(index)
-    known = {int(r[0]): Span(str(r[1]), int(r[2]), int(r[3])) for r in chunks}
+    places = [(int(r[0]), Span(str(r[1]), int(r[2]), int(r[3]))) for r in chunks]
     try:
         keywords = store.keywords()
         for question in questions:
-            hits, terms = found[question][:1], fts_terms(question)  # the best only: other holders lie apart
-            every = distinctive_terms(keywords, store, terms, len(chunks), hits)  # reads every holder
+            hit = found[question].results[0]
+            spans = [Span(hit.path, hit.start_line, hit.end_line)]
+            terms = distinctive_terms(keywords, fts_terms(question), len(chunks))
+            every = neighbourhoods(store, spans)
+            assert every == [frozenset(r for r, s in places if spans[0].near(s, NEIGHBOUR_LINES))]
+            hits = [_Hit(hit.path, hit.start_line, hit.end_line)]
+            own = [
+                _Hit(hit.path, hit.start_line, hit.end_line, rowid) for rowid, s in places if s == spans[0]
+            ]
             reads = _Reads(store)
-            quick = distinctive_terms(keywords, reads, terms, len(chunks), hits, known)
-            assert judge(quick, hits, None) == judge(every, hits, None), question
-            assert reads.statements == 0, "every chunk's place was known: nothing to read"
-            assert any(t.holders for t in every) or question == NEVER_SAID
-            for slow, fast in zip(every, quick, strict=True):
-                near = [s for s in slow.holders if any(h.near(s, NEIGHBOUR_LINES) for h in hits)]
-                assert (fast.holders == (near[0],)) if near else (fast.holders == slow.holders), slow.text
-        never = distinctive_terms(keywords, store, fts_terms(NEVER_SAID), len(chunks), found[NEVER_SAID])
-        assert judge(never, found[NEVER_SAID], None) is not None
-        reads = _Reads(store)  # nothing known: the holders' places are read, in one statement
-        distinctive_terms(keywords, reads, fts_terms(ANSWERED), len(chunks), found[ANSWERED], {})
-        assert reads.statements == 1
+            verdict = check(keywords, reads, fts_terms(question), len(chunks), hits, own)
+            assert verdict == judge(terms, every, None), question
+            assert reads.statements == (
+                0 if judge(terms, [frozenset(h.rowid for h in own)], None) is None else 1
+            )
+        assert found[NEVER_SAID].not_found is not None and found[ANSWERED].not_found is None
     finally:
         store.close()
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """What the check reads of a result or a candidate."""
+
+    path: str
+    start_line: int
+    end_line: int
+    rowid: int | None = None
+    vector_score: float | None = None

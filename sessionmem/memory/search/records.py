@@ -136,8 +136,8 @@ class NotFound:
     on it (tests/session/test_forget.py), and the model has its own question. ``missing`` (Python) has them.
     """
 
-    missing: tuple[str, ...]  # the query's distinctive terms no result (nor the lines beside it) holds
-    held_share: float  # the share of the distinctive terms' IDF the results hold
+    missing: tuple[str, ...]  # the query's distinctive terms the closest result and the lines beside it lack
+    held_share: float  # the share of the distinctive terms' IDF the closest result holds
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,9 +150,9 @@ class NotFound:
         n = len(self.missing)
         which = "the rarest word" if n == 1 else f"{n} of the rarest words"
         return (
-            f"The memory may hold nothing about this: no result mentions {which} of the question. "
-            "The results share only the topic or the people; do not answer from them unless they clearly "
-            "say it. Say you checked."
+            f"The memory may hold nothing about this: even the closest result does not mention {which} "
+            "of the question. The results share only the topic or the people; do not answer from them "
+            "unless they clearly say it. Say you checked."
         )
 
 
