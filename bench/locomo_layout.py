@@ -6,11 +6,12 @@ LoCoMo's own file, ``data/locomo10.json`` of the public repository snap-research
 evaluation only: fetch it yourself; nothing of it is kept in this repository), byte for byte as the
 development split was made:
 
-    python bench/locomo_layout.py locomo10.json OUT --conversations conv-44,conv-47,conv-48,conv-49,conv-50
+    python bench/locomo_layout.py locomo10.json OUT --conversations conv-44,conv-47,conv-48,conv-49,conv-50 \
+        --check ../shared/recall/locomo-dev --split "held-out: 5 of LoCoMo's 10 conversations"
     python bench/bench_recall.py --data OUT --only minilm --layout memory
 
-``--check ../shared/recall/locomo-dev`` first rebuilds that split's conversations in a scratch folder
-and compares every file with it (a mismatch exits with 1 and names the file), so a held-out split made
+``--check ../shared/recall/locomo-dev`` first rebuilds that split in a scratch folder and compares every
+file with it, its manifest included (a mismatch exits with 1 and names the file), so a held-out split made
 by the same code is known to be laid out alike; that split's ``LICENSE.txt`` is copied into ``OUT`` and
 its harness ``eval_recall.py`` beside ``OUT`` (the bench loads the harness from the data's parent folder).
 
@@ -18,8 +19,9 @@ Each conversation becomes ``memory/YYYY-MM-DD.md`` (one daily log per session da
 day appended; one turn per line, ``- [D3:7] Name: text``, an image's caption as ``[shared image: ...]``),
 ``sessions/session_<n>.jsonl`` (the same turns as transcript lines, 30 s apart from the session's
 start), ``qa.jsonl`` (each question with its evidence resolved to files and lines; evidence written
-``D8:6; D9:17`` or ``D:11:26`` in the source is read as the turns it names, what names no turn is kept
-in ``evidence_unresolved``) and ``dialogs.json`` (where each turn stands).
+``D8:6; D9:17``, ``D:11:26`` or ``D30:05`` in the source is read as the turns it names, what names no
+turn is kept in ``evidence_unresolved``) and ``dialogs.json`` (where each turn stands). The manifest lists
+the split's conversations and, as the development split's does, totals over the whole file.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
 SESSION_TIME = re.compile(r"\s*(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 SESSION_KEY = re.compile(r"session_(\d+)")
 EVIDENCE_SEPARATORS = re.compile(r"[;\s]+")
+TURN_ID = re.compile(r"D:?(\d+):(\d+)")
 TURN_SECONDS = 30
 OPTIONS = {"same_day": "append", "captions": True, "session_content": "named"}
 
@@ -65,21 +68,20 @@ def turn_text(turn: dict[str, Any]) -> str:
 
 
 def evidence_ids(raw: list[str]) -> list[str]:
-    """The turn ids a question's evidence names: ``D8:6; D9:17`` is two, ``D:11:26`` is ``D11:26``."""
+    """The turn ids a question's evidence names: ``D8:6; D9:17`` is two, ``D:11:26`` is ``D11:26`` and
+    ``D30:05`` is ``D30:5``; what is not of that shape is kept as written (and names no turn)."""
     ids = [part for entry in raw for part in EVIDENCE_SEPARATORS.split(entry) if part]
-    return [re.sub(r"^D:(\d)", r"D\1", part) for part in ids]
+    return [f"D{int(m[1])}:{int(m[2])}" if (m := TURN_ID.fullmatch(p)) else p for p in ids]
 
 
-def lay_out(conversation: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Write one conversation's workspace under ``out`` and return its manifest entry."""
+def render(conversation: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """One conversation's workspace (path under ``<conv id>/`` -> text) and its manifest entry."""
     conv_id = conversation["sample_id"]
     talk = conversation["conversation"]
     speaker_a, speaker_b = talk["speaker_a"], talk["speaker_b"]
     roles = {speaker_a: "user", speaker_b: "assistant"}
     numbers = sorted(int(m.group(1)) for key in talk if (m := SESSION_KEY.fullmatch(key)) and talk[key])
-    workspace = out / conv_id
-    (workspace / "memory").mkdir(parents=True, exist_ok=True)
-    (workspace / "sessions").mkdir(exist_ok=True)
+    files: dict[str, str] = {}
     daily: dict[str, list[str]] = {}
     dialogs: dict[str, dict[str, Any]] = {}
     sessions = []
@@ -113,12 +115,12 @@ def lay_out(conversation: dict[str, Any], out: Path) -> dict[str, Any]:
                 "session_file": f"sessions/session_{number}.jsonl",
                 "session_line": i + 1,
             }
-        _write(workspace / "sessions" / f"session_{number}.jsonl", "".join(map(_json_line, transcript)))
+        files[f"{conv_id}/sessions/session_{number}.jsonl"] = "".join(map(_json_line, transcript))
     for day, lines in daily.items():
-        _write(workspace / "memory" / f"{day}.md", "\n".join(lines) + "\n")
+        files[f"{conv_id}/memory/{day}.md"] = "\n".join(lines) + "\n"
     document = {"conv_id": conv_id, "speaker_a": speaker_a, "speaker_b": speaker_b, "roles": roles}
     document |= {"sessions": sessions, "dialogs": dialogs}
-    _write(workspace / "dialogs.json", json.dumps(document, indent=1, ensure_ascii=False))
+    files[f"{conv_id}/dialogs.json"] = json.dumps(document, indent=1, ensure_ascii=False)
     questions, unresolved, unusable = [], 0, 0
     for n, qa in enumerate(conversation["qa"], 1):
         raw = list(qa.get("evidence", []))
@@ -143,9 +145,9 @@ def lay_out(conversation: dict[str, Any], out: Path) -> dict[str, Any]:
             "session_evidence_lines": [dialogs[e]["session_line"] for e in found],
         }
         questions.append(row)
-    _write(workspace / "qa.jsonl", "".join(map(_json_line, questions)))
+    files[f"{conv_id}/qa.jsonl"] = "".join(map(_json_line, questions))
     days = sorted(daily)
-    return {
+    return files, {
         "conv_id": conv_id,
         "speakers": [speaker_a, speaker_b],
         "sessions": len(numbers),
@@ -160,7 +162,8 @@ def lay_out(conversation: dict[str, Any], out: Path) -> dict[str, Any]:
 
 
 def lay_out_all(source: Path, out: Path, wanted: list[str], split: str) -> dict[str, Any]:
-    """The ``wanted`` conversations of LoCoMo's file under ``out``, with ``manifest.json``."""
+    """The ``wanted`` conversations of LoCoMo's file under ``out``, with ``manifest.json`` (its totals are
+    the whole file's, as the development split's manifest gives them)."""
     raw = source.read_bytes()
     data = json.loads(raw)
     known = [c["sample_id"] for c in data]
@@ -169,36 +172,43 @@ def lay_out_all(source: Path, out: Path, wanted: list[str], split: str) -> dict[
         raise SystemExit(
             f"{source.name} has no conversation {', '.join(unknown)} (it has {', '.join(known)})"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    entries = [lay_out(c, out) for c in data if c["sample_id"] in wanted]
+    rendered = [render(c) for c in data]
+    entries = [entry for _, entry in rendered]
     totals = {k: sum(e[k] for e in entries) for k in ("sessions", "turns", "daily_files", "questions")}
     totals |= {k: sum(e[k] for e in entries) for k in entries[0] if k.startswith("questions_")}
     manifest = {
         "source_sha256": hashlib.sha256(raw).hexdigest(),
         "options": OPTIONS,
         "category_names": {str(k): v for k, v in CATEGORY_NAMES.items()},
+        "conversations": [entry for entry in entries if entry["conv_id"] in wanted],
+        "totals": totals,
+        "split": split,
     }
-    manifest |= {"conversations": entries, "totals": totals, "split": split}
-    _write(out / "manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False))
+    for files, entry in rendered:
+        if entry["conv_id"] in wanted:
+            for name, text in files.items():
+                (out / name).parent.mkdir(parents=True, exist_ok=True)
+                (out / name).write_text(text, encoding="utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
     return manifest
 
 
 def check_against(source: Path, reference: Path) -> list[str]:
-    """The files of ``reference``'s conversations this script would write otherwise (none: laid out alike)."""
-    wanted = [c["conv_id"] for c in json.loads((reference / "manifest.json").read_text())["conversations"]]
+    """The files of ``reference`` (its conversations and its manifest) this script would write otherwise
+    (none: laid out alike)."""
+    manifest = json.loads((reference / "manifest.json").read_text(encoding="utf-8"))
+    wanted = [c["conv_id"] for c in manifest["conversations"]]
     with tempfile.TemporaryDirectory(prefix="locomo-check-") as scratch:
-        lay_out_all(source, Path(scratch), wanted, "check")
-        differ = []
-        for conv in wanted:
-            mine = sorted(p.relative_to(scratch) for p in (Path(scratch) / conv).rglob("*") if p.is_file())
-            theirs = sorted(p.relative_to(reference) for p in (reference / conv).rglob("*") if p.is_file())
-            differ += [str(p) for p in sorted(set(mine) ^ set(theirs))]
-            differ += [
-                str(p)
-                for p in mine
-                if p in theirs and not filecmp.cmp(Path(scratch) / p, reference / p, shallow=False)
-            ]
-        return differ
+        lay_out_all(source, Path(scratch), wanted, manifest.get("split", ""))
+        mine = {p.relative_to(scratch) for p in Path(scratch).rglob("*") if p.is_file()}
+        theirs = {p.relative_to(reference) for p in reference.rglob("*") if p.is_file()}
+        theirs = {p for p in theirs if p.parts[0] in wanted or p.name == "manifest.json"}
+        differ = sorted(mine ^ theirs)
+        differ += sorted(
+            p for p in mine & theirs if not filecmp.cmp(Path(scratch) / p, reference / p, shallow=False)
+        )
+        return [str(p) for p in differ]
 
 
 def _iso(moment: datetime) -> str:
@@ -207,10 +217,6 @@ def _iso(moment: datetime) -> str:
 
 def _json_line(row: dict[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False) + "\n"
-
-
-def _write(path: Path, text: str) -> None:
-    path.write_text(text, encoding="utf-8")
 
 
 def main() -> None:
@@ -234,8 +240,8 @@ def main() -> None:
             shutil.copy(licence, args.out / licence.name)
         if (harness := args.check.parent / "eval_recall.py").is_file():
             shutil.copy(harness, args.out.parent / harness.name)  # bench_recall loads it beside the data
-    totals = manifest["totals"]
-    print(f"{args.out}: {len(wanted)} conversations, {totals['questions']} questions")
+    questions = sum(entry["questions"] for entry in manifest["conversations"])
+    print(f"{args.out}: {len(wanted)} conversations, {questions} questions")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,12 @@ CONVERSATION = {
             "evidence": ["D1:1; D1:3"],
             "category": 4,
         },
-        {"question": "Who asked about Pixel?", "answer": "Ben", "evidence": ["D:2:1", "D9:9"], "category": 1},
+        {
+            "question": "Who asked about Pixel?",
+            "answer": "Ben",
+            "evidence": ["D:2:1", "D3:01", "D9:9"],
+            "category": 1,
+        },
         {"question": "Is Ada a cat person?", "answer": "Yes", "evidence": [], "category": 3},
         {
             "question": "What did Ben's dog learn?",
@@ -108,7 +113,7 @@ def test_evidence_is_read_as_the_source_writes_it(source: Path, tmp_path: Path) 
     locomo_layout.lay_out_all(source, out, ["conv-90"], "test")
     cat, who, none, adversarial = questions(out)
     assert cat["evidence"] == ["D1:1", "D1:3"] and cat["evidence_raw"] == ["D1:1; D1:3"]
-    assert who["evidence"] == ["D2:1"] and who["evidence_unresolved"] == ["D9:9"]
+    assert who["evidence"] == ["D2:1", "D3:1"] and who["evidence_unresolved"] == ["D9:9"]
     assert none["evidence"] == [] and none["category_name"] == "open-domain"
     assert adversarial["answer"] is None and adversarial["adversarial_answer"] == "x"
 
@@ -127,3 +132,13 @@ def test_an_unknown_conversation_or_session_time_is_named(source: Path, tmp_path
         locomo_layout.lay_out_all(source, tmp_path / "out", ["conv-99"], "test")
     with pytest.raises(ValueError, match="unreadable session time 'noon on Monday'"):
         locomo_layout.session_start("noon on Monday")
+
+
+def test_the_manifest_counts_the_whole_file_and_lists_the_split(tmp_path: Path) -> None:
+    """As the development split's manifest does: its totals are LoCoMo's file's, its list the split's."""
+    source = tmp_path / "locomo10.json"
+    source.write_text(json.dumps([CONVERSATION, {**CONVERSATION, "sample_id": "conv-91"}]), encoding="utf-8")
+    manifest = locomo_layout.lay_out_all(source, tmp_path / "split", ["conv-91"], "held-out")
+    assert [c["conv_id"] for c in manifest["conversations"]] == ["conv-91"]
+    assert manifest["totals"]["sessions"] == 6 and manifest["totals"]["questions"] == 8
+    assert sorted(p.name for p in (tmp_path / "split").iterdir()) == ["conv-91", "manifest.json"]
