@@ -26,6 +26,14 @@ flagged not found (a cost: their answer was there).
     python bench/bench_recall.py --only keyword --layout memory \
         --time-against '{"query": {"hybrid": {"secondStage": {"enabled": false}}}}'
                                                       # search time with and without those settings
+    python bench/bench_recall.py --only minilm --layout memory \
+        --against '{"query": {"hybrid": {"mmr": {"enabled": false}}}}'
+                                                      # recall with and without, question by question
+
+Each R@6 and MRR is printed with its 95% bootstrap interval over the questions (``recall_stats``): on
+this split one question is 0.001 of R@6 and the interval is about +-0.015 wide, so a change of a few
+questions is read from ``--against``, which asks both settings the same questions and gives the
+difference its own (paired) interval and the questions gained and lost.
 
 R@6 is printed per LoCoMo category too (single-hop, multi-hop, temporal, open-domain, adversarial).
 Dates the questions name ("in August 2023", "last week") weigh hits dated then (``date_boost``).
@@ -50,6 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO_ROOT, find_model, footer, header, parser, stats, table, verdict
+from recall_stats import compare, found_within, interval, read_ranks, reciprocal
 
 from sessionmem.config import MemorySearchConfig, deep_merge
 from sessionmem.dsn import pg_target
@@ -92,6 +101,13 @@ def settings_for(layout: str, model: Path | None, overrides: dict[str, Any]) -> 
     return MemorySearchConfig.model_validate(deep_merge(raw, overrides))
 
 
+def merged(settings: MemorySearchConfig, overrides: dict[str, Any]) -> MemorySearchConfig:
+    """``settings`` with ``overrides`` (camelCase JSON, as ``--set`` takes) merged over them."""
+    return MemorySearchConfig.model_validate(
+        deep_merge(settings.model_dump(by_alias=True, exclude_unset=True), overrides)
+    )
+
+
 class Backend:
     """The harness's plug-in: ``prepare(workspace)`` indexes one conversation, ``search`` asks it."""
 
@@ -102,8 +118,10 @@ class Backend:
         state_root: Path,
         store: str | None = None,
         pin_today: bool = False,
+        seed_from: Path | None = None,
     ) -> None:
         self.layout = layout
+        self.seed_from = seed_from  # another run's states, copied once: only what differs is embedded
         self.pin_today = pin_today  # relative dates count from the conversation's last daily log
         self.today: date | None = None
         self.settings = settings
@@ -121,9 +139,13 @@ class Backend:
         self.close()
         ws = Path(workspace)
         state = self.state_root / f"{ws.name}-{self.layout}"
+        seed = self.seed_from / state.name if self.seed_from is not None else None
+        if seed is not None and seed.is_dir() and not state.exists() and not self.store:
+            shutil.copytree(seed, state)
         settings = self.settings
         if self.store:
-            schema = f"bench_recall_{ws.name}_{self.layout}".replace("-", "_")
+            tag = "against_" if self.seed_from is not None else ""  # its own schemas beside the run's
+            schema = f"bench_recall_{tag}{ws.name}_{self.layout}".replace("-", "_")
             self.schemas.add(schema)
             dsn = f"{self.store}{'&' if '?' in self.store else '?'}schema={schema}"
             settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": dsn})})
@@ -228,9 +250,7 @@ def time_against(
     index is copied once synced, and the copy opened with the other settings (nothing to embed again)."""
     mine: list[float] = []
     theirs: list[float] = []
-    other_settings = MemorySearchConfig.model_validate(
-        deep_merge(backend.settings.model_dump(by_alias=True, exclude_unset=True), against)
-    )
+    other_settings = merged(backend.settings, against)
     for conv in sorted(p for p in data.iterdir() if (p / "qa.jsonl").is_file()):
         backend.prepare(str(conv))
         questions = [json.loads(line)["question"] for line in (conv / "qa.jsonl").read_text().splitlines()]
@@ -298,6 +318,11 @@ def main() -> None:
         "alternating per question in one process (before / after of a setting)",
     )
     p.add_argument(
+        "--against",
+        help="JSON merged over the settings: recall with it too, question by question (gained, lost, "
+        "and the difference's interval), its indexes seeded from the run's",
+    )
+    p.add_argument(
         "--store",
         help="a postgresql:// DSN: index in PostgreSQL (a schema per conversation, dropped afterwards "
         "unless --state-dir is given) instead of SQLite files",
@@ -331,13 +356,27 @@ def main() -> None:
         configs.remove("minilm")
     print()
 
+    state_root = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="bench-recall-"))
+    state_root.mkdir(parents=True, exist_ok=True)
+
     def evaluate(search: Any, prepare: Any, layout: str) -> dict[str, Any]:
+        """The harness's figures, and ``ranks``: each question's first covering rank."""
+        per_question = state_root / "per-question.jsonl"
         result: dict[str, Any] = harness.evaluate(
-            str(data), search, prepare, layout=layout, ks=KS, limit=limit, progress=False
-        )
+            str(data), search, prepare, layout=layout, ks=KS, limit=limit, progress=False,
+            per_question=str(per_question),
+        )  # fmt: skip
+        result["ranks"] = read_ranks(per_question)
+        per_question.unlink()
         return result
 
-    state_root = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="bench-recall-"))
+    def intervals(ranks: dict[str, int | None]) -> dict[str, tuple[float, float]]:
+        """R@6's and MRR's 95% bootstrap intervals over the questions."""
+        firsts = list(ranks.values())
+        return {"R@6": interval(found_within(firsts, 6)), "MRR": interval(reciprocal(firsts))}
+
+    against = json.loads(args.against) if args.against else None
+    comparisons: list[str] = []
     rows: list[list[object]] = []
     category_rows: list[list[object]] = []
     backends: list[Backend] = []
@@ -383,12 +422,43 @@ def main() -> None:
                     )
                 )
                 r6[layout] = m["R@6"]
+                spread = intervals(res["ranks"])
+                notes.append(
+                    f"- {config}, {layout}: 95% intervals over the questions: "
+                    + ", ".join(f"{name} {low:.3f}-{high:.3f}" for name, (low, high) in spread.items())
+                )
+                if against is not None:
+                    other = Backend(
+                        layout,
+                        merged(backend.settings, against),
+                        state_root / "against",
+                        args.store,
+                        pin_today=args.today == "last-session",
+                        seed_from=state_root,
+                    )
+                    backends.append(other)
+                    try:
+                        res_against = evaluate(other.search, other.prepare, layout)
+                    finally:
+                        other.close()
+                    change = compare(res["ranks"], res_against["ranks"])
+                    figures[f"{config}/{layout}/against"] = {
+                        **res_against["by"]["all"],
+                        "recall_change": round(change.recall_change, 4),
+                        "recall_interval": [round(x, 4) for x in change.recall_interval],
+                        "mrr_change": round(change.mrr_change, 4),
+                        "mrr_interval": [round(x, 4) for x in change.mrr_interval],
+                        "gained": change.gained,
+                        "lost": change.lost,
+                    }
+                    comparisons.append(f"- {config}, {layout}: {change.line()}")
                 ms = sorted(backend.search_ms)
                 flagged = backend.flagged / max(backend.asked, 1)
                 figures[f"{config}/{layout}"] = {
                     **m,
                     "lines_per_hit": res["mean_lines_per_hit"],
                     "flagged_answerable": round(flagged, 4),
+                    **{f"{name}_interval": [round(x, 4) for x in ends] for name, ends in spread.items()},
                 }
                 notes.append(
                     f"- {config}, {layout}: answerable questions flagged not found {backend.flagged} of "
@@ -420,6 +490,10 @@ def main() -> None:
             )
         )
         print()
+        if comparisons:
+            print(f"With `{json.dumps(against)}` merged, against the settings above, question by question:\n")
+            print("\n".join(comparisons))
+            print()
         print("R@6 per question category:\n")
         print(table(["search", "layout", *CATEGORIES], category_rows))
         print()
