@@ -8,6 +8,7 @@ speed is not asserted in tests, only that each script finishes and prints its ta
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,3 +68,27 @@ def test_run_all_writes_each_table_as_it_completes(tmp_path: Path) -> None:
     assert text.index("bench_delta.py took") < text.index("bench_huge_file.py took")
     assert "Not run yet" not in text
     assert "Total:" in text
+
+
+def test_recall_against_other_settings_compares_question_by_question(tmp_path: Path) -> None:
+    """``bench_recall.py --against``: the same questions asked with other settings, the difference with its
+    interval and the questions gained and lost, each figure beside its own interval."""
+    if not RECALL_DATA.is_file():
+        if IN_CI:
+            pytest.fail(f"the recall data is missing: {RECALL_DATA}")
+        pytest.skip("the LoCoMo development split is not beside the repository")
+    figures = tmp_path / "figures.json"
+    against = '{"query": {"hybrid": {"secondStage": {"enabled": false}}}}'
+    proc = run_bench(
+        [str(BENCH / "bench_recall.py"), "--smoke", "--against", against, "--json", str(figures)], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"With `{against}` merged, against the settings above" in proc.stdout
+    assert "keyword, memory: R@6 " in proc.stdout and " lost of 25), MRR " in proc.stdout
+    assert "keyword, memory: 95% intervals over the questions: R@6 " in proc.stdout
+    result = json.loads(figures.read_text())
+    compared = result["keyword/memory/against"]
+    low, high = compared["recall_interval"]
+    assert low <= compared["recall_change"] <= high
+    assert compared["n"] == result["keyword/memory"]["n"] == 25  # 5 questions of each of 5 conversations
+    assert len(result["keyword/memory"]["R@6_interval"]) == 2
