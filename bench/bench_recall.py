@@ -44,6 +44,7 @@ conversation's last daily log instead (an experiment: the product has no such an
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import re
@@ -58,6 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO_ROOT, find_model, footer, header, parser, stats, table, verdict
+from pydantic import ValidationError
 from recall_stats import compare, found_within, interval, read_ranks, reciprocal
 
 from sessionmem.config import MemorySearchConfig, deep_merge
@@ -106,6 +108,23 @@ def merged(settings: MemorySearchConfig, overrides: dict[str, Any]) -> MemorySea
     return MemorySearchConfig.model_validate(
         deep_merge(settings.model_dump(by_alias=True, exclude_unset=True), overrides)
     )
+
+
+def settings_option(p: argparse.ArgumentParser, flag: str, text: str) -> dict[str, Any]:
+    """A settings option's JSON, checked before anything runs: a key misspelt would otherwise fail only
+    after the first configuration's questions (minutes, with the MiniLM model)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        p.error(f"{flag} is not JSON ({exc.msg} at character {exc.pos})")
+    if not isinstance(value, dict):
+        p.error(f"{flag} must be a JSON object of memorySearch settings, got {type(value).__name__}")
+    try:
+        merged(settings_for("memory", None, {}), value)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        p.error(f"{flag} is not valid memorySearch settings: {problems}")
+    return value
 
 
 class Backend:
@@ -328,6 +347,9 @@ def main() -> None:
         "unless --state-dir is given) instead of SQLite files",
     )
     args = p.parse_args()
+    overrides = settings_option(p, "--set", args.set)
+    against = settings_option(p, "--against", args.against) if args.against else None
+    timed_against = settings_option(p, "--time-against", args.time_against) if args.time_against else None
     data = Path(args.data).resolve()
     if not (data / "manifest.json").is_file():
         raise SystemExit(f"no LoCoMo workspaces at {data} (see ../shared/recall/README.md)")
@@ -337,7 +359,6 @@ def main() -> None:
         return
     harness = load_harness(data)
     model = find_model(args.model)
-    overrides = json.loads(args.set)
     configs = [c for c in TARGETS if args.only in (None, c)]
     layouts = [args.layout] if args.layout else list(LAYOUTS)
     if args.smoke:  # a tiny slice: keyword-only, one layout, 5 questions per conversation
@@ -375,7 +396,6 @@ def main() -> None:
         firsts = list(ranks.values())
         return {"R@6": interval(found_within(firsts, 6)), "MRR": interval(reciprocal(firsts))}
 
-    against = json.loads(args.against) if args.against else None
     comparisons: list[str] = []
     rows: list[list[object]] = []
     category_rows: list[list[object]] = []
@@ -521,17 +541,15 @@ def main() -> None:
                     f"answered with nothing + {flagged} flagged not found, of {total} = {rate:.3f} "
                     f"({verdict(rate, target, lower_is_better=False)} >= {target})",
                 )
-        if args.time_against:
-            against = json.loads(args.time_against)
-            print(
-                f"\nSearch time, every question, alternating (`{json.dumps(against)}` merged: 'against'):\n"
-            )
+        if timed_against is not None:
+            merged_json = json.dumps(timed_against)
+            print(f"\nSearch time, every question, alternating (`{merged_json}` merged: 'against'):\n")
             timing_rows = []
             for config in configs:
                 settings = settings_for(layouts[0], model if config == "minilm" else None, overrides)
                 backend = Backend(layouts[0], settings, state_root, args.store)
                 backends.append(backend)
-                mine, theirs = time_against(data, backend, against, limit)
+                mine, theirs = time_against(data, backend, timed_against, limit)
                 for name, samples in (("as run", mine), ("against", theirs)):
                     st = stats(samples)
                     timing_rows.append([config, layouts[0], name, f"{st.p50:.1f}", f"{st.p95:.1f}", st.n])

@@ -92,3 +92,21 @@ def test_recall_against_other_settings_compares_question_by_question(tmp_path: P
     assert low <= compared["recall_change"] <= high
     assert compared["n"] == result["keyword/memory"]["n"] == 25  # 5 questions of each of 5 conversations
     assert len(result["keyword/memory"]["R@6_interval"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--against", '{"query": {"hybrid": {"mmr": {"enable": false}}}}', "query.hybrid.mmr.enable"),
+        ("--time-against", "{bad", "--time-against is not JSON"),
+        ("--set", "[1]", "--set must be a JSON object"),
+    ],
+)
+def test_recall_settings_options_are_checked_before_any_question(
+    flag: str, value: str, said: str, tmp_path: Path
+) -> None:
+    """A misspelt setting stops the run at once, named, not after the first configuration's questions."""
+    proc = run_bench([str(BENCH / "bench_recall.py"), "--smoke", flag, value], tmp_path)
+    assert proc.returncode == 2
+    assert said in proc.stderr
+    assert "R@6" not in proc.stdout  # no question was asked
