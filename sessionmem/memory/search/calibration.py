@@ -299,11 +299,12 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
     current = load(conn)
     if not changed and current is not None and current.fits(embedder, width):
         return None
-    size = -1 if width is None else width * 4
-    where = "model = ? AND embedding IS NOT NULL AND (? < 0 OR length(embedding) = ?)"
-    (count,) = conn.execute(
-        f"SELECT count(*) FROM chunks WHERE {where}", (embedder.model, size, size)
-    ).fetchone()
+    # Every writing sync counts: by the vectors' length (SQLite's idx_chunks_vector_lengths) once known.
+    where = "model = ? AND embedding IS NOT NULL"
+    params: tuple[Any, ...] = (embedder.model,)
+    if width is not None:
+        where, params = f"length(embedding) = ? AND {where}", (width * 4, *params)
+    (count,) = conn.execute(f"SELECT count(*) FROM chunks WHERE {where}", params).fetchone()
     if not needs_measuring(current, embedder, width, int(count)):
         return None
     step = max(1, int(count) // SAMPLE_ROWS)
@@ -311,15 +312,14 @@ def refresh(conn: Any, embedder: Embedder, width: int | None, *, changed: bool =
         bytes(b)
         for (b,) in conn.execute(
             f"SELECT embedding FROM chunks WHERE {where} AND rowid % ? = 0 LIMIT ?",
-            (embedder.model, size, size, step, SAMPLE_ROWS),
+            (*params, step, SAMPLE_ROWS),
         )
     ]
     if not blobs:  # the stride missed every row (rowids are not dense): take the first ones
         blobs = [
             bytes(b)
             for (b,) in conn.execute(
-                f"SELECT embedding FROM chunks WHERE {where} LIMIT ?",
-                (embedder.model, size, size, SAMPLE_ROWS),
+                f"SELECT embedding FROM chunks WHERE {where} LIMIT ?", (*params, SAMPLE_ROWS)
             )
         ]
     widths = {len(b) for b in blobs}

@@ -46,6 +46,11 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS idx_chunks_source ON chunks(source);
 CREATE INDEX IF NOT EXISTS idx_chunks_hash ON chunks(hash);  -- vectors reused by text (sync_pass._lookup)
+-- The chunks with a vector, by its byte length and model: a writing sync counts them (calibration.refresh)
+-- from here instead of reading the table (100k chunks: 12 ms, not 220). Led by the length, which only
+-- that count names, so a query by model alone never takes it for idx_chunks_hash (0.5 ms -> 250 ms).
+CREATE INDEX IF NOT EXISTS idx_chunks_vector_lengths ON chunks(length(embedding), model)
+    WHERE embedding IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS embedding_cache (
     provider     TEXT NOT NULL,
