@@ -269,6 +269,8 @@ def run_one(
             conn.execute("UPDATE chunks SET audience = 'shared'")
         if store and after_write and not reuse:
             out.update(time_after_write(ws, cfg, root, embedder, queries, after_write))
+        if not reuse:
+            out["writing_sync"] = time_writing_syncs(index, ws, 3 if n_queries < 50 else 10)
         if not reuse and not store and sql_paths:
             stale = Searcher(conn, embedder, cfg, support, preload_matrix=False)
             assert stale.vector_path.name == "sqlite-vec", stale.vector_path
@@ -279,6 +281,25 @@ def run_one(
         index.close()
     out["peak_rss_mb"] = peak_rss_mb()
     return out
+
+
+def time_writing_syncs(index: Any, ws: Path, reps: int) -> list[float]:
+    """``reps`` syncs, each after a line appended to one note: what a flush writing today's log costs the
+    index (the note's chunk again, and the calibration's check of the vector count). The note is
+    removed afterwards, so a kept workspace stays as it was written."""
+    note = ws / "memory" / "bench-writing-sync.md"
+    times: list[float] = []
+    try:
+        for i in range(reps):
+            with note.open("a", encoding="utf-8") as f:
+                f.write(f"- write {i}: the ledger cutover moved to thursday\n")
+            start = time.perf_counter()
+            index.sync()
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        note.unlink(missing_ok=True)
+        index.sync()
+    return times
 
 
 def time_after_write(
@@ -561,6 +582,7 @@ def main() -> None:
         ("hybrid_matrix", "hybrid search (matrix path and keyword matrix, the default)"),
         ("hybrid_sqlite_vec", "hybrid search (sqlite-vec path, matrix stale)"),
         ("hybrid_group", "hybrid search, a group's view (half the chunks private, filtered in the query)"),
+        ("writing_sync", "a sync after a line appended to a note (its chunk again, vectors counted)"),
     ]
     rows = []
     for key, label in names:
